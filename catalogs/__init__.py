@@ -1,0 +1,1 @@
+"""Mirror definitions (TOML), installed as package data."""

@@ -1,0 +1,213 @@
+"""Tar headers read from a forward-only stream: ustar, GNU (long names, base-256 numbers) and pax."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+BLOCK = 512
+CHUNK = 1 << 20
+
+TYPES = {
+    b"0": "file",
+    b"\0": "file",
+    b"7": "file",
+    b"1": "hardlink",
+    b"2": "symlink",
+    b"3": "chardev",
+    b"4": "blockdev",
+    b"5": "dir",
+    b"6": "fifo",
+    b"S": "sparse",
+}
+LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL = b"L", b"K", b"x", b"g"
+
+
+class TarFormatError(Exception):
+    """The decompressed stream is not a tar archive, or a header is damaged."""
+
+    def __init__(self, kind: str, offset: int, detail: str) -> None:
+        self.kind = kind  # not_tar | corrupt_header | truncated
+        self.offset = offset
+        super().__init__(f"{detail} at offset {offset}")
+
+
+class Stream(Protocol):
+    pos: int
+
+    def read(self, n: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class TarHeader:
+    """A member's header after long-name and pax records are applied; paths are raw bytes."""
+
+    name: bytes
+    type: str
+    size: int
+    mode: int
+    mtime: int
+    uid: int
+    gid: int
+    uname: str
+    gname: str
+    linkname: bytes
+    header_offset: int
+    data_offset: int
+
+
+def parse_number(field: bytes) -> int:
+    """An octal field, or GNU base-256 when the high bit of the first byte is set."""
+    if field and field[0] & 0x80:
+        value = int.from_bytes(field, "big") & ~(0x80 << (8 * (len(field) - 1)))
+        return value - (1 << (8 * len(field) - 1)) if field[0] == 0xFF else value
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    return int(text, 8) if text else 0
+
+
+def checksum_ok(block: bytes) -> bool:
+    try:
+        stored = parse_number(block[148:156])
+    except ValueError:
+        return False
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
+    return stored in (unsigned, signed)
+
+
+def cstring(field: bytes) -> bytes:
+    return field.split(b"\0", 1)[0]
+
+
+def parse_pax(data: bytes) -> dict[bytes, bytes]:
+    """pax records: 'LEN key=value\\n', LEN counting the whole record."""
+    records, i = {}, 0
+    while i < len(data):
+        space = data.index(b" ", i)
+        length = int(data[i:space])
+        if length <= 0:
+            raise ValueError("pax record length")
+        key, _, value = data[space + 1 : i + length - 1].partition(b"=")
+        records[key] = value
+        i += length
+    return records
+
+
+def _read_exact(stream: Stream, n: int) -> bytes:
+    data = stream.read(n)
+    if len(data) < n:
+        raise TarFormatError("truncated", stream.pos, "archive ends inside a member")
+    return data
+
+
+class MemberData:
+    """The data of the current member, readable once in chunks; the rest is skipped when the next is read."""
+
+    def __init__(self, stream: Stream, size: int) -> None:
+        self._stream = stream
+        self.left = size
+
+    def chunks(self, chunk: int = CHUNK) -> Iterator[bytes]:
+        while self.left:
+            data = _read_exact(self._stream, min(chunk, self.left))
+            self.left -= len(data)
+            yield data
+
+    def skip(self) -> None:
+        for _ in self.chunks():
+            pass
+
+
+def _apply_pax(pax: dict[bytes, bytes], fields: dict) -> None:
+    if b"path" in pax:
+        fields["name"] = pax[b"path"]
+    if b"linkpath" in pax:
+        fields["linkname"] = pax[b"linkpath"]
+    for key in (b"size", b"uid", b"gid"):
+        if key in pax:
+            fields[key.decode()] = int(pax[key])
+    if b"mtime" in pax:
+        fields["mtime"] = int(float(pax[b"mtime"]))
+    for key in (b"uname", b"gname"):
+        if key in pax:
+            fields[key.decode()] = pax[key].decode("utf-8", "replace")
+
+
+def _header_fields(block: bytes) -> dict:
+    name = cstring(block[0:100])
+    if block[257:263] == b"ustar\0":  # POSIX ustar: a prefix joins the name; GNU uses that space otherwise
+        prefix = cstring(block[345:500])
+        if prefix:
+            name = prefix + b"/" + name
+    return {
+        "name": name,
+        "mode": parse_number(block[100:108]),
+        "uid": parse_number(block[108:116]),
+        "gid": parse_number(block[116:124]),
+        "size": parse_number(block[124:136]),
+        "mtime": parse_number(block[136:148]),
+        "typeflag": block[156:157],
+        "linkname": cstring(block[157:257]),
+        "uname": cstring(block[265:297]).decode("utf-8", "replace"),
+        "gname": cstring(block[297:329]).decode("utf-8", "replace"),
+    }
+
+
+def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
+    """Each member's header and a reader of its data; read the data before asking for the next member."""
+    long_name = long_link = None
+    pax: dict[bytes, bytes] = {}
+    global_pax: dict[bytes, bytes] = {}
+    first = True
+    ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
+    while True:
+        header_offset = stream.pos
+        if ext_offset is None:
+            ext_offset = header_offset
+        block = stream.read(BLOCK)
+        if len(block) < BLOCK:
+            if not block and not first:
+                return  # no end-of-archive blocks: GNU tar reads such archives too
+            raise TarFormatError("not_tar" if first else "truncated", header_offset, "archive ends inside a header")
+        if block == bytes(BLOCK):
+            return
+        if not checksum_ok(block):
+            raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
+        first = False
+        try:
+            fields = _header_fields(block)
+        except ValueError:
+            raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header") from None
+        typeflag = fields.pop("typeflag")
+        if typeflag == PAX_GLOBAL:
+            ext_offset = None
+        if typeflag in (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL):
+            data = _read_exact(stream, fields["size"])
+            _read_exact(stream, -fields["size"] % BLOCK)
+            if typeflag == LONG_NAME:
+                long_name = cstring(data)
+            elif typeflag == LONG_LINK:
+                long_link = cstring(data)
+            else:
+                try:
+                    (pax if typeflag == PAX else global_pax).update(parse_pax(data))
+                except ValueError:
+                    raise TarFormatError("corrupt_header", header_offset, "bad pax record") from None
+            continue
+        _apply_pax(global_pax, fields)
+        _apply_pax(pax, fields)
+        if long_name is not None and b"path" not in pax:
+            fields["name"] = long_name
+        if long_link is not None and b"linkpath" not in pax:
+            fields["linkname"] = long_link
+        kind = TYPES.get(typeflag, "other")
+        size = fields.pop("size") if kind not in ("hardlink", "symlink", "dir") else 0
+        fields.pop("size", None)
+        header = TarHeader(type=kind, size=size, header_offset=ext_offset, data_offset=stream.pos, **fields)
+        data = MemberData(stream, size)
+        yield header, data
+        data.skip()
+        _read_exact(stream, -size % BLOCK)
+        long_name = long_link = ext_offset = None
+        pax = {}

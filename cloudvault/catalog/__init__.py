@@ -1,0 +1,1 @@
+"""The SQLite catalog: schema, opening and locking, bulk writes, and queries."""

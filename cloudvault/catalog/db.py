@@ -1,0 +1,129 @@
+"""Open, create, migrate and lock the catalog file."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from cloudvault import __version__
+from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("schema.sql")
+# version -> SQL that brings a catalog from version-1 to it; empty while there is one version.
+MIGRATIONS: dict[int, str] = {}
+
+
+def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    else:
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+def _create(path: Path) -> None:
+    """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    conn = _connect(tmp)
+    try:
+        conn.executescript(SCHEMA_FILE.read_text())
+        _set_meta(conn, SCHEMA_VERSION)
+    finally:
+        conn.close()
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _set_meta(conn: sqlite3.Connection, version: int) -> None:
+    conn.executemany(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [("schema_version", str(version)), ("tool_version", __version__)],
+    )
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    found = schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        if version in MIGRATIONS:
+            conn.executescript(MIGRATIONS[version])
+    conn.executescript(SCHEMA_FILE.read_text())
+    _set_meta(conn, SCHEMA_VERSION)
+
+
+def open_catalog(path: Path, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
+    """The catalog at path; created (mode 0600) when asked, else CatalogMissing."""
+    if not path.exists():
+        if not create:
+            raise CatalogMissing(path=path)
+        _create(path)
+    if readonly:
+        conn = _connect(path, readonly=True)
+        found = schema_version(conn)
+        if found > SCHEMA_VERSION:
+            raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
+        return conn
+    conn = _connect(path)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    migrate(conn, path)
+    return conn
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One atomic unit (an archive's rows, a batch of files): all of it lands, or none."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, *, wait: bool = False) -> Iterator[None]:
+    """One indexer per catalog: a second refuses (CatalogBusy) or, with wait, blocks until the first ends."""
+    lock_path = path.with_name(path.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait:
+                    pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                    raise CatalogBusy(pid=pid, path=path) from None
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)

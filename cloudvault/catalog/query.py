@@ -1,0 +1,280 @@
+"""Reads of the catalog: resolve an entry ID prefix, search, one entry's details, list files and members."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field
+
+from cloudvault.errors import AmbiguousEntry, EntryNotFound
+
+KINDS = ("entry", "doc", "file", "member")
+COUNT_CAP = 100_000
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search or listing result; `archive` is the archive's mirror path for members, else None."""
+
+    kind: str
+    entry: str
+    path: str
+    archive: str | None
+    size: int | None
+    blake3: str | None
+    mirror: str
+    text: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    query: list[str]
+    hits: dict[str, list[Hit]] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+    cautions: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        return any(self.hits.values())
+
+    def to_json(self) -> dict:
+        return {
+            "query": self.query,
+            "totals": self.totals,
+            "cautions": self.cautions,
+            "results": [h.to_json() for kind in KINDS for h in self.hits.get(kind, [])],
+        }
+
+
+def fts_query(terms: list[str]) -> str | None:
+    """Each term as a quoted trigram phrase (substring match), all of them required; None if one is too short."""
+    if any(len(t) < 3 for t in terms):
+        return None
+    return " AND ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _like_clause(column: str, terms: list[str]) -> tuple[str, list[str]]:
+    escaped = [t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for t in terms]
+    return " AND ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in terms), [f"%{t}%" for t in escaped]
+
+
+# -- entries ----------------------------------------------------------------------------------------------------
+def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
+    """(mirror_id, entry_id, mirror name) of the one entry that query names exactly or by unique prefix."""
+    sql = "SELECT e.mirror_id, e.entry_id, m.name FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE "
+    mirror, _, name = query.rpartition(":")
+    extra, args = ("m.name = ? AND ", [mirror]) if mirror else ("", [])
+    rows = conn.execute(sql + extra + "e.entry_id = ? AND e.entry_id != ''", [*args, name]).fetchall()
+    if not rows:
+        pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = conn.execute(
+            sql + extra + "e.entry_id LIKE ? ESCAPE '\\' AND e.entry_id != '' ORDER BY e.entry_id", [*args, pattern]
+        ).fetchall()
+    if len(rows) == 1:
+        return rows[0]
+    if not rows:
+        names = [r[0] for r in conn.execute("SELECT entry_id FROM entries WHERE entry_id != ''")]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+        raise EntryNotFound(query=query, hint=f"; did you mean {', '.join(close)}?" if close else "")
+    labels = [f"{m}:{e}" if len({r[2] for r in rows}) > 1 else e for _, e, m in rows]
+    raise AmbiguousEntry(query=query, count=len(rows), candidates=", ".join(labels[:10]))
+
+
+@dataclass
+class EntryDetails:
+    mirror: str
+    entry: str
+    what: str
+    node_gpu: str
+    measured: str
+    size_text: str
+    key_files: list[str]
+    caution: str
+    settings: dict
+    present: bool
+    files: int
+    archives: int
+    members: int
+    bytes_on_disk: int
+    environment: str | None
+    flags: list[dict]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> EntryDetails:
+    row = conn.execute(
+        "SELECT m.name, e.what, e.node_gpu, e.measured, e.size_text, e.key_files, e.caution, e.settings, e.present "
+        "FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE e.mirror_id = ? AND e.entry_id = ?",
+        (mirror_id, entry_id),
+    ).fetchone()
+    files, size = conn.execute(
+        "SELECT count(*), coalesce(sum(size), 0) FROM files WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry_id)
+    ).fetchone()
+    archives, members = conn.execute(
+        "SELECT count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
+        "WHERE f.mirror_id = ? AND f.entry_id = ?",
+        (mirror_id, entry_id),
+    ).fetchone()
+    env = conn.execute(
+        "SELECT d.body FROM docs d JOIN files f ON f.id = d.file_id WHERE f.mirror_id = ? AND f.path = ?",
+        (mirror_id, f"{entry_id}/ENVIRONMENT.md"),
+    ).fetchone()
+    flags = [
+        {"kind": k, "path": p, "member": mem, "detail": d}
+        for k, p, mem, d in conn.execute(
+            "SELECT fl.kind, f.path, fl.member, fl.detail FROM flags fl LEFT JOIN files f ON f.id = fl.file_id "
+            "WHERE fl.mirror_id = ? AND fl.entry_id = ? ORDER BY fl.kind, f.path, fl.member",
+            (mirror_id, entry_id),
+        )
+    ]
+    name, what, node, measured, size_text, key_files, caution, settings, present = row
+    return EntryDetails(
+        mirror=name, entry=entry_id, what=what, node_gpu=node, measured=measured, size_text=size_text,
+        key_files=[k for k in key_files.split("; ") if k], caution=caution, settings=json.loads(settings),
+        present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
+        environment=env[0] if env else None, flags=flags,
+    )  # fmt: skip
+
+
+def cautions(conn: sqlite3.Connection, keys: set[tuple[int, str]]) -> dict[str, list[str]]:
+    """What a user must know before using an entry: its caution, and how many secrets were flagged in it."""
+    out: dict[str, list[str]] = {}
+    for mirror_id, entry in sorted(keys):
+        notes = []
+        row = conn.execute(
+            "SELECT caution FROM entries WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry)
+        ).fetchone()
+        if row and row[0]:
+            notes.append(row[0])
+        kinds = conn.execute(
+            "SELECT kind, count(*) FROM flags WHERE mirror_id = ? AND entry_id = ? GROUP BY kind ORDER BY kind",
+            (mirror_id, entry),
+        ).fetchall()
+        notes += [f"{n} {kind.replace('_', ' ')} flag(s)" for kind, n in kinds]
+        if notes and entry:
+            out[entry] = notes
+    return out
+
+
+# -- search -----------------------------------------------------------------------------------------------------
+def _entry_filter(alias: str, scope: tuple[int, str] | None) -> tuple[str, list]:
+    if scope is None:
+        return "", []
+    return f" AND {alias}.mirror_id = ? AND {alias}.entry_id = ?", list(scope)
+
+
+SEARCH_SQL = {
+    "entry": (
+        "SELECT 'entry', e.entry_id, e.entry_id, NULL, NULL, NULL, m.name, e.what, e.mirror_id "
+        "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid JOIN mirrors m ON m.id = e.mirror_id "
+        "WHERE entries_fts MATCH ?{filter} AND e.entry_id != '' ORDER BY rank",
+        "e",
+        "(e.entry_id || ' ' || e.what || ' ' || e.node_gpu || ' ' || e.key_files || ' ' || e.caution || ' ' "
+        "|| e.settings)",
+        "SELECT 'entry', e.entry_id, e.entry_id, NULL, NULL, NULL, m.name, e.what, e.mirror_id "
+        "FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE {like}{filter} AND e.entry_id != ''",
+    ),
+    "doc": (
+        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, "
+        "snippet(docs_fts, 0, '[', ']', '…', 10), f.mirror_id "
+        "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid JOIN files f ON f.id = d.file_id "
+        "JOIN mirrors m ON m.id = f.mirror_id WHERE docs_fts MATCH ?{filter} ORDER BY rank",
+        "f",
+        "d.body",
+        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, '', f.mirror_id "
+        "FROM docs d JOIN files f ON f.id = d.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE {like}{filter}",
+    ),
+    "file": (
+        "SELECT 'file', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, '', f.mirror_id "
+        "FROM files_fts JOIN files f ON f.id = files_fts.rowid JOIN mirrors m ON m.id = f.mirror_id "
+        "WHERE files_fts MATCH ?{filter}",
+        "f",
+        "f.path",
+        "SELECT 'file', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, '', f.mirror_id "
+        "FROM files f JOIN mirrors m ON m.id = f.mirror_id WHERE {like}{filter}",
+    ),
+    "member": (
+        "SELECT 'member', f.entry_id, mb.path, f.path, mb.size, mb.blake3, m.name, mb.type, f.mirror_id "
+        "FROM members_fts JOIN members mb ON mb.id = members_fts.rowid JOIN archives a ON a.id = mb.archive_id "
+        "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE members_fts MATCH ?{filter}",
+        "f",
+        "mb.path",
+        "SELECT 'member', f.entry_id, mb.path, f.path, mb.size, mb.blake3, m.name, mb.type, f.mirror_id "
+        "FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
+        "JOIN mirrors m ON m.id = f.mirror_id WHERE {like}{filter}",
+    ),
+}
+
+
+def _search_kind(
+    conn: sqlite3.Connection, kind: str, terms: list[str], scope: tuple[int, str] | None, limit: int
+) -> tuple[list[tuple], int]:
+    fts_sql, alias, like_col, like_sql = SEARCH_SQL[kind]
+    filt, fargs = _entry_filter(alias, scope)
+    match = fts_query(terms)
+    if match is not None:
+        sql, args = fts_sql.format(filter=filt), [match, *fargs]
+    else:
+        like, largs = _like_clause(like_col, terms)
+        sql, args = like_sql.format(like=like, filter=filt), [*largs, *fargs]
+    if limit <= 0:
+        rows = conn.execute(sql, args).fetchall()
+        return rows, len(rows)
+    rows = conn.execute(f"{sql} LIMIT ?", [*args, limit]).fetchall()
+    if len(rows) < limit:
+        return rows, len(rows)
+    count_sql = sql.replace(" ORDER BY rank", "")
+    total = conn.execute(f"SELECT count(*) FROM ({count_sql} LIMIT {COUNT_CAP})", args).fetchone()[0]
+    return rows, total
+
+
+def search(
+    conn: sqlite3.Connection,
+    terms: list[str],
+    *,
+    scope: tuple[int, str] | None = None,
+    kinds: tuple[str, ...] = KINDS,
+    limit: int = 20,
+) -> SearchResult:
+    """Entries, docs, files and members whose text holds every term (case-insensitive substrings)."""
+    result = SearchResult(query=terms)
+    seen: set[tuple[int, str]] = set()
+    for kind in kinds:
+        rows, total = _search_kind(conn, kind, terms, scope, limit)
+        result.hits[kind] = [Hit(*row[:8]) for row in rows]
+        result.totals[kind] = total
+        seen.update((row[8], row[1]) for row in rows)
+    result.cautions = cautions(conn, seen)
+    return result
+
+
+# -- listing ----------------------------------------------------------------------------------------------------
+def list_entry(conn: sqlite3.Connection, mirror_id: int, entry_id: str, pattern: str | None) -> list[Hit]:
+    """Files of an entry (paths relative to the entry) and members of its archives, matching a glob."""
+    name = conn.execute("SELECT name FROM mirrors WHERE id = ?", (mirror_id,)).fetchone()[0]
+    prefix = f"{entry_id}/" if entry_id else ""
+    glob = pattern or "*"
+    hits = [
+        Hit("file", entry_id, path[len(prefix) :], None, size, digest, name, kind)
+        for path, size, digest, kind in conn.execute(
+            "SELECT path, size, blake3, kind FROM files WHERE mirror_id = ? AND entry_id = ? "
+            "AND substr(path, ?) GLOB ? ORDER BY path",
+            (mirror_id, entry_id, len(prefix) + 1, glob),
+        )
+    ]
+    hits += [
+        Hit("member", entry_id, path, archive, size, digest, name, mtype)
+        for path, archive, size, digest, mtype in conn.execute(
+            "SELECT mb.path, f.path, mb.size, mb.blake3, mb.type FROM members mb "
+            "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
+            "WHERE f.mirror_id = ? AND f.entry_id = ? AND mb.path GLOB ? ORDER BY f.path, mb.data_offset",
+            (mirror_id, entry_id, glob),
+        )
+    ]
+    return hits

@@ -1,0 +1,160 @@
+-- cloudvault catalog, schema version 1. Applied idempotently by catalog.db.open_catalog.
+-- Paths are stored as UTF-8 text; where a name is not valid UTF-8 (or differs from its text form) the raw
+-- bytes are kept in raw_path so nothing is lost.
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- One row per mirror root that was indexed (a local path today; ssh:// and s3:// URLs through fsspec later).
+CREATE TABLE IF NOT EXISTS mirrors (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    root        TEXT NOT NULL,
+    manifest    TEXT,
+    indexed_at  TEXT
+);
+
+-- One row per top-level directory of a mirror, joined with its manifest metadata.
+-- entry_id '' is the mirror's top level (HOW_TO_USE.md, CATALOG.md ...).
+CREATE TABLE IF NOT EXISTS entries (
+    id          INTEGER PRIMARY KEY,
+    mirror_id   INTEGER NOT NULL REFERENCES mirrors(id) ON DELETE CASCADE,
+    entry_id    TEXT NOT NULL,
+    what        TEXT NOT NULL DEFAULT '',
+    node_gpu    TEXT NOT NULL DEFAULT '',
+    measured    TEXT NOT NULL DEFAULT '',
+    size_text   TEXT NOT NULL DEFAULT '',
+    key_files   TEXT NOT NULL DEFAULT '',   -- '; '-separated, as in CATALOG.md
+    caution     TEXT NOT NULL DEFAULT '',
+    settings    TEXT NOT NULL DEFAULT '{}', -- JSON from the manifest (model, commit, sampling, env vars, totals)
+    present     INTEGER NOT NULL DEFAULT 1, -- 0: in the manifest but not found on disk
+    UNIQUE (mirror_id, entry_id)
+);
+
+-- Every plain file and symlink of a mirror. (size, mtime_ns, inode, ctime_ns) decide whether to re-read it.
+CREATE TABLE IF NOT EXISTS files (
+    id          INTEGER PRIMARY KEY,
+    mirror_id   INTEGER NOT NULL REFERENCES mirrors(id) ON DELETE CASCADE,
+    entry_id    TEXT NOT NULL,
+    path        TEXT NOT NULL,              -- relative to the mirror root
+    raw_path    BLOB,
+    kind        TEXT NOT NULL,              -- file | symlink
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    ctime_ns    INTEGER NOT NULL,
+    inode       INTEGER NOT NULL,
+    mode        INTEGER NOT NULL,
+    link_target TEXT,
+    blake3      TEXT,                       -- NULL for symlinks and unreadable files
+    UNIQUE (mirror_id, path)
+);
+CREATE INDEX IF NOT EXISTS files_entry ON files(mirror_id, entry_id);
+
+-- Every .tar.zst, with its zstd frame table and the outcome of reading it.
+CREATE TABLE IF NOT EXISTS archives (
+    id            INTEGER PRIMARY KEY,
+    file_id       INTEGER NOT NULL UNIQUE REFERENCES files(id) ON DELETE CASCADE,
+    status        TEXT NOT NULL,            -- ok | not_zstd | corrupt_frame | truncated | not_tar | corrupt_header
+    raw_size      INTEGER NOT NULL,         -- decompressed bytes read
+    member_count  INTEGER NOT NULL,
+    frame_count   INTEGER NOT NULL,
+    list_status   TEXT                      -- NULL: no .list beside it | match | mismatch
+);
+
+CREATE TABLE IF NOT EXISTS frames (
+    archive_id   INTEGER NOT NULL REFERENCES archives(id) ON DELETE CASCADE,
+    idx          INTEGER NOT NULL,
+    comp_offset  INTEGER NOT NULL,
+    comp_size    INTEGER NOT NULL,
+    raw_offset   INTEGER NOT NULL,
+    raw_size     INTEGER NOT NULL,
+    PRIMARY KEY (archive_id, idx)
+) WITHOUT ROWID;
+
+-- Every tar member; offsets are into the decompressed stream (header_offset: first of its header blocks).
+CREATE TABLE IF NOT EXISTS members (
+    id            INTEGER PRIMARY KEY,
+    archive_id    INTEGER NOT NULL REFERENCES archives(id) ON DELETE CASCADE,
+    path          TEXT NOT NULL,            -- leading './' removed
+    raw_path      BLOB,
+    type          TEXT NOT NULL,            -- file | dir | symlink | hardlink | chardev | blockdev | fifo | ...
+    size          INTEGER NOT NULL,
+    mode          INTEGER NOT NULL,
+    mtime         INTEGER NOT NULL,
+    uid           INTEGER NOT NULL,
+    gid           INTEGER NOT NULL,
+    uname         TEXT NOT NULL,
+    gname         TEXT NOT NULL,
+    link_target   TEXT,
+    header_offset INTEGER NOT NULL,
+    data_offset   INTEGER NOT NULL,
+    blake3        TEXT                      -- of the member's data; NULL for types without data
+);
+CREATE INDEX IF NOT EXISTS members_archive_path ON members(archive_id, path);
+
+-- Text of the mirror's documentation (README, ENVIRONMENT.md ...), secrets redacted, for search and show.
+CREATE TABLE IF NOT EXISTS docs (
+    id       INTEGER PRIMARY KEY,
+    file_id  INTEGER NOT NULL UNIQUE REFERENCES files(id) ON DELETE CASCADE,
+    body     TEXT NOT NULL
+);
+
+-- Cautions and findings: damage, unsafe member paths, list mismatches, secrets (never the secret itself).
+CREATE TABLE IF NOT EXISTS flags (
+    id         INTEGER PRIMARY KEY,
+    mirror_id  INTEGER NOT NULL REFERENCES mirrors(id) ON DELETE CASCADE,
+    entry_id   TEXT NOT NULL,
+    file_id    INTEGER REFERENCES files(id) ON DELETE CASCADE,
+    member     TEXT,                        -- member path inside the archive, when it is about one
+    kind       TEXT NOT NULL,
+    detail     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS flags_entry ON flags(mirror_id, entry_id);
+CREATE INDEX IF NOT EXISTS flags_file ON flags(file_id);
+
+-- Search: FTS5 with the trigram tokenizer (substring matches: granite, b16r64, 670bf1c4), as external-content
+-- tables over the rows above, so the text is stored once. Triggers keep them in step.
+CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
+    entry_id, what, node_gpu, key_files, caution, settings,
+    content='entries', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(
+    path, content='files', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE IF NOT EXISTS members_fts USING fts5(
+    path, content='members', content_rowid='id', tokenize='trigram');
+CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
+    body, content='docs', content_rowid='id', tokenize='trigram');
+
+CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
+    INSERT INTO entries_fts(rowid, entry_id, what, node_gpu, key_files, caution, settings)
+    VALUES (new.id, new.entry_id, new.what, new.node_gpu, new.key_files, new.caution, new.settings);
+END;
+CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
+    INSERT INTO entries_fts(entries_fts, rowid, entry_id, what, node_gpu, key_files, caution, settings)
+    VALUES ('delete', old.id, old.entry_id, old.what, old.node_gpu, old.key_files, old.caution, old.settings);
+END;
+CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE ON entries BEGIN
+    INSERT INTO entries_fts(entries_fts, rowid, entry_id, what, node_gpu, key_files, caution, settings)
+    VALUES ('delete', old.id, old.entry_id, old.what, old.node_gpu, old.key_files, old.caution, old.settings);
+    INSERT INTO entries_fts(rowid, entry_id, what, node_gpu, key_files, caution, settings)
+    VALUES (new.id, new.entry_id, new.what, new.node_gpu, new.key_files, new.caution, new.settings);
+END;
+CREATE TRIGGER IF NOT EXISTS files_ai AFTER INSERT ON files BEGIN
+    INSERT INTO files_fts(rowid, path) VALUES (new.id, new.path);
+END;
+CREATE TRIGGER IF NOT EXISTS files_ad AFTER DELETE ON files BEGIN
+    INSERT INTO files_fts(files_fts, rowid, path) VALUES ('delete', old.id, old.path);
+END;
+CREATE TRIGGER IF NOT EXISTS members_ai AFTER INSERT ON members BEGIN
+    INSERT INTO members_fts(rowid, path) VALUES (new.id, new.path);
+END;
+CREATE TRIGGER IF NOT EXISTS members_ad AFTER DELETE ON members BEGIN
+    INSERT INTO members_fts(members_fts, rowid, path) VALUES ('delete', old.id, old.path);
+END;
+CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
+    INSERT INTO docs_fts(rowid, body) VALUES (new.id, new.body);
+END;
+CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
+    INSERT INTO docs_fts(docs_fts, rowid, body) VALUES ('delete', old.id, old.body);
+END;

@@ -1,0 +1,133 @@
+"""Writes to the catalog: mirrors, entries, files, archives with their members, flags. Callers own transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from cloudvault.models import Entry, FileStat, Flag, Frame
+
+MEMBER_COLUMNS = (
+    "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3"
+)
+# An indexing worker writes an archive's members to a shard file of this shape; the parent copies them over.
+SHARD_SCHEMA = f"CREATE TABLE members ({MEMBER_COLUMNS})"
+SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 14)})"
+
+
+def upsert_mirror(conn: sqlite3.Connection, name: str, root: str, manifest: str | None) -> int:
+    conn.execute(
+        "INSERT INTO mirrors(name, root, manifest) VALUES (?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET root = excluded.root, manifest = excluded.manifest",
+        (name, root, manifest),
+    )
+    return conn.execute("SELECT id FROM mirrors WHERE name = ?", (name,)).fetchone()[0]
+
+
+def mark_indexed(conn: sqlite3.Connection, mirror_id: int) -> None:
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    conn.execute("UPDATE mirrors SET indexed_at = ? WHERE id = ?", (now, mirror_id))
+
+
+def upsert_entries(conn: sqlite3.Connection, mirror_id: int, entries: Iterable[tuple[Entry, bool]]) -> None:
+    """Entries with their manifest metadata; only rows whose values changed are rewritten (FTS stays small)."""
+    for entry, present in entries:
+        values = (
+            entry.what,
+            entry.node_gpu,
+            entry.measured,
+            entry.size_text,
+            "; ".join(entry.key_files),
+            entry.caution,
+            entry.settings_json,
+            int(present),
+        )
+        row = conn.execute(
+            "SELECT what, node_gpu, measured, size_text, key_files, caution, settings, present FROM entries "
+            "WHERE mirror_id = ? AND entry_id = ?",
+            (mirror_id, entry.entry_id),
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO entries(mirror_id, entry_id, what, node_gpu, measured, size_text, key_files, caution,"
+                " settings, present) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (mirror_id, entry.entry_id, *values),
+            )
+        elif tuple(row) != values:
+            conn.execute(
+                "UPDATE entries SET what=?, node_gpu=?, measured=?, size_text=?, key_files=?, caution=?, settings=?,"
+                " present=? WHERE mirror_id = ? AND entry_id = ?",
+                (*values, mirror_id, entry.entry_id),
+            )
+
+
+def delete_files(conn: sqlite3.Connection, mirror_id: int, paths: Iterable[str]) -> None:
+    conn.executemany("DELETE FROM files WHERE mirror_id = ? AND path = ?", [(mirror_id, p) for p in paths])
+
+
+def insert_file(conn: sqlite3.Connection, mirror_id: int, entry_id: str, st: FileStat, digest: str | None) -> int:
+    conn.execute("DELETE FROM files WHERE mirror_id = ? AND path = ?", (mirror_id, st.path))
+    cur = conn.execute(
+        "INSERT INTO files(mirror_id, entry_id, path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode,"
+        " link_target, blake3) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            mirror_id,
+            entry_id,
+            st.path,
+            st.raw_path,
+            st.kind,
+            st.size,
+            st.mtime_ns,
+            st.ctime_ns,
+            st.inode,
+            st.mode,
+            st.link_target,
+            digest,
+        ),
+    )
+    return cur.lastrowid
+
+
+def insert_doc(conn: sqlite3.Connection, file_id: int, body: str) -> None:
+    conn.execute("INSERT INTO docs(file_id, body) VALUES (?, ?)", (file_id, body))
+
+
+def insert_flags(
+    conn: sqlite3.Connection, mirror_id: int, entry_id: str, file_id: int | None, flags: Iterable[Flag]
+) -> None:
+    conn.executemany(
+        "INSERT INTO flags(mirror_id, entry_id, file_id, member, kind, detail) VALUES (?,?,?,?,?,?)",
+        [(mirror_id, entry_id, file_id, f.member, f.kind, f.detail) for f in flags],
+    )
+
+
+def insert_archive(
+    conn: sqlite3.Connection,
+    file_id: int,
+    *,
+    status: str,
+    raw_size: int,
+    member_count: int,
+    frames: list[Frame],
+    shard_alias: str,
+) -> int:
+    """The archive row, its frame table, and its members copied from an attached shard database."""
+    cur = conn.execute(
+        "INSERT INTO archives(file_id, status, raw_size, member_count, frame_count) VALUES (?,?,?,?,?)",
+        (file_id, status, raw_size, member_count, len(frames)),
+    )
+    archive_id = cur.lastrowid
+    conn.executemany(
+        "INSERT INTO frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) VALUES (?,?,?,?,?,?)",
+        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(frames)],
+    )
+    conn.execute(
+        f"INSERT INTO members(archive_id, {MEMBER_COLUMNS}) SELECT ?, {MEMBER_COLUMNS} FROM {shard_alias}.members",
+        (archive_id,),
+    )
+    return archive_id
+
+
+def set_list_status(conn: sqlite3.Connection, archive_id: int, status: str | None) -> None:
+    conn.execute("UPDATE archives SET list_status = ? WHERE id = ?", (status, archive_id))

@@ -1,0 +1,53 @@
+"""`vault index`: lock the catalog, index the mirrors, print a summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cloudvault import config, errors
+from cloudvault.catalog.db import open_catalog, writer_lock
+from cloudvault.cli.ui import UI, human_size
+from cloudvault.index.definition import builtin_definition, load_definition
+from cloudvault.index.run import IndexReport, MirrorRoot, index_mirrors, resolve_root
+
+
+def _roots(conn, paths: list[str], definition: str | None) -> list[MirrorRoot]:
+    mdef = None
+    if definition:
+        mdef = load_definition(Path(definition)) if definition.endswith(".toml") else builtin_definition(definition)
+        paths = paths or list(mdef.roots)
+    if not paths:
+        paths = [row[0] for row in conn.execute("SELECT root FROM mirrors ORDER BY id")]
+    if not paths:
+        raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
+    return [resolve_root(p, mdef) for p in paths]
+
+
+def run_index(
+    catalog: str | None, paths: list[str], definition: str | None, workers: int | None, wait: bool, quiet: bool,
+    as_json: bool,
+) -> int:  # fmt: skip
+    ui = UI(as_json=as_json, quiet=quiet)
+    path = config.catalog_path(catalog)
+    with writer_lock(path, wait=wait):
+        conn = open_catalog(path, create=True)
+        try:
+            report = index_mirrors(conn, _roots(conn, paths, definition), workers=workers, progress=ui.progress())
+        finally:
+            conn.close()
+    if as_json:
+        ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
+    elif not quiet:
+        _summary(ui, path, report)
+    return errors.INTEGRITY if report.damaged else errors.OK
+
+
+def _summary(ui: UI, catalog: Path, r: IndexReport) -> None:
+    rate = r.bytes_read / r.seconds if r.seconds else 0
+    ui.line(
+        f"indexed {', '.join(r.mirrors)} into {catalog}: {r.files_seen} files seen, {r.files_read} read "
+        f"({human_size(r.bytes_read)}, {human_size(int(rate))}/s), {r.files_unchanged} unchanged, "
+        f"{r.files_deleted} removed; {r.archives_read} archives, {r.members_indexed} members, {r.seconds:.2f} s"
+    )
+    for kind, n in sorted(r.flags.items()):
+        ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")

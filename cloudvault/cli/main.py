@@ -1,0 +1,53 @@
+"""Entry point of `vault`: errors become one line and an exit code; `search` takes a fast path without Typer."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from cloudvault import errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        fast = _fast_search(argv)
+        code = fast() if fast else _run_app(argv)
+    except errors.VaultError as exc:
+        sys.stderr.write(f"vault: error: {exc.message}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("vault: error: interrupted; the catalog keeps everything committed before\n")
+        code = errors.INTERRUPTED
+    except BrokenPipeError:
+        code = 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return code
+
+
+def _fast_search(argv: list[str]):
+    """`vault [--catalog P] search ...` without importing Typer and rich: the search path stays under 60 ms."""
+    from cloudvault.cli.search import parse_fast
+
+    return parse_fast(argv)
+
+
+def _run_app(argv: list[str]) -> int:
+    """Typer in standalone mode prints usage errors (exit 2) itself; VaultError passes through to main."""
+    from cloudvault.cli.app import app
+
+    try:
+        app(args=argv, prog_name="vault")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise errors.Interrupted()
+
+
+def console_main() -> None:
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Indexing progress on a terminal: bytes done of total, the current file, the rate."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from cloudvault.index.run import Progress as IndexProgress
+
+
+class RichProgress(IndexProgress):
+    def __init__(self) -> None:
+        self._bar = Progress(
+            TextColumn("[bold]indexing"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}", style="dim"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task = None
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        if self._task is None:
+            self._bar.start()
+            self._task = self._bar.add_task("index", total=total_bytes, current="")
+        else:
+            self._bar.update(self._task, total=total_bytes, completed=0)
+
+    def advance(self, nbytes: int) -> None:
+        if self._task is not None:
+            self._bar.advance(self._task, nbytes)
+
+    def current(self, path: str) -> None:
+        if self._task is not None:
+            self._bar.update(self._task, current=path[-60:])
+
+    def finish(self) -> None:
+        if self._task is not None:
+            self._bar.stop()
+            self._task = None

@@ -1,0 +1,55 @@
+"""The one place that decides how output looks: --json, --quiet, colours, progress bars, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+class UI:
+    """Plain text on stdout (ANSI bold only on a terminal), one JSON document with --json, errors on stderr."""
+
+    def __init__(self, *, as_json: bool = False, quiet: bool = False) -> None:
+        self.as_json = as_json
+        self.quiet = quiet
+        self.tty = sys.stdout.isatty()
+
+    def line(self, text: str = "") -> None:
+        if not self.as_json:
+            sys.stdout.write(text + "\n")
+
+    def heading(self, text: str) -> None:
+        self.line(f"\033[1m{text}\033[0m" if self.tty else text)
+
+    def warn(self, text: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(f"vault: {text}\n")
+
+    def emit(self, document: Any) -> None:
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
+
+    def progress(self):
+        """A rich progress bar on a terminal; silent otherwise or with --quiet."""
+        from cloudvault.index.run import Progress
+
+        if self.quiet or self.as_json or not sys.stderr.isatty():
+            return Progress()
+        from cloudvault.cli.progress import RichProgress
+
+        return RichProgress()
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"vault: error: {message}\n")

@@ -1,0 +1,1 @@
+"""Walk a mirror and index every file and every member of every .tar.zst into the catalog."""

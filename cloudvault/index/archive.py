@@ -1,0 +1,162 @@
+"""Index one .tar.zst in one pass: frame table, archive BLAKE3, and every member's header, offsets and BLAKE3."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import blake3
+
+from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
+from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError
+from cloudvault.catalog.write import SHARD_INSERT
+from cloudvault.index.secrets import SecretScanner
+from cloudvault.index.walk import text_path
+from cloudvault.models import Flag, Frame
+
+TEXT_SNIFF = 8192
+MAX_SCANNED_MEMBER = 256 << 20
+MAX_FLAGS_PER_KIND = 50
+BATCH = 2000
+
+
+@dataclass
+class ArchiveScan:
+    """What one pass over an archive found; members themselves went to the shard file."""
+
+    status: str = "ok"
+    blake3: str = ""
+    raw_size: int = 0
+    member_count: int = 0
+    frames: list[Frame] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    flag_counts: dict[str, int] = field(default_factory=dict)
+    member_paths_sample: list[str] = field(default_factory=list)
+
+    def flag(self, kind: str, detail: str, member: str | None = None) -> None:
+        self.flag_counts[kind] = self.flag_counts.get(kind, 0) + 1
+        if self.flag_counts[kind] <= MAX_FLAGS_PER_KIND:
+            self.flags.append(Flag(kind, detail, member))
+
+
+def member_path(name: bytes) -> tuple[str, bytes | None]:
+    """Catalog path of a tar name: leading './' and trailing '/' dropped; raw bytes kept if they differ."""
+    norm = name
+    while norm.startswith(b"./"):
+        norm = norm[2:]
+    norm = norm.rstrip(b"/") or (b"/" if name.startswith(b"/") else b".")
+    text, raw = text_path(norm)
+    return text, (name if raw is not None or norm != name else None)
+
+
+def unsafe_reason(path: str, kind: str, link: str | None) -> str | None:
+    """Why extracting this member as-is could write outside its destination, or None."""
+    if path.startswith("/"):
+        return "absolute path"
+    if ".." in path.split("/"):
+        return "'..' in path"
+    if kind in ("chardev", "blockdev"):
+        return "device file"
+    if kind in ("symlink", "hardlink") and link is not None:
+        base = posixpath.dirname(path) if kind == "symlink" else ""
+        target = posixpath.normpath(posixpath.join(base, link))
+        if link.startswith("/") or target == ".." or target.startswith("../"):
+            return f"{kind} to {link!r} points outside the archive"
+    return None
+
+
+def _is_text(first: bytes) -> bool:
+    return b"\0" not in first[:TEXT_SNIFF]
+
+
+def _hash_member(data, header: TarHeader, pattern: re.Pattern[bytes] | None) -> tuple[str, list]:
+    h = blake3.blake3()
+    scanner = None
+    for chunk in data.chunks():
+        if scanner is None and pattern is not None and header.size <= MAX_SCANNED_MEMBER and _is_text(chunk):
+            scanner = SecretScanner(pattern)
+        h.update(chunk)
+        if scanner:
+            scanner.feed(chunk)
+    return h.hexdigest(), (scanner.hits if scanner else [])
+
+
+def scan_archive(
+    path: Path,
+    shard: sqlite3.Connection,
+    pattern: re.Pattern[bytes] | None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> ArchiveScan:
+    """Stream the archive once; members go to shard.members in batches, the rest into the returned scan."""
+    scan = ArchiveScan()
+    archive_hash = blake3.blake3()
+
+    def on_compressed(chunk: bytes) -> None:
+        archive_hash.update(chunk)
+        if on_bytes:
+            on_bytes(len(chunk))
+
+    batch: list[tuple] = []
+    with open(path, "rb") as fh:
+        stream = FrameStream(fh, on_compressed=on_compressed)
+        try:
+            for header, data in iter_members(stream):
+                batch.append(_member_row(header, data, pattern, scan))
+                if len(batch) >= BATCH:
+                    shard.executemany(SHARD_INSERT, batch)
+                    batch.clear()
+            stream.drain()
+        except (ZstdFormatError, TarFormatError) as exc:
+            scan.status = exc.kind
+            scan.flag(exc.kind, str(exc))
+            _finish_reading(fh, on_compressed)
+        except EOFError as exc:
+            scan.status = "truncated"
+            scan.flag("truncated", str(exc))
+        shard.executemany(SHARD_INSERT, batch)
+        scan.frames = stream.frames
+        scan.raw_size = stream.pos
+    scan.blake3 = archive_hash.hexdigest()
+    return scan
+
+
+def _finish_reading(fh, on_compressed: Callable[[bytes], None]) -> None:
+    """A damaged archive is still hashed whole, so a later verify can tell whether it changed again."""
+    while chunk := fh.read(1 << 20):
+        on_compressed(chunk)
+
+
+def _member_row(header: TarHeader, data, pattern, scan: ArchiveScan) -> tuple:
+    path, raw = member_path(header.name)
+    link = text_path(header.linkname)[0] if header.type in ("symlink", "hardlink") else None
+    digest, hits = _hash_member(data, header, pattern) if header.type in ("file", "sparse", "other") else (None, [])
+    scan.member_count += 1
+    if len(scan.member_paths_sample) < 5:
+        scan.member_paths_sample.append(path)
+    reason = unsafe_reason(path, header.type, link)
+    if reason:
+        scan.flag("unsafe_member", reason, path)
+    if raw is not None and text_path(raw)[1] is not None:
+        scan.flag("non_utf8_name", "member name is not valid UTF-8 (raw bytes kept)", path)
+    for hit in hits:
+        scan.flag("secret", hit.describe(), path)
+    return (
+        path,
+        raw,
+        header.type,
+        header.size,
+        header.mode,
+        header.mtime,
+        header.uid,
+        header.gid,
+        header.uname,
+        header.gname,
+        link,
+        header.header_offset,
+        header.data_offset,
+        digest,
+    )

@@ -1,0 +1,396 @@
+"""`vault index`: walk mirrors, plan what changed, read it, and commit each archive in one transaction."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import blake3
+
+from cloudvault.catalog import write
+from cloudvault.catalog.db import transaction
+from cloudvault.errors import MirrorNotFound
+from cloudvault.hashing import CHUNK, hash_file
+from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive
+from cloudvault.index.definition import MirrorDefinition, guess_manifest, load_manifest
+from cloudvault.index.listing import compare_listing, read_listing
+from cloudvault.index.plan import is_archive, listing_for, plan_index
+from cloudvault.index.secrets import SecretScanner, compile_rules, redact
+from cloudvault.index.walk import WalkProblem, entry_of, walk_local
+from cloudvault.models import Entry, FileStat, Flag
+
+DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
+MAX_DOC = 2 << 20
+FILE_BATCH = 200
+DAMAGE = {
+    "not_zstd",
+    "corrupt_frame",
+    "truncated",
+    "not_tar",
+    "corrupt_header",
+    "unreadable",
+    "list_mismatch",
+    "unsafe_member",
+    "walk_error",
+}
+
+
+class Progress:
+    """What the indexer reports as it goes; the CLI shows it, the library default stays silent."""
+
+    def start(self, total_bytes: int, total_files: int) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
+
+    def current(self, path: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+@dataclass
+class IndexReport:
+    mirrors: list[str] = field(default_factory=list)
+    files_seen: int = 0
+    files_read: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    archives_read: int = 0
+    members_indexed: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    flags: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def damaged(self) -> bool:
+        return any(kind in DAMAGE for kind in self.flags)
+
+    def count(self, flags: list[Flag] | dict[str, int]) -> None:
+        items = flags.items() if isinstance(flags, dict) else ((f.kind, 1) for f in flags)
+        for kind, n in items:
+            self.flags[kind] = self.flags.get(kind, 0) + n
+
+
+@dataclass(frozen=True)
+class MirrorRoot:
+    root: Path
+    definition: MirrorDefinition
+
+
+def resolve_root(path: str, definition: MirrorDefinition | None) -> MirrorRoot:
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise MirrorNotFound(root=path)
+    if definition is None:
+        dirs = sorted(p.name for p in root.iterdir() if p.is_dir())
+        definition = MirrorDefinition(name=root.name, roots=(str(root),), manifest=guess_manifest(dirs))
+    return MirrorRoot(root, definition)
+
+
+def index_mirrors(
+    conn: sqlite3.Connection,
+    roots: list[MirrorRoot],
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> IndexReport:
+    report = IndexReport()
+    started = time.monotonic()
+    progress = progress or Progress()
+    for mroot in roots:
+        _index_one(conn, mroot, report, workers, progress)
+        report.mirrors.append(mroot.definition.name)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _index_one(
+    conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, workers: int | None, progress: Progress
+) -> None:
+    definition = mroot.definition
+    with transaction(conn):
+        mirror_id = write.upsert_mirror(conn, definition.name, str(mroot.root), definition.manifest)
+    walked, problems = [], []
+    for item in walk_local(os.fsencode(mroot.root)):
+        (problems if isinstance(item, WalkProblem) else walked).append(item)
+    known = {
+        row[0]: tuple(row[1:])
+        for row in conn.execute(
+            "SELECT path, size, mtime_ns, inode, ctime_ns FROM files WHERE mirror_id = ?", (mirror_id,)
+        )
+    }
+    plan = plan_index(walked, known)
+    report.files_seen += len(walked)
+    report.files_unchanged += len(plan.unchanged)
+    report.files_deleted += len(plan.deleted)
+    with transaction(conn):
+        write.delete_files(conn, mirror_id, plan.deleted)
+        write.upsert_entries(conn, mirror_id, _entries(mroot, walked))
+        conn.execute("DELETE FROM flags WHERE mirror_id = ? AND kind = 'walk_error'", (mirror_id,))
+        flags = [Flag("walk_error", f"{p.path}: {p.detail}") for p in problems]
+        for flag in flags:
+            write.insert_flags(conn, mirror_id, entry_of(flag.detail.split(":")[0]), None, [flag])
+        report.count(flags)
+    pattern = compile_rules(definition.secrets)
+    to_read = plan.to_read
+    progress.start(sum(st.size for st in to_read), len(to_read))
+    ctx = _MirrorContext(conn, mirror_id, mroot.root, definition, pattern, report, progress)
+    _read_files(ctx, [st for st in to_read if not (is_archive(st.path) and st.kind == "file")])
+    archives = [st for st in to_read if is_archive(st.path) and st.kind == "file"]
+    _read_archives(ctx, archives, workers)
+    _compare_listings(ctx, walked, {st.path for st in to_read})
+    with transaction(conn):
+        write.mark_indexed(conn, mirror_id)
+    progress.finish()
+
+
+@dataclass
+class _MirrorContext:
+    conn: sqlite3.Connection
+    mirror_id: int
+    root: Path
+    definition: MirrorDefinition
+    pattern: re.Pattern[bytes]
+    report: IndexReport
+    progress: Progress
+
+    def abspath(self, st: FileStat) -> bytes:
+        return os.path.join(os.fsencode(self.root), st.raw_path or st.path.encode())
+
+
+def _entries(mroot: MirrorRoot, walked: list[FileStat]) -> list[tuple[Entry, bool]]:
+    """Every top-level directory that the definition calls an entry, plus the manifest's, found or not."""
+    definition = mroot.definition
+    manifest = load_manifest(definition.manifest) if definition.manifest else {}
+    on_disk = {p.name for p in mroot.root.iterdir() if p.is_dir() and definition.is_entry(p.name)}
+    on_disk |= {entry_of(st.path) for st in walked if definition.is_entry(entry_of(st.path))}
+    rows = [
+        (manifest.get(name) or Entry(definition.name, name, "", "", "", "", (), "", "{}"), True)
+        for name in sorted(on_disk)
+    ]
+    rows += [(entry, False) for name, entry in sorted(manifest.items()) if name not in on_disk]
+    rows.append((Entry(definition.name, "", "top level of the mirror", "", "", "", (), "", "{}"), True))
+    return rows
+
+
+def entry_for(path: str, definition: MirrorDefinition) -> str:
+    entry = entry_of(path)
+    return entry if definition.is_entry(entry) else ""
+
+
+def _is_doc(path: str, size: int) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return size <= MAX_DOC and (name.endswith(".md") or name in DOC_NAMES)
+
+
+def _read_plain(ctx: _MirrorContext, st: FileStat) -> tuple[str | None, list[Flag], str | None]:
+    """BLAKE3, secrets found and doc text of one plain file, in one read (big files are hashed by mmap)."""
+    path = ctx.abspath(st)
+    if st.size > MAX_SCANNED_MEMBER:
+        return hash_file(path), [], None
+    h, scanner, head = blake3.blake3(), None, b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            if scanner is None and not head:
+                head = chunk
+                if b"\0" not in chunk[:8192]:
+                    scanner = SecretScanner(ctx.pattern)
+            h.update(chunk)
+            if scanner:
+                scanner.feed(chunk)
+            ctx.progress.advance(len(chunk))
+    flags = [Flag("secret", hit.describe()) for hit in (scanner.hits if scanner else [])]
+    doc = None
+    if _is_doc(st.path, st.size) and scanner is not None:
+        with open(path, "rb") as fh:
+            doc = redact(fh.read().decode("utf-8", "replace"), ctx.pattern)
+    return h.hexdigest(), flags, doc
+
+
+def _read_files(ctx: _MirrorContext, files: list[FileStat]) -> None:
+    for start in range(0, len(files), FILE_BATCH):
+        rows = []
+        for st in files[start : start + FILE_BATCH]:
+            ctx.progress.current(st.path)
+            if st.kind == "symlink":
+                rows.append((st, None, [], None))
+                continue
+            try:
+                digest, flags, doc = _read_plain(ctx, st)
+            except OSError as exc:
+                digest, flags, doc = None, [Flag("unreadable", f"cannot read: {exc.strerror}")], None
+            rows.append((st, digest, flags, doc))
+        with transaction(ctx.conn):
+            for st, digest, flags, doc in rows:
+                entry = entry_for(st.path, ctx.definition)
+                file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, digest)
+                write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, flags)
+                if doc is not None:
+                    write.insert_doc(ctx.conn, file_id, doc)
+                ctx.report.count(flags)
+                ctx.report.files_read += 1
+                ctx.report.bytes_read += st.size
+
+
+# -- archives -------------------------------------------------------------------------------------------------
+_shared_counter = None
+
+
+def _init_worker(counter) -> None:
+    global _shared_counter
+    _shared_counter = counter
+
+
+def _count_bytes(n: int) -> None:
+    with _shared_counter.get_lock():
+        _shared_counter.value += n
+
+
+def scan_to_shard(path: bytes, shard_path: str, rules_pattern: bytes, on_bytes=None) -> ArchiveScan:
+    """One archive's members into a fresh shard file; the rest comes back as the result."""
+    shard = sqlite3.connect(shard_path, isolation_level=None)
+    try:
+        shard.execute("PRAGMA journal_mode = OFF")
+        shard.execute("PRAGMA synchronous = OFF")
+        shard.execute(write.SHARD_SCHEMA)
+        shard.execute("BEGIN")
+        try:
+            scan = scan_archive(Path(os.fsdecode(path)), shard, re.compile(rules_pattern), on_bytes)
+        except OSError as exc:
+            scan = ArchiveScan(status="unreadable")
+            scan.flag("unreadable", f"cannot read: {exc.strerror}")
+        shard.execute("COMMIT")
+        return scan
+    finally:
+        shard.close()
+
+
+def _pool_task(path: bytes, shard_path: str, rules_pattern: bytes) -> ArchiveScan:
+    return scan_to_shard(path, shard_path, rules_pattern, _count_bytes)
+
+
+def default_workers(n_archives: int) -> int:
+    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 else 1
+
+
+def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int | None) -> None:
+    if not archives:
+        return
+    workers = workers or default_workers(len(archives))
+    shard_dir = Path(tempfile.mkdtemp(prefix=".vault-shards-", dir=_catalog_dir(ctx.conn)))
+    try:
+        if workers <= 1:
+            for st in archives:
+                ctx.progress.current(st.path)
+                shard = str(shard_dir / "inline.db")
+                scan = scan_to_shard(ctx.abspath(st), shard, ctx.pattern.pattern, ctx.progress.advance)
+                _commit_archive(ctx, st, scan, shard)
+                os.unlink(shard)
+        else:
+            _read_archives_pool(ctx, archives, workers, shard_dir)
+    finally:
+        shutil.rmtree(shard_dir, ignore_errors=True)
+
+
+def _read_archives_pool(ctx: _MirrorContext, archives: list[FileStat], workers: int, shard_dir: Path) -> None:
+    mp = multiprocessing.get_context("fork")
+    counter = mp.Value("q", 0)
+    pending: dict[Future, tuple[FileStat, str]] = {}
+    seen = 0
+    with ProcessPoolExecutor(workers, mp_context=mp, initializer=_init_worker, initargs=(counter,)) as pool:
+        try:
+            for i, st in enumerate(archives):
+                shard = str(shard_dir / f"{i}.db")
+                fut = pool.submit(_pool_task, ctx.abspath(st), shard, ctx.pattern.pattern)
+                pending[fut] = (st, shard)
+            while pending:
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                with counter.get_lock():
+                    now = counter.value
+                ctx.progress.advance(now - seen)
+                seen = now
+                for fut in done:
+                    st, shard = pending.pop(fut)
+                    ctx.progress.current(st.path)
+                    scan = fut.result()
+                    _commit_archive(ctx, st, scan, shard)
+                    Path(shard).unlink(missing_ok=True)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _catalog_dir(conn: sqlite3.Connection) -> str:
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    return os.path.dirname(path) or "."
+
+
+def _commit_archive(ctx: _MirrorContext, st: FileStat, scan: ArchiveScan, shard: str) -> None:
+    """The archive's file row, archive row, frames, members and flags: one transaction."""
+    entry = entry_for(st.path, ctx.definition)
+    have_shard = os.path.exists(shard)
+    if have_shard:
+        ctx.conn.execute("ATTACH DATABASE ? AS shard", (shard,))
+    try:
+        with transaction(ctx.conn):
+            file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+            if have_shard:
+                write.insert_archive(
+                    ctx.conn,
+                    file_id,
+                    status=scan.status,
+                    raw_size=scan.raw_size,
+                    member_count=scan.member_count,
+                    frames=scan.frames,
+                    shard_alias="shard",
+                )
+            write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+    finally:
+        if have_shard:
+            ctx.conn.execute("DETACH DATABASE shard")
+    ctx.report.count(scan.flag_counts)
+    ctx.report.archives_read += 1
+    ctx.report.files_read += 1
+    ctx.report.members_indexed += scan.member_count
+    ctx.report.bytes_read += st.size
+
+
+def _compare_listings(ctx: _MirrorContext, walked: list[FileStat], read_now: set[str]) -> None:
+    """Each archive with a .tar.zst.list beside it: do the listing and the members agree?"""
+    paths = {st.path: st for st in walked}
+    for path in sorted(p for p in paths if is_archive(p)):
+        listing = listing_for(path)
+        if listing not in paths or not ({path, listing} & read_now):
+            continue
+        row = ctx.conn.execute(
+            "SELECT a.id, f.id FROM archives a JOIN files f ON f.id = a.file_id WHERE f.mirror_id = ? AND f.path = ?",
+            (ctx.mirror_id, path),
+        ).fetchone()
+        if row is None:
+            continue
+        archive_id, file_id = row
+        members = [r[0] for r in ctx.conn.execute("SELECT path FROM members WHERE archive_id = ?", (archive_id,))]
+        try:
+            listed = read_listing(ctx.abspath(paths[listing]))
+        except OSError:
+            continue
+        missing, extra = compare_listing(listed, members)
+        entry = entry_for(path, ctx.definition)
+        with transaction(ctx.conn):
+            ctx.conn.execute("DELETE FROM flags WHERE file_id = ? AND kind = 'list_mismatch'", (file_id,))
+            write.set_list_status(ctx.conn, archive_id, "mismatch" if missing or extra else "match")
+            if missing or extra:
+                detail = (
+                    f"{listing.rsplit('/', 1)[-1]} lists {len(missing)} path(s) not in the archive "
+                    f"(e.g. {missing[:3]}) and omits {len(extra)} member(s) (e.g. {extra[:3]})"
+                )
+                flag = Flag("list_mismatch", detail)
+                write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, [flag])
+                ctx.report.count([flag])
