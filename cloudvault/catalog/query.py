@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
 
@@ -55,6 +55,16 @@ def fts_query(terms: list[str]) -> str | None:
     if any(len(t) < 3 for t in terms):
         return None
     return " AND ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def snippet(body: str, terms: list[str], width: int = 50) -> str:
+    """The doc text around the first term found, on one line."""
+    at = body.lower().find(terms[0].lower())
+    if at < 0:
+        return ""
+    start, end = max(0, at - width), min(len(body), at + len(terms[0]) + width)
+    text = " ".join(body[start:end].split())
+    return ("…" if start else "") + text + ("…" if end < len(body) else "")
 
 
 def _like_clause(column: str, terms: list[str]) -> tuple[str, list[str]]:
@@ -181,13 +191,12 @@ SEARCH_SQL = {
         "FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE {like}{filter} AND e.entry_id != ''",
     ),
     "doc": (
-        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, "
-        "snippet(docs_fts, 0, '[', ']', '…', 10), f.mirror_id "
+        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, d.body, f.mirror_id "
         "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid JOIN files f ON f.id = d.file_id "
         "JOIN mirrors m ON m.id = f.mirror_id WHERE docs_fts MATCH ?{filter} ORDER BY rank",
         "f",
         "d.body",
-        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, '', f.mirror_id "
+        "SELECT 'doc', f.entry_id, f.path, NULL, f.size, f.blake3, m.name, d.body, f.mirror_id "
         "FROM docs d JOIN files f ON f.id = d.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE {like}{filter}",
     ),
     "file": (
@@ -247,7 +256,10 @@ def search(
     seen: set[tuple[int, str]] = set()
     for kind in kinds:
         rows, total = _search_kind(conn, kind, terms, scope, limit)
-        result.hits[kind] = [Hit(*row[:8]) for row in rows]
+        hits = [Hit(*row[:8]) for row in rows]
+        if kind == "doc":
+            hits = [replace(h, text=snippet(h.text, terms)) for h in hits]
+        result.hits[kind] = hits
         result.totals[kind] = total
         seen.update((row[8], row[1]) for row in rows)
     result.cautions = cautions(conn, seen)

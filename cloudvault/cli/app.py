@@ -36,7 +36,7 @@ def _version(value: bool) -> None:
 def root(
     catalog: Annotated[
         str | None,
-        typer.Option("--catalog", help="Catalog file (default: $VAULT_CATALOG, else ~/.local/share/cloudvault/catalog.db)."),
+        typer.Option("--catalog", help="Catalog file (default: $VAULT_CATALOG, else the XDG data dir)."),
     ] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")] = False,
 ) -> None:
@@ -45,7 +45,7 @@ def root(
 
 @app.command("index")
 def index_cmd(
-    mirrors: Annotated[list[str] | None, typer.Argument(help="Mirror roots (local paths). None: re-index known.")] = None,
+    mirrors: Annotated[list[str] | None, typer.Argument(help="Mirror roots; none: the known ones.")] = None,
     definition: Annotated[
         str | None, typer.Option("--mirror", help="A mirror definition TOML (catalogs/*.toml) or a built-in name.")
     ] = None,
@@ -82,7 +82,9 @@ def search_cmd(
 
 
 @app.command("show")
-def show_cmd(entry: Annotated[str, typer.Argument(help="Entry ID or unique prefix, e.g. 014.")], as_json: Json = False) -> None:
+def show_cmd(
+    entry: Annotated[str, typer.Argument(help="Entry ID or unique prefix: 014.")], as_json: Json = False
+) -> None:
     """One entry's metadata: what, node/GPU, dates, size, key files, cautions, settings, flags."""
     from cloudvault.cli.show import run_show
 
