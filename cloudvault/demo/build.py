@@ -57,7 +57,8 @@ def _top_level(root: Path, entries: dict[str, Entry]) -> None:
         "- Then the README.md table, then that directory's ENVIRONMENT.md\n"
         "- Inside archives (018-021): grep `*.tar.zst.list`, then `tar -I zstd -xf <archive> <file>`\n"
         "- Re-run an experiment: _repro/README.md section 1, RUN_RECIPES.md, ENV_VARS.md\n"
-        "- Docker: _docker/README.md section 1; Nebius conda: 015 data/miniforge3_tar at /mnt/filesystem-h8/miniforge3\n",
+        "- Docker: _docker/README.md section 1\n"
+        "- Nebius conda: 015 data/miniforge3_tar, unpacked at /mnt/filesystem-h8/miniforge3\n",
     )
     keywords = {
         "004": "granite;Granite-4.2-30B;vanilla;sparsespec;AIME25",

@@ -118,10 +118,21 @@ def scan_archive(
             scan.status = "truncated"
             scan.flag("truncated", str(exc))
         shard.executemany(SHARD_INSERT, batch)
+        _resolve_hardlinks(shard)
         scan.frames = stream.frames
         scan.raw_size = stream.pos
     scan.blake3 = archive_hash.hexdigest()
     return scan
+
+
+def _resolve_hardlinks(shard: sqlite3.Connection) -> None:
+    """A hardlink member carries its target's BLAKE3: extracting it yields the target's data."""
+    if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' LIMIT 1").fetchone():
+        shard.execute("CREATE INDEX members_path ON members(path)")
+        shard.execute(
+            "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
+            "AND t.type = 'file') WHERE type = 'hardlink'"
+        )
 
 
 def _finish_reading(fh, on_compressed: Callable[[bytes], None]) -> None:
@@ -132,7 +143,11 @@ def _finish_reading(fh, on_compressed: Callable[[bytes], None]) -> None:
 
 def _member_row(header: TarHeader, data, pattern, scan: ArchiveScan) -> tuple:
     path, raw = member_path(header.name)
-    link = text_path(header.linkname)[0] if header.type in ("symlink", "hardlink") else None
+    link = None
+    if header.type == "symlink":
+        link = text_path(header.linkname)[0]
+    elif header.type == "hardlink":
+        link = member_path(header.linkname)[0]  # hardlinks name another member: same form as paths
     digest, hits = _hash_member(data, header, pattern) if header.type in ("file", "sparse", "other") else (None, [])
     scan.member_count += 1
     if len(scan.member_paths_sample) < 5:

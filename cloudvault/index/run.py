@@ -284,7 +284,11 @@ def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int |
     if not archives:
         return
     workers = workers or default_workers(len(archives))
-    shard_dir = Path(tempfile.mkdtemp(prefix=".vault-shards-", dir=_catalog_dir(ctx.conn)))
+    catalog = Path(ctx.conn.execute("PRAGMA database_list").fetchone()[2])
+    prefix = f".{catalog.name}.shards-"
+    for stale in catalog.parent.glob(prefix + "*"):  # left by a killed run; we hold the writer lock
+        shutil.rmtree(stale, ignore_errors=True)
+    shard_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=catalog.parent))
     try:
         if workers <= 1:
             for st in archives:
@@ -325,11 +329,6 @@ def _read_archives_pool(ctx: _MirrorContext, archives: list[FileStat], workers: 
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-
-
-def _catalog_dir(conn: sqlite3.Connection) -> str:
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    return os.path.dirname(path) or "."
 
 
 def _commit_archive(ctx: _MirrorContext, st: FileStat, scan: ArchiveScan, shard: str) -> None:

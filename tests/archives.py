@@ -1,0 +1,79 @@
+"""Build real test archives with GNU tar, zstd, pzstd and Python, and hash what GNU tar extracts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import blake3
+import zstandard
+
+NON_UTF8 = b"caf\xe9_latin1.txt"
+COMPRESSORS = {
+    "zstd": ["zstd", "-q", "-c"],
+    "zstd-T0": ["zstd", "-q", "-T0", "-c"],
+    "zstd-long27": ["zstd", "-q", "--long=27", "-c"],
+    "pzstd": ["pzstd", "-q", "-p", "2", "-c"],
+}
+
+
+def make_tree(root: Path, *, long_names: bool = True, non_utf8: bool = True, big: int = 3 << 20) -> Path:
+    """Edge cases: long and unicode names, a non-UTF-8 name, links, an empty file, a member over one frame."""
+    (root / "logs").mkdir(parents=True)
+    (root / "logs/run.log").write_text("step 1\nstep 2\n")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "유니코드_결과.csv").write_text("a,b\n1,2\n")
+    if long_names:
+        deep = root / ("d" * 60) / ("e" * 60)
+        deep.mkdir(parents=True)
+        (deep / ("f" * 90 + ".json")).write_text('{"long": true}')
+        (deep / ("g" * 140 + ".txt")).write_text("longer than 255 in all")
+    if non_utf8:
+        with open(os.path.join(os.fsencode(root), NON_UTF8), "wb") as fh:
+            fh.write(b"latin-1 named\n")
+    (root / "dumps").mkdir()
+    data = bytes(range(256)) * (big // 256)
+    (root / "dumps/big.bin").write_bytes(os.urandom(big // 2) + data[: big // 2])
+    os.symlink("logs/run.log", root / "link_to_log")
+    os.link(root / "logs/run.log", root / "hardlink_to_log")
+    return root
+
+
+def gnu_tar(src: Path, out_tar: Path, fmt: str) -> None:
+    subprocess.run(["tar", f"--format={fmt}", "-C", str(src), "-cf", str(out_tar), "."], check=True)
+
+
+def compress(tar_path: Path, out: Path, how: str) -> Path:
+    if how == "python":
+        cctx = zstandard.ZstdCompressor(write_checksum=True)
+        data = tar_path.read_bytes()
+        with open(out, "wb") as fh:
+            for i in range(0, len(data), 1 << 20):
+                fh.write(cctx.compress(data[i : i + (1 << 20)]))
+        return out
+    with open(tar_path, "rb") as src, open(out, "wb") as dst:
+        subprocess.run(COMPRESSORS[how], stdin=src, stdout=dst, check=True)
+    return out
+
+
+def python_tar(src: Path, out_tar: Path) -> None:
+    with tarfile.open(out_tar, "w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(src, arcname=".")
+
+
+def extracted_hashes(archive: Path, dest: Path) -> dict[bytes, str]:
+    """BLAKE3 of every regular file GNU tar extracts, by raw relative path (./ removed)."""
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-I", "zstd --long=31", "-C", str(dest), "-xf", str(archive)], check=True)
+    out = {}
+    base = os.fsencode(dest)
+    for dirpath, _dirs, files in os.walk(base):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                continue
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, base)] = blake3.blake3(fh.read()).hexdigest()
+    return out

@@ -1,0 +1,278 @@
+"""The indexer as a user meets it: incremental, crash-safe, exclusive, and loud about damage and secrets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from archives import compress, gnu_tar
+from conftest import require
+
+from cloudvault.demo.build import FAKE_TOKEN
+
+
+def _mirror_with_archives(root: Path, n: int, size_mb: int) -> Path:
+    require("zstd")
+    for i in range(n):
+        src = root.parent / f"src{i}"
+        (src / "dumps").mkdir(parents=True)
+        (src / "dumps/data.bin").write_bytes(os.urandom(size_mb << 20))
+        (src / "log.txt").write_text(f"archive {i}\n")
+        entry = root / f"{18 + i % 3:03d}_e"
+        entry.mkdir(parents=True, exist_ok=True)
+        gnu_tar(src, root.parent / f"a{i}.tar", "gnu")
+        compress(root.parent / f"a{i}.tar", entry / f"part{i:02d}.tar.zst", "zstd")
+    return root
+
+
+def _count(db: Path, table: str) -> int:
+    return sqlite3.connect(db).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_second_run_reads_nothing_then_picks_up_changes_and_deletions(demo_mirror, tmp_path, vault):
+    mirror = tmp_path / "Marvell_cloud"
+    shutil.copytree(demo_mirror, mirror, symlinks=True)
+    db = tmp_path / "c.db"
+    first = vault("--catalog", str(db), "index", "--json", str(mirror))
+    assert first.code == 0
+    import json
+
+    one = json.loads(first.out)
+    assert one["files_read"] == one["files_seen"] > 50 and one["members_indexed"] > 50
+    two = json.loads(vault("--catalog", str(db), "index", "--json", str(mirror)).out)
+    assert two["files_read"] == 0 and two["files_unchanged"] == one["files_seen"]
+    assert two["seconds"] < one["seconds"] / 3
+    (mirror / "004_granite_30b_batch_sweep/data/_cells_summary.csv").write_text("arm,batch,tps\nnew,1,2\n")
+    archive = next(mirror.glob("019_*/data/score_block_n82.tar.zst"))
+    archive.unlink()
+    three = json.loads(vault("--catalog", str(db), "index", "--json", str(mirror)).out)
+    assert three["files_read"] == 1 and three["files_deleted"] == 1
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM files WHERE path LIKE '%score_block_n82.tar.zst'").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM members WHERE path LIKE '%score_scores%'").fetchone()[0] == 0
+    assert vault("--catalog", str(db), "search", "score_scores").code == 1
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO members_fts(members_fts) VALUES('integrity-check')")
+
+
+def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(tmp_path):
+    mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
+    db = tmp_path / "c.db"
+    cmd = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
+    proc = subprocess.Popen(cmd)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                if _count(db, "archives") >= 1:
+                    break
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _count(db, "archives")
+    assert 1 <= partial < 6
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # every archive present is complete: its member count matches its rows
+    for archive_id, count in conn.execute("SELECT id, member_count FROM archives"):
+        assert conn.execute("SELECT count(*) FROM members WHERE archive_id = ?", (archive_id,)).fetchone()[0] == count
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _count(db, "archives") == 6
+    assert not list(tmp_path.glob(".c.db.shards-*"))
+
+
+def test_ctrl_c_exits_130_and_keeps_committed_archives(tmp_path):
+    mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
+    db = tmp_path / "c.db"
+    cmd = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    while not (db.exists() and _count(db, "archives") >= 1):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_second_indexer_refuses_with_a_clear_message_or_waits(tmp_path):
+    import fcntl
+    import threading
+
+    mirror = _mirror_with_archives(tmp_path / "m", 2, 1)
+    db = tmp_path / "c.db"
+    base = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "-q", str(mirror)]
+    holder = subprocess.Popen([*base[:-2], "-q", str(mirror)])  # a real indexer, to compete below
+    holder.wait()
+    fd = os.open(db.with_name("c.db.lock"), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running indexer holds it
+    os.pwrite(fd, b"4242", 0)
+    refused = subprocess.run(base, capture_output=True, text=True)
+    assert refused.returncode == 6
+    assert "another `vault index` (pid 4242)" in refused.stderr and "--wait" in refused.stderr
+    threading.Timer(1.0, os.close, (fd,)).start()
+    started = time.monotonic()
+    waited = subprocess.run([*base, "--wait"], capture_output=True, text=True)
+    assert waited.returncode == 0 and time.monotonic() - started >= 0.9
+
+
+def test_two_indexers_started_together_never_corrupt_the_catalog(tmp_path):
+    mirror = _mirror_with_archives(tmp_path / "m", 4, 8)
+    db = tmp_path / "c.db"
+    base = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "-q", str(mirror)]
+    procs = [subprocess.Popen(base, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    codes = sorted(p.wait() for p in procs)
+    assert codes in ([0, 0], [0, 6])
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _count(db, "archives") == 4 and _count(db, "members") == 16
+
+
+def test_truncated_bitflipped_and_non_tar_archives_are_flagged_and_the_walk_goes_on(tmp_path, vault):
+    mirror = _mirror_with_archives(tmp_path / "m", 3, 2)
+    good = sorted(mirror.rglob("*.tar.zst"))
+    data = good[1].read_bytes()
+    good[1].write_bytes(data[: len(data) // 2])  # truncated
+    flipped = bytearray(good[2].read_bytes())
+    flipped[len(flipped) // 2] ^= 0x40
+    good[2].write_bytes(bytes(flipped))
+    (mirror / "018_e/plain.tar.zst").write_bytes(b"this is not zstd at all" * 10)
+    src = tmp_path / "notar.txt"
+    src.write_bytes(b"hello, not a tar\n" * 100)
+    compress(src, mirror / "018_e/notar.tar.zst", "zstd")
+    db = tmp_path / "c.db"
+    result = vault("--catalog", str(db), "index", str(mirror))
+    assert result.code == 5
+    conn = sqlite3.connect(db)
+    status = dict(conn.execute("SELECT f.path, a.status FROM archives a JOIN files f ON f.id = a.file_id"))
+    assert status[str(good[0].relative_to(mirror))] == "ok"
+    assert status[str(good[1].relative_to(mirror))] == "truncated"
+    assert status[str(good[2].relative_to(mirror))] in ("corrupt_frame", "corrupt_header")
+    assert status["018_e/plain.tar.zst"] == "not_zstd"
+    assert status["018_e/notar.tar.zst"] == "not_tar"
+    kinds = {k for (k,) in conn.execute("SELECT kind FROM flags")}
+    assert {"truncated", "not_zstd", "not_tar"} <= kinds
+    assert "flagged" in result.out
+
+
+def test_unreadable_file_is_flagged_not_fatal():
+    import tempfile
+
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.index.run import index_mirrors, resolve_root
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="vault-unreadable-"))  # outside pytest's 0700 tree
+    mirror = tmp_path / "m"
+    (mirror / "001_x").mkdir(parents=True)
+    (mirror / "001_x/ok.txt").write_text("fine\n")
+    locked = mirror / "001_x/locked.txt"
+    locked.write_text("no\n")
+    locked.chmod(0)
+    db = tmp_path / "cat" / "c.db"
+    db.parent.mkdir()
+    as_root = os.geteuid() == 0
+    if as_root:  # root reads anything: act as nobody so the permission bits count
+        for p in (tmp_path, db.parent, mirror, mirror / "001_x"):
+            p.chmod(0o777)
+        os.seteuid(65534)
+    try:
+        conn = open_catalog(db, create=True)
+        report = index_mirrors(conn, [resolve_root(str(mirror), None)], workers=1)
+    finally:
+        if as_root:
+            os.seteuid(0)
+        shutil.rmtree(tmp_path, ignore_errors=True)
+    assert report.damaged and report.flags == {"unreadable": 1}
+    flags = conn.execute("SELECT f.path, fl.kind FROM flags fl JOIN files f ON f.id = fl.file_id").fetchall()
+    assert flags == [("001_x/locked.txt", "unreadable")]
+    assert conn.execute("SELECT blake3 FROM files WHERE path = '001_x/ok.txt'").fetchone()[0]
+
+
+def test_secret_is_flagged_on_member_and_entry_and_never_stored_or_printed(demo_catalog, vault):
+    raw = demo_catalog.read_bytes()
+    for suffix in ("-wal", "-shm"):
+        extra = demo_catalog.with_name(demo_catalog.name + suffix)
+        if extra.exists():
+            raw += extra.read_bytes()
+    assert FAKE_TOKEN.encode() not in raw
+    conn = sqlite3.connect(demo_catalog)
+    rows = conn.execute("SELECT entry_id, member, detail FROM flags WHERE kind = 'secret'").fetchall()
+    assert ("019_aicluster_dump_debugger", "logs/saturate_env.log") in [(e, m) for e, m, _ in rows]
+    assert all(FAKE_TOKEN not in d for *_, d in rows)
+    shown = vault("--catalog", str(demo_catalog), "show", "019")
+    assert "never share externally" in shown.out and "secret" in shown.out
+    assert FAKE_TOKEN not in shown.out
+    found = vault("--catalog", str(demo_catalog), "search", "saturate_env")
+    assert "never share externally" in found.out and FAKE_TOKEN not in found.out
+
+
+def test_listing_mismatch_is_a_flag(tmp_path, vault):
+    mirror = _mirror_with_archives(tmp_path / "m", 1, 1)
+    archive = next(mirror.rglob("*.tar.zst"))
+    Path(str(archive) + ".list").write_text("./\n./log.txt\n./dumps/\n./dumps/data.bin\n./missing.txt\n")
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(mirror)).code == 5
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT list_status FROM archives").fetchone()[0] == "mismatch"
+    assert "missing.txt" in conn.execute("SELECT detail FROM flags WHERE kind = 'list_mismatch'").fetchone()[0]
+    Path(str(archive) + ".list").write_text("./\n./log.txt\n./dumps/\n./dumps/data.bin\n")
+    assert vault("--catalog", str(db), "index", "-q", str(mirror)).code == 0
+    assert conn.execute("SELECT list_status FROM archives").fetchone()[0] == "match"
+
+
+def test_unsafe_member_paths_are_recorded_and_flagged(tmp_path, vault):
+    import io
+    import tarfile
+
+    import zstandard
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name in ("../escape.txt", "/etc/evil.txt", "ok.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"bad"))
+        link = tarfile.TarInfo("passwd_link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    (tmp_path / "m/019_x").mkdir(parents=True)
+    (tmp_path / "m/019_x/hostile.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 5
+    conn = sqlite3.connect(db)
+    flagged = {m for (m,) in conn.execute("SELECT member FROM flags WHERE kind = 'unsafe_member'")}
+    assert flagged == {"../escape.txt", "/etc/evil.txt", "passwd_link"}
+    assert {p for (p,) in conn.execute("SELECT path FROM members")} >= {"../escape.txt", "/etc/evil.txt"}
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_workers_give_the_same_catalog(tmp_path, vault, workers):
+    mirror = _mirror_with_archives(tmp_path / "m", 4, 1)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", "--workers", workers, str(mirror)).code == 0
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT f.path, m.path, m.blake3 FROM members m JOIN archives a ON a.id = m.archive_id "
+        "JOIN files f ON f.id = a.file_id ORDER BY 1, 2"
+    ).fetchall()
+    assert len(rows) == 4 * 4
+    assert len({r[2] for r in rows if r[1] == "dumps/data.bin"}) == 4
+
+
+def test_catalog_file_is_private_and_the_mirror_untouched(demo_mirror, tmp_path, vault):
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in demo_mirror.rglob("*")}
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(demo_mirror)).code == 0
+    assert (db.stat().st_mode & 0o777) == 0o600
+    after = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in demo_mirror.rglob("*")}
+    assert before == after

@@ -1,0 +1,161 @@
+"""Parsers and planners, called without a disk: zstd headers, tar numbers and pax, listings, plans, secrets."""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloudvault.archive.tar import iter_members, parse_number, parse_pax
+from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_for_offset, frame_header_size
+from cloudvault.index.listing import compare_listing, parse_listing
+from cloudvault.index.plan import plan_index
+from cloudvault.index.secrets import DEFAULT_RULES, SecretScanner, compile_rules, redact
+from cloudvault.models import FileStat, Frame
+
+
+class Bytes:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + n]
+        self.pos += len(out)
+        return out
+
+
+def test_frame_header_size_follows_rfc8878():
+    assert frame_header_size(0b00100000) == 4 + 1 + 1  # single segment, 1-byte FCS
+    assert frame_header_size(0b11000011) == 4 + 1 + 1 + 4 + 8
+    assert frame_header_size(0) == 4 + 1 + 1
+
+
+def test_frame_for_offset_is_a_binary_search():
+    frames = [Frame(i * 10, 10, i * 100, 100) for i in range(50)]
+    assert frame_for_offset(frames, 0).raw_offset == 0
+    assert frame_for_offset(frames, 4999).raw_offset == 4900
+    assert frame_for_offset(frames, 250).raw_offset == 200
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=5000), min_size=1, max_size=6), st.integers(1, 700))
+def test_frame_stream_returns_exactly_the_decompressed_bytes(chunks, read_size):
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    blob = b"".join(cctx.compress(c) for c in chunks)
+    stream = FrameStream(io.BytesIO(blob))
+    out = b""
+    while data := stream.read(read_size):
+        out += data
+    assert out == b"".join(chunks)
+    assert [f.raw_size for f in stream.frames] == [len(c) for c in chunks]
+    assert sum(f.comp_size for f in stream.frames) == len(blob)
+
+
+def test_rle_bomb_is_decoded_in_bounded_pieces():
+    cctx = zstandard.ZstdCompressor()
+    blob = cctx.compress(b"\0" * (64 << 20))
+    stream = FrameStream(io.BytesIO(blob))
+    stream.read(1)
+    assert stream._out_len <= 4 << 20
+
+
+def test_not_zstd_and_truncated_streams_raise_named_errors():
+    try:
+        FrameStream(io.BytesIO(b"plain text")).read(10)
+    except ZstdFormatError as exc:
+        assert exc.kind == "not_zstd"
+    blob = zstandard.ZstdCompressor().compress(bytes(range(256)) * 1000)
+    try:
+        FrameStream(io.BytesIO(blob[:-10])).read(10**7)
+    except ZstdFormatError as exc:
+        assert exc.kind == "truncated"
+    else:
+        raise AssertionError("truncated stream read without error")
+
+
+def test_parse_number_reads_octal_and_base256():
+    assert parse_number(b"0000644\0") == 0o644
+    assert parse_number(b"        ") == 0
+    big = 10**12
+    field = bytes([0x80]) + big.to_bytes(11, "big")
+    assert parse_number(field) == big
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.dictionaries(st.sampled_from(["path", "linkpath", "comment", "uname"]), st.text(min_size=1, max_size=300)))
+def test_pax_records_round_trip(records):
+    encoded = b""
+    for key, value in records.items():
+        body = f" {key}={value}\n".encode()
+        n = len(body) + 1
+        while len(str(n)) + len(body) != n:
+            n = len(str(n)) + len(body)
+        encoded += str(n).encode() + body
+    assert parse_pax(encoded) == {k.encode(): v.encode() for k, v in records.items()}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=200),
+            st.binary(max_size=2000),
+        ),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda t: t[0],
+    ),
+    st.sampled_from([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT]),
+)
+def test_tar_parser_agrees_with_python_tarfile(members, fmt):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name.strip("/") or "x")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    stream = Bytes(buf.getvalue())
+    got = [(h.name.decode(), b"".join(d.chunks())) for h, d in iter_members(stream)]
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tar:
+        want = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    assert got == want
+
+
+def test_listing_parser_reads_plain_and_verbose_tar_output():
+    plain = b"./\n./logs/\n./logs/a.log\n"
+    verbose = (
+        b"-rw-r--r-- root/root      14 2026-09-25 10:00 ./logs/a.log\n"
+        b"lrwxrwxrwx root/root 0 2026-09-25 10:00 ./l -> a\n"
+    )
+    assert parse_listing(plain) == [".", "logs", "logs/a.log"]
+    assert parse_listing(verbose) == ["logs/a.log", "l"]
+    assert compare_listing(["a", "b"], ["./b", "c"]) == (["a"], ["c"])
+
+
+def _stat(path: str, size: int = 1, mtime: int = 1) -> FileStat:
+    return FileStat(path, None, "file", size, mtime, 1, 1, 0o644)
+
+
+def test_plan_separates_new_changed_unchanged_deleted():
+    known = {"a": (1, 1, 1, 1), "b": (1, 1, 1, 1), "gone": (1, 1, 1, 1)}
+    plan = plan_index([_stat("a"), _stat("b", size=2), _stat("new")], known)
+    assert [s.path for s in plan.unchanged] == ["a"]
+    assert [s.path for s in plan.changed] == ["b"]
+    assert [s.path for s in plan.new] == ["new"]
+    assert plan.deleted == ["gone"]
+
+
+def test_secret_scanner_sees_a_token_split_across_chunks_and_keeps_no_value():
+    pattern = compile_rules(DEFAULT_RULES)
+    scanner = SecretScanner(pattern)
+    text = b"line1\nline2\nexport HF_TOKEN=hf_" + b"A" * 34 + b"\n"
+    for i in range(0, len(text), 7):
+        scanner.feed(text[i : i + 7])
+    assert [(h.rule, h.line) for h in scanner.hits][:1] == [("hf_token_assignment", 3)]
+    assert "hf_AAAA" not in repr(scanner.hits)
+    assert "hf_AAAA" not in redact(text.decode(), pattern)
+    assert re.search(r"\[redacted \w+\]", redact(text.decode(), pattern))
