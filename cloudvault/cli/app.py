@@ -114,3 +114,30 @@ def demo_cmd(
     from cloudvault.cli.demo import run_demo
 
     raise typer.Exit(run_demo(State.catalog, directory, as_json))
+
+
+@app.command("extract")
+def extract_cmd(
+    entry: Annotated[str, typer.Argument(help="Entry ID or unique prefix, e.g. 018.")],
+    path: Annotated[
+        str, typer.Argument(help="Member or file path, unique suffix, glob, directory, or x.tar.zst/inner.")
+    ],
+    output: Annotated[
+        str | None, typer.Option("-o", "--output", help="Folder to write into (default .); - for stdout.")
+    ] = None,
+    archive: Annotated[str | None, typer.Option(help="Only this archive (unique prefix of its file name).")] = None,
+    keep_path: Annotated[bool, typer.Option("--keep-path", help="Keep the member's folders under the output.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    allow_outside_links: Annotated[bool, typer.Option(help="Create symlinks that point outside the output.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Pull members out of an archive without decompressing the rest of it, verified against the catalog's BLAKE3.
+
+    Multi-frame archives are entered at the frame that holds the member; single-frame ones are read from the
+    start and stop at the member's end. Exit 5 on a hash mismatch or a changed archive (nothing is left behind).
+    """
+    from cloudvault.cli.extract import run_extract
+
+    raise typer.Exit(
+        run_extract(State.catalog, entry, path, output, archive, keep_path, force, allow_outside_links, as_json)
+    )

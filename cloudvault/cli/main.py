@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -20,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("vault: error: interrupted; the catalog keeps everything committed before\n")
         code = errors.INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError:  # `vault ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,34 @@
+"""`vault extract`: one member, a glob or a directory out of an entry's archives, or a plain file, verified."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from cloudvault import config, errors
+from cloudvault.catalog.db import open_catalog
+from cloudvault.catalog.query import resolve_entry
+from cloudvault.cli.ui import UI, human_size
+from cloudvault.extract import extract, find_targets
+
+
+def run_extract(
+    catalog: str | None, entry: str, path: str, output: str | None, archive: str | None, keep_path: bool,
+    force: bool, allow_outside_links: bool, as_json: bool,
+) -> int:  # fmt: skip
+    conn = open_catalog(config.catalog_path(catalog), readonly=True)
+    mirror_id, entry_id, _ = resolve_entry(conn, entry)
+    targets = find_targets(conn, mirror_id, entry_id, path, archive)
+    dest = None if output == "-" else Path(output or ".")
+    report = extract(conn, mirror_id, entry_id, targets, dest, keep_path=keep_path, force=force,
+                     allow_outside_links=allow_outside_links)  # fmt: skip
+    ui = UI(as_json=as_json and dest is not None)
+    if ui.as_json:
+        ui.emit(report.to_json())
+    elif dest is not None:
+        for w in report.written:
+            ui.line(f"{w.dest}  {human_size(w.size)}  blake3 {(w.blake3 or '-')[:16]} ok")
+        ui.line(f"{len(report.written)} written, {human_size(report.bytes_decompressed)} decompressed")
+    else:
+        sys.stderr.write(f"vault: {len(report.written)} member(s) written to stdout, verified\n")
+    return errors.OK
