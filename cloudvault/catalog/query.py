@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import difflib
-import json
 import sqlite3
-from dataclasses import asdict, dataclass, field, replace
+from collections import namedtuple
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
 
@@ -13,29 +11,22 @@ KINDS = ("entry", "doc", "file", "member")
 COUNT_CAP = 100_000
 
 
-@dataclass(frozen=True)
-class Hit:
-    """One search or listing result; `archive` is the archive's mirror path for members, else None."""
+class Hit(namedtuple("Hit", "kind entry path archive size blake3 mirror text")):
+    """One search or listing result; `archive` is the archive's mirror path for members, else None.
 
-    kind: str
-    entry: str
-    path: str
-    archive: str | None
-    size: int | None
-    blake3: str | None
-    mirror: str
-    text: str = ""
+    A namedtuple, not a dataclass: the search process must start fast, and dataclasses costs milliseconds.
+    """
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass
 class SearchResult:
-    query: list[str]
-    hits: dict[str, list[Hit]] = field(default_factory=dict)
-    totals: dict[str, int] = field(default_factory=dict)
-    cautions: dict[str, list[str]] = field(default_factory=dict)
+    def __init__(self, query: list[str]) -> None:
+        self.query = query
+        self.hits: dict[str, list[Hit]] = {}
+        self.totals: dict[str, int] = {}
+        self.cautions: dict[str, list[str]] = {}
 
     @property
     def found(self) -> bool:
@@ -87,69 +78,13 @@ def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
     if len(rows) == 1:
         return rows[0]
     if not rows:
+        import difflib
+
         names = [r[0] for r in conn.execute("SELECT entry_id FROM entries WHERE entry_id != ''")]
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
         raise EntryNotFound(query=query, hint=f"; did you mean {', '.join(close)}?" if close else "")
     labels = [f"{m}:{e}" if len({r[2] for r in rows}) > 1 else e for _, e, m in rows]
     raise AmbiguousEntry(query=query, count=len(rows), candidates=", ".join(labels[:10]))
-
-
-@dataclass
-class EntryDetails:
-    mirror: str
-    entry: str
-    what: str
-    node_gpu: str
-    measured: str
-    size_text: str
-    key_files: list[str]
-    caution: str
-    settings: dict
-    present: bool
-    files: int
-    archives: int
-    members: int
-    bytes_on_disk: int
-    environment: str | None
-    flags: list[dict]
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> EntryDetails:
-    row = conn.execute(
-        "SELECT m.name, e.what, e.node_gpu, e.measured, e.size_text, e.key_files, e.caution, e.settings, e.present "
-        "FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE e.mirror_id = ? AND e.entry_id = ?",
-        (mirror_id, entry_id),
-    ).fetchone()
-    files, size = conn.execute(
-        "SELECT count(*), coalesce(sum(size), 0) FROM files WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry_id)
-    ).fetchone()
-    archives, members = conn.execute(
-        "SELECT count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
-        "WHERE f.mirror_id = ? AND f.entry_id = ?",
-        (mirror_id, entry_id),
-    ).fetchone()
-    env = conn.execute(
-        "SELECT d.body FROM docs d JOIN files f ON f.id = d.file_id WHERE f.mirror_id = ? AND f.path = ?",
-        (mirror_id, f"{entry_id}/ENVIRONMENT.md"),
-    ).fetchone()
-    flags = [
-        {"kind": k, "path": p, "member": mem, "detail": d}
-        for k, p, mem, d in conn.execute(
-            "SELECT fl.kind, f.path, fl.member, fl.detail FROM flags fl LEFT JOIN files f ON f.id = fl.file_id "
-            "WHERE fl.mirror_id = ? AND fl.entry_id = ? ORDER BY fl.kind, f.path, fl.member",
-            (mirror_id, entry_id),
-        )
-    ]
-    name, what, node, measured, size_text, key_files, caution, settings, present = row
-    return EntryDetails(
-        mirror=name, entry=entry_id, what=what, node_gpu=node, measured=measured, size_text=size_text,
-        key_files=[k for k in key_files.split("; ") if k], caution=caution, settings=json.loads(settings),
-        present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
-        environment=env[0] if env else None, flags=flags,
-    )  # fmt: skip
 
 
 def cautions(conn: sqlite3.Connection, keys: set[tuple[int, str]]) -> dict[str, list[str]]:
@@ -258,35 +193,9 @@ def search(
         rows, total = _search_kind(conn, kind, terms, scope, limit)
         hits = [Hit(*row[:8]) for row in rows]
         if kind == "doc":
-            hits = [replace(h, text=snippet(h.text, terms)) for h in hits]
+            hits = [h._replace(text=snippet(h.text, terms)) for h in hits]
         result.hits[kind] = hits
         result.totals[kind] = total
         seen.update((row[8], row[1]) for row in rows)
     result.cautions = cautions(conn, seen)
     return result
-
-
-# -- listing ----------------------------------------------------------------------------------------------------
-def list_entry(conn: sqlite3.Connection, mirror_id: int, entry_id: str, pattern: str | None) -> list[Hit]:
-    """Files of an entry (paths relative to the entry) and members of its archives, matching a glob."""
-    name = conn.execute("SELECT name FROM mirrors WHERE id = ?", (mirror_id,)).fetchone()[0]
-    prefix = f"{entry_id}/" if entry_id else ""
-    glob = pattern or "*"
-    hits = [
-        Hit("file", entry_id, path[len(prefix) :], None, size, digest, name, kind)
-        for path, size, digest, kind in conn.execute(
-            "SELECT path, size, blake3, kind FROM files WHERE mirror_id = ? AND entry_id = ? "
-            "AND substr(path, ?) GLOB ? ORDER BY path",
-            (mirror_id, entry_id, len(prefix) + 1, glob),
-        )
-    ]
-    hits += [
-        Hit("member", entry_id, path, archive, size, digest, name, mtype)
-        for path, archive, size, digest, mtype in conn.execute(
-            "SELECT mb.path, f.path, mb.size, mb.blake3, mb.type FROM members mb "
-            "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
-            "WHERE f.mirror_id = ? AND f.entry_id = ? AND mb.path GLOB ? ORDER BY f.path, mb.data_offset",
-            (mirror_id, entry_id, glob),
-        )
-    ]
-    return hits

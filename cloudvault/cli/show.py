@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from cloudvault import config, errors
+from cloudvault.catalog.browse import EntryDetails, entry_details, list_entry
 from cloudvault.catalog.db import open_catalog
-from cloudvault.catalog.query import EntryDetails, entry_details, list_entry, resolve_entry
+from cloudvault.catalog.query import resolve_entry
 from cloudvault.cli.ui import UI, human_size
 
 
