@@ -13,7 +13,7 @@ from pathlib import Path
 
 import blake3
 
-from cloudvault.archive.zstdframes import FrameStream, frame_for_offset
+from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_for_offset
 from cloudvault.errors import (
     AmbiguousMember,
     DestinationExists,
@@ -93,7 +93,7 @@ def find_targets(
         sql += " AND (f.path LIKE ? ESCAPE '\\' OR f.path = ?)"
         args += [f"%/{_like_escape(archive)}%", prefix + archive]
     query = query.strip("/")
-    members = conn.execute(sql + " AND mb.path = ?", [*args, query]).fetchall()
+    members = [r for r in conn.execute(sql + " AND mb.path = ?", [*args, query]) if r[1] != "dir"]
     files = [] if archive else _plain(conn, mirror_id, entry_id, "f.path = ?", [prefix + query])
     if members or files:
         candidates = [_member(root, r) for r in members] + files
@@ -191,6 +191,12 @@ class ArchiveReader:
         frame = frame_for_offset(self._frames, offset)
         if self._stream is None or offset < self._stream.pos or frame.raw_offset > self._stream.pos:
             self._stream = FrameStream(self._fh, comp_offset=frame.comp_offset, raw_offset=frame.raw_offset)
+        try:
+            yield from self._read(offset, size)
+        except ZstdFormatError as exc:
+            raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
+
+    def _read(self, offset: int, size: int) -> Iterator[bytes]:
         self._report.bytes_decompressed += self._stream.skip(offset - self._stream.pos)
         left = size
         while left:
@@ -216,7 +222,7 @@ def _check_fresh(target: Target, recorded: tuple[int, int], entry: str) -> None:
 
 # -- writing ---------------------------------------------------------------------------------------------------
 def _destination(target: Target, dest: Path, keep_path: bool) -> Path:
-    reason = unsafe_reason(target.path, target.type, None)
+    reason = unsafe_reason(target.path, target.type, target.link_target if target.type == "hardlink" else None)
     if reason:
         raise UnsafeMember(path=target.path, why=reason + "; nothing was written")
     out = dest / (target.path if keep_path else posixpath.basename(target.path))
@@ -296,7 +302,7 @@ def extract(
     try:
         for target in sorted(targets, key=lambda t: (t.archive or "", t.data_offset)):
             if target.type == "dir":
-                if dest is not None and keep_path:
+                if dest is not None and keep_path and target.path != ".":
                     _destination(target, dest, True).mkdir(parents=True, exist_ok=True)
                 continue
             report.written.append(_extract_one(conn, mirror_id, entry_id, target, dest, readers, by_path, report,

@@ -116,6 +116,7 @@ def test_a_second_indexer_refuses_with_a_clear_message_or_waits(tmp_path):
     holder.wait()
     fd = os.open(db.with_name("c.db.lock"), os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a running indexer holds it
+    os.ftruncate(fd, 0)
     os.pwrite(fd, b"4242", 0)
     refused = subprocess.run(base, capture_output=True, text=True)
     assert refused.returncode == 6

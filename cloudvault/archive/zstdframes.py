@@ -70,8 +70,7 @@ class FrameStream:
         on_compressed: Callable[[bytes], object] | None = None,
     ) -> None:
         self._fh = fh
-        if comp_offset:
-            fh.seek(comp_offset)
+        fh.seek(comp_offset)
         self._buf = b""
         self._i = 0
         self._buf_offset = comp_offset  # file offset of self._buf[0]
