@@ -45,6 +45,7 @@ class Target:
     archive: str | None  # the archive's mirror path, None for plain files
     source: str  # absolute path of the archive or plain file
     data_offset: int = 0
+    file_id: int | None = None  # the archive's row in files
 
 
 @dataclass
@@ -70,7 +71,7 @@ class ExtractReport:
 # -- finding what to extract -------------------------------------------------------------------------------------
 MEMBER_SQL = (
     "SELECT mb.path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, mb.link_target, f.path, mb.data_offset, "
-    "a.id FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
+    "f.id FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
     "WHERE f.mirror_id = ? AND f.entry_id = ?"
 )
 
@@ -126,8 +127,8 @@ def _like_escape(text: str) -> str:
 
 
 def _member(root: str, row: tuple) -> Target:
-    path, mtype, size, mode, mtime, digest, link, archive, offset, _archive_id = row
-    return Target(path, mtype, size, mode, mtime, digest, link, archive, os.path.join(root, archive), offset)
+    path, mtype, size, mode, mtime, digest, link, archive, offset, file_id = row
+    return Target(path, mtype, size, mode, mtime, digest, link, archive, os.path.join(root, archive), offset, file_id)
 
 
 def _plain(conn: sqlite3.Connection, mirror_id: int, entry_id: str, where: str, args: list) -> list[Target]:
@@ -159,23 +160,36 @@ def _closest(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
-def _frames(conn: sqlite3.Connection, archive: str, mirror_id: int) -> tuple[list[Frame], tuple[int, int]]:
+def archive_source(conn: sqlite3.Connection, file_id: int) -> tuple[str, list[Frame]]:
+    """Where to read an archive's members from, and its frame table: the seekable copy if there is one, else the
+    original. The original must be as indexed (size, mtime), or the catalog's offsets cannot be trusted."""
     row = conn.execute(
-        "SELECT a.id, f.size, f.mtime_ns, a.status FROM archives a JOIN files f ON f.id = a.file_id "
-        "WHERE f.mirror_id = ? AND f.path = ?",
-        (mirror_id, archive),
+        "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root FROM archives a "
+        "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE f.id = ?",
+        (file_id,),
     ).fetchone()
-    archive_id, size, mtime, status = row
+    archive_id, size, mtime, status, path, raw, entry, root = row
     if status != "ok":
-        raise IntegrityError(detail=f"{archive} was flagged {status} when indexed; its members cannot be trusted")
-    frames = [
-        Frame(*r)
-        for r in conn.execute(
-            "SELECT comp_offset, comp_size, raw_offset, raw_size FROM frames WHERE archive_id = ? ORDER BY idx",
-            (archive_id,),
-        )
-    ]
-    return frames, (size, mtime)
+        raise IntegrityError(detail=f"{path} was flagged {status} when indexed; its members cannot be trusted")
+    original = os.fsdecode(os.path.join(os.fsencode(root), raw or path.encode()))
+    try:
+        st = os.stat(original)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (st.st_size, st.st_mtime_ns) != (size, mtime):
+        what = f"size {size} -> {st.st_size}" if st.st_size != size else "mtime changed"
+        raise StaleArchive(path=path, what=what, entry=entry)
+    copy = conn.execute("SELECT path, comp_size FROM seekable WHERE archive_id = ?", (archive_id,)).fetchone()
+    if copy and os.path.exists(copy[0]) and os.path.getsize(copy[0]) == copy[1]:
+        return copy[0], _frame_rows(conn, "seekable_frames", archive_id)
+    if st is None:
+        raise IntegrityError(detail=f"{path} is gone from the mirror and has no seekable copy")
+    return original, _frame_rows(conn, "frames", archive_id)
+
+
+def _frame_rows(conn: sqlite3.Connection, table: str, archive_id: int) -> list[Frame]:
+    sql = f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {table} WHERE archive_id = ? ORDER BY idx"
+    return [Frame(*r) for r in conn.execute(sql, (archive_id,))]
 
 
 class ArchiveReader:
@@ -211,13 +225,6 @@ class ArchiveReader:
         if self._stream is not None:
             self._report.frames_read += len(self._stream.frames) + 1
         self._fh.close()
-
-
-def _check_fresh(target: Target, recorded: tuple[int, int], entry: str) -> None:
-    st = os.stat(target.source)
-    if (st.st_size, st.st_mtime_ns) != recorded:
-        what = f"size {recorded[0]} -> {st.st_size}" if st.st_size != recorded[0] else "mtime changed"
-        raise StaleArchive(path=target.archive, what=what, entry=entry)
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
@@ -321,14 +328,13 @@ def _data_source(conn, mirror_id, entry_id, target: Target, readers, by_path, re
         if link is None:
             link = find_targets(conn, mirror_id, entry_id, target.link_target, target.archive.rsplit("/", 1)[-1])[0]
         target = Target(target.path, "file", link.size, target.mode or link.mode, target.mtime, link.blake3, None,
-                        link.archive, link.source, link.data_offset)  # fmt: skip
+                        link.archive, link.source, link.data_offset, link.file_id)  # fmt: skip
     if target.type not in ("file",):
         raise UnsafeMember(path=target.path, why=f"{target.type} members are not extracted")
     reader = readers.get(target.archive)
     if reader is None:
-        frames, recorded = _frames(conn, target.archive, mirror_id)
-        _check_fresh(target, recorded, entry_id)
-        reader = readers[target.archive] = ArchiveReader(target.source, frames, report)
+        source, frames = archive_source(conn, target.file_id)
+        reader = readers[target.archive] = ArchiveReader(source, frames, report)
     return target, reader.chunks(target.data_offset, target.size)
 
 

@@ -58,7 +58,8 @@ class FrameStream:
     """Decompressed bytes of a zstd file, read in order; `frames` grows as each frame ends.
 
     Start at a frame boundary (`comp_offset`, `raw_offset`) to resume in the middle of a multi-frame file.
-    `on_compressed` sees every compressed byte read, for hashing the archive in the same pass.
+    `on_compressed` sees every compressed byte read, for hashing the archive in the same pass; `on_raw` every
+    decompressed byte in order, for writing a seekable copy in the same pass.
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class FrameStream:
         comp_offset: int = 0,
         raw_offset: int = 0,
         on_compressed: Callable[[bytes], object] | None = None,
+        on_raw: Callable[[bytes], object] | None = None,
     ) -> None:
         self._fh = fh
         fh.seek(comp_offset)
@@ -76,6 +78,7 @@ class FrameStream:
         self._buf_offset = comp_offset  # file offset of self._buf[0]
         self._eof_file = False
         self._on_compressed = on_compressed
+        self._on_raw = on_raw
         self._out: deque[bytes] = deque()
         self._out_len = 0
         self._head = 0
@@ -240,6 +243,8 @@ class FrameStream:
         except zstandard.ZstdError as exc:
             raise ZstdFormatError("corrupt_frame", self._frame_start[0], f"zstd: {exc}") from None
         if out:
+            if self._on_raw:
+                self._on_raw(out)
             self._out.append(out)
             self._out_len += len(out)
             self._produced += len(out)

@@ -13,10 +13,11 @@ from pathlib import Path
 from cloudvault import __version__
 from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
-# version -> SQL that brings a catalog from version-1 to it; empty while there is one version.
-MIGRATIONS: dict[int, str] = {}
+# version -> SQL that brings a catalog from version-1 to it, run before schema.sql (whose CREATE ... IF NOT
+# EXISTS adds new tables). 2: the seekable tables, which schema.sql creates; nothing to alter.
+MIGRATIONS: dict[int, str] = {2: ""}
 
 
 def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -86,6 +87,10 @@ def open_catalog(path: Path, *, create: bool = False, readonly: bool = False) ->
         found = schema_version(conn)
         if found > SCHEMA_VERSION:
             raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
+        if found < SCHEMA_VERSION and os.access(path, os.W_OK):  # readers see the current schema too
+            conn.close()
+            open_catalog(path).close()
+            conn = _connect(path, readonly=True)
         return conn
     conn = _connect(path)
     conn.execute("PRAGMA journal_mode = WAL")

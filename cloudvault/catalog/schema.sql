@@ -158,3 +158,23 @@ END;
 CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
     INSERT INTO docs_fts(docs_fts, rowid, body) VALUES ('delete', old.id, old.body);
 END;
+
+-- Schema version 2: seekable copies of single-frame archives (`vault optimize`), kept in the cache folder beside
+-- the catalog, never in the mirror. Same decompressed bytes as the original, cut into independent frames, so
+-- members' offsets and BLAKE3 stay valid; extraction prefers the copy and falls back to the original.
+CREATE TABLE IF NOT EXISTS seekable (
+    archive_id   INTEGER PRIMARY KEY REFERENCES archives(id) ON DELETE CASCADE,
+    path         TEXT NOT NULL,             -- absolute path of the copy
+    comp_size    INTEGER NOT NULL,
+    frame_count  INTEGER NOT NULL,
+    created_at   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seekable_frames (
+    archive_id   INTEGER NOT NULL REFERENCES seekable(archive_id) ON DELETE CASCADE,
+    idx          INTEGER NOT NULL,
+    comp_offset  INTEGER NOT NULL,
+    comp_size    INTEGER NOT NULL,
+    raw_offset   INTEGER NOT NULL,
+    raw_size     INTEGER NOT NULL,
+    PRIMARY KEY (archive_id, idx)
+) WITHOUT ROWID;

@@ -51,6 +51,9 @@ def index_cmd(
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes for archives (default 2 if many).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for another indexer on this catalog to finish.")] = False,
+    optimize: Annotated[
+        bool, typer.Option("--optimize", help="Also write seekable copies of single-frame archives, same pass.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
     as_json: Json = False,
 ) -> None:
@@ -61,7 +64,7 @@ def index_cmd(
     """
     from cloudvault.cli.index import run_index
 
-    raise typer.Exit(run_index(State.catalog, mirrors or [], definition, workers, wait, quiet, as_json))
+    raise typer.Exit(run_index(State.catalog, mirrors or [], definition, workers, wait, quiet, as_json, optimize))
 
 
 @app.command("search")
@@ -141,3 +144,34 @@ def extract_cmd(
     raise typer.Exit(
         run_extract(State.catalog, entry, path, output, archive, keep_path, force, allow_outside_links, as_json)
     )
+
+
+@app.command("verify")
+def verify_cmd(
+    entry: Annotated[str | None, typer.Argument(help="Entry ID or prefix; none: every entry.")] = None,
+    sample: Annotated[str | None, typer.Option(help="Check a random fraction across the mirror, e.g. 5%.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for --sample, to repeat a check.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Re-hash what the catalog recorded and name every mismatch. Exit 0 all match, 5 mismatches."""
+    from cloudvault.cli.verify import run_verify
+
+    raise typer.Exit(run_verify(State.catalog, entry, sample, seed, as_json))
+
+
+@app.command("optimize")
+def optimize_cmd(
+    entry: Annotated[str | None, typer.Argument(help="Entry ID or prefix; none: every entry.")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Cache folder (default: beside the catalog).")] = None,
+    max_gb: Annotated[float | None, typer.Option("--max-gb", help="Most cache space to use, in GiB.")] = None,
+    show_status: Annotated[bool, typer.Option("--status", help="Show the copies and the space they use.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Write seekable copies of single-frame archives (4 MiB frames) into a cache beside the catalog.
+
+    The mirror is never touched. Extraction then reads only the frames that cover a member, verified against
+    the same BLAKE3, and falls back to the original archive if a copy is gone.
+    """
+    from cloudvault.cli.verify import run_optimize
+
+    raise typer.Exit(run_optimize(State.catalog, entry, to, max_gb, show_status, as_json))

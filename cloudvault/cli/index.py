@@ -25,14 +25,16 @@ def _roots(conn, paths: list[str], definition: str | None) -> list[MirrorRoot]:
 
 def run_index(
     catalog: str | None, paths: list[str], definition: str | None, workers: int | None, wait: bool, quiet: bool,
-    as_json: bool,
+    as_json: bool, optimize: bool = False,
 ) -> int:  # fmt: skip
     ui = UI(as_json=as_json, quiet=quiet)
     path = config.catalog_path(catalog)
     with writer_lock(path, wait=wait):
         conn = open_catalog(path, create=True)
         try:
-            report = index_mirrors(conn, _roots(conn, paths, definition), workers=workers, progress=ui.progress())
+            cache = config.cache_dir(path) if optimize else None
+            roots = _roots(conn, paths, definition)
+            report = index_mirrors(conn, roots, workers=workers, progress=ui.progress(), copy_cache=cache)
         finally:
             conn.close()
     if as_json:

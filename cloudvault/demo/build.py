@@ -200,7 +200,7 @@ def _parents(name: str) -> list[str]:
 
 ARCHIVES = [
     # entry, archive path inside the entry, kind of payload, dump MiB, logs, how it is compressed
-    ("018_aicluster_breakdown_debugger", "data/breakdown_b8_n81.tar.zst", "breakdown", 3, 6, "zstd"),
+    ("018_aicluster_breakdown_debugger", "data/breakdown_b8_n81.tar.zst", "breakdown", 10, 6, "zstd"),
     ("018_aicluster_breakdown_debugger", "data/compaction_n84.tar.zst", "compaction", 12, 4, "pzstd"),
     ("018_aicluster_breakdown_debugger", "data/accept_g07.tar.zst", "accept", 4, 4, "python"),
     ("018_aicluster_breakdown_debugger", "data/phase_n88_h200.tar.zst", "phase", 2, 3, "zstd-T0"),

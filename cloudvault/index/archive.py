@@ -36,6 +36,8 @@ class ArchiveScan:
     flags: list[Flag] = field(default_factory=list)
     flag_counts: dict[str, int] = field(default_factory=dict)
     member_paths_sample: list[str] = field(default_factory=list)
+    copy_tmp: str | None = None  # a seekable copy written in the same pass (vault index --optimize)
+    copy_frames: list[Frame] = field(default_factory=list)
 
     def flag(self, kind: str, detail: str, member: str | None = None) -> None:
         self.flag_counts[kind] = self.flag_counts.get(kind, 0) + 1
@@ -90,6 +92,7 @@ def scan_archive(
     shard: sqlite3.Connection,
     pattern: re.Pattern[bytes] | None,
     on_bytes: Callable[[int], None] | None = None,
+    on_raw: Callable[[bytes], None] | None = None,
 ) -> ArchiveScan:
     """Stream the archive once; members go to shard.members in batches, the rest into the returned scan."""
     scan = ArchiveScan()
@@ -102,7 +105,7 @@ def scan_archive(
 
     batch: list[tuple] = []
     with open(path, "rb") as fh:
-        stream = FrameStream(fh, on_compressed=on_compressed)
+        stream = FrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
         try:
             for header, data in iter_members(stream):
                 batch.append(_member_row(header, data, pattern, scan))

@@ -26,6 +26,7 @@ from cloudvault.index.plan import is_archive, listing_for, plan_index
 from cloudvault.index.secrets import SecretScanner, compile_rules, redact
 from cloudvault.index.walk import WalkProblem, entry_of, walk_local
 from cloudvault.models import Entry, FileStat, Flag
+from cloudvault.optimize import SeekableWriter, copy_path, insert_copy, needs_copy
 
 DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
 MAX_DOC = 2 << 20
@@ -100,19 +101,26 @@ def index_mirrors(
     *,
     workers: int | None = None,
     progress: Progress | None = None,
+    copy_cache: Path | None = None,
 ) -> IndexReport:
+    """Index each root; with copy_cache, also write seekable copies of single-frame archives in the same pass."""
     report = IndexReport()
     started = time.monotonic()
     progress = progress or Progress()
     for mroot in roots:
-        _index_one(conn, mroot, report, workers, progress)
+        _index_one(conn, mroot, report, workers, progress, copy_cache)
         report.mirrors.append(mroot.definition.name)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _index_one(
-    conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, workers: int | None, progress: Progress
+    conn: sqlite3.Connection,
+    mroot: MirrorRoot,
+    report: IndexReport,
+    workers: int | None,
+    progress: Progress,
+    copy_cache: Path | None,
 ) -> None:
     definition = mroot.definition
     with transaction(conn):
@@ -141,7 +149,7 @@ def _index_one(
     pattern = compile_rules(definition.secrets)
     to_read = plan.to_read
     progress.start(sum(st.size for st in to_read), len(to_read))
-    ctx = _MirrorContext(conn, mirror_id, mroot.root, definition, pattern, report, progress)
+    ctx = _MirrorContext(conn, mirror_id, mroot.root, definition, pattern, report, progress, copy_cache)
     _read_files(ctx, [st for st in to_read if not (is_archive(st.path) and st.kind == "file")])
     archives = [st for st in to_read if is_archive(st.path) and st.kind == "file"]
     _read_archives(ctx, archives, workers)
@@ -160,6 +168,13 @@ class _MirrorContext:
     pattern: re.Pattern[bytes]
     report: IndexReport
     progress: Progress
+    copy_cache: Path | None = None  # vault index --optimize: seekable copies go here
+
+    def copy_tmp(self, i: int) -> str | None:
+        if self.copy_cache is None:
+            return None
+        (self.copy_cache / "seekable").mkdir(parents=True, exist_ok=True)
+        return str(self.copy_cache / "seekable" / f".indexing-{os.getpid()}-{i}.tmp")
 
     def abspath(self, st: FileStat) -> bytes:
         return os.path.join(os.fsencode(self.root), st.raw_path or st.path.encode())
@@ -253,27 +268,43 @@ def _count_bytes(n: int) -> None:
         _shared_counter.value += n
 
 
-def scan_to_shard(path: bytes, shard_path: str, rules_pattern: bytes, on_bytes=None) -> ArchiveScan:
-    """One archive's members into a fresh shard file; the rest comes back as the result."""
+def scan_to_shard(
+    path: bytes, shard_path: str, rules_pattern: bytes, on_bytes=None, copy_tmp: str | None = None
+) -> ArchiveScan:
+    """One archive's members into a fresh shard file; the rest comes back as the result. With copy_tmp, a
+    seekable copy is written from the same decompressed bytes and kept if the archive needs one."""
     shard = sqlite3.connect(shard_path, isolation_level=None)
+    copy_fh = open(copy_tmp, "wb") if copy_tmp else None  # noqa: SIM115 - closed below
+    writer = SeekableWriter(copy_fh) if copy_fh else None
+    scan = None
     try:
         shard.execute("PRAGMA journal_mode = OFF")
         shard.execute("PRAGMA synchronous = OFF")
         shard.execute(write.SHARD_SCHEMA)
         shard.execute("BEGIN")
         try:
-            scan = scan_archive(Path(os.fsdecode(path)), shard, re.compile(rules_pattern), on_bytes)
+            on_raw = writer.write if writer else None
+            scan = scan_archive(Path(os.fsdecode(path)), shard, re.compile(rules_pattern), on_bytes, on_raw)
         except OSError as exc:
             scan = ArchiveScan(status="unreadable")
             scan.flag("unreadable", f"cannot read: {exc.strerror}")
         shard.execute("COMMIT")
+        if writer and scan.status == "ok" and needs_copy(scan.frames):
+            scan.copy_frames = writer.close()
+            copy_fh.flush()
+            os.fsync(copy_fh.fileno())
+            scan.copy_tmp = copy_tmp
         return scan
     finally:
         shard.close()
+        if copy_fh:
+            copy_fh.close()
+            if scan is None or scan.copy_tmp is None:
+                Path(copy_tmp).unlink(missing_ok=True)
 
 
-def _pool_task(path: bytes, shard_path: str, rules_pattern: bytes) -> ArchiveScan:
-    return scan_to_shard(path, shard_path, rules_pattern, _count_bytes)
+def _pool_task(path: bytes, shard_path: str, rules_pattern: bytes, copy_tmp: str | None) -> ArchiveScan:
+    return scan_to_shard(path, shard_path, rules_pattern, _count_bytes, copy_tmp)
 
 
 def default_workers(n_archives: int) -> int:
@@ -294,7 +325,7 @@ def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int |
             for st in archives:
                 ctx.progress.current(st.path)
                 shard = str(shard_dir / "inline.db")
-                scan = scan_to_shard(ctx.abspath(st), shard, ctx.pattern.pattern, ctx.progress.advance)
+                scan = scan_to_shard(ctx.abspath(st), shard, ctx.pattern.pattern, ctx.progress.advance, ctx.copy_tmp(0))
                 _commit_archive(ctx, st, scan, shard)
                 os.unlink(shard)
         else:
@@ -312,7 +343,7 @@ def _read_archives_pool(ctx: _MirrorContext, archives: list[FileStat], workers: 
         try:
             for i, st in enumerate(archives):
                 shard = str(shard_dir / f"{i}.db")
-                fut = pool.submit(_pool_task, ctx.abspath(st), shard, ctx.pattern.pattern)
+                fut = pool.submit(_pool_task, ctx.abspath(st), shard, ctx.pattern.pattern, ctx.copy_tmp(i))
                 pending[fut] = (st, shard)
             while pending:
                 done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -341,7 +372,7 @@ def _commit_archive(ctx: _MirrorContext, st: FileStat, scan: ArchiveScan, shard:
         with transaction(ctx.conn):
             file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
             if have_shard:
-                write.insert_archive(
+                archive_id = write.insert_archive(
                     ctx.conn,
                     file_id,
                     status=scan.status,
@@ -351,7 +382,12 @@ def _commit_archive(ctx: _MirrorContext, st: FileStat, scan: ArchiveScan, shard:
                     shard_alias="shard",
                 )
             write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+            if scan.copy_tmp and have_shard:
+                final = copy_path(ctx.copy_cache, scan.blake3)
+                insert_copy(ctx.conn, archive_id, Path(scan.copy_tmp), final, scan.copy_frames)
     finally:
+        if scan.copy_tmp:
+            Path(scan.copy_tmp).unlink(missing_ok=True)
         if have_shard:
             ctx.conn.execute("DETACH DATABASE shard")
     ctx.report.count(scan.flag_counts)
