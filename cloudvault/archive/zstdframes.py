@@ -7,7 +7,10 @@ the compression ratio, and a multi-frame archive can later be entered at any fra
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import struct
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import BinaryIO
@@ -73,7 +76,7 @@ class FrameStream:
     ) -> None:
         self._fh = fh
         fh.seek(comp_offset)
-        self._buf = b""
+        self._buf = bytearray()
         self._i = 0
         self._buf_offset = comp_offset  # file offset of self._buf[0]
         self._eof_file = False
@@ -156,7 +159,8 @@ class FrameStream:
             if self._on_compressed:
                 self._on_compressed(chunk)
             self._buf_offset += self._i
-            self._buf = self._buf[self._i :] + chunk
+            del self._buf[: self._i]  # CPython moves the start pointer: no copy of what is left
+            self._buf += chunk
             self._i = 0
         return self._available() >= need
 
@@ -213,12 +217,18 @@ class FrameStream:
         self._first = False
 
     def _feed_blocks(self) -> None:
-        """Hand up to BLOCKS_PER_FEED whole blocks to the decompressor; close the frame after its last."""
-        cur = 0  # bytes past self._i gathered for this feed; _fill may move the buffer, not the cursor
+        """Hand up to BLOCKS_PER_FEED whole blocks to the decompressor; close the frame after its last.
+
+        Blocks are gathered from what is already buffered; the buffer is refilled only when not even one whole
+        block is there, so a refill copies at most a block's worth of leftover bytes.
+        """
+        cur = 0  # bytes past self._i gathered for this feed
         last = False
         for _ in range(BLOCKS_PER_FEED):
-            if not self._fill(cur + 3):
-                raise ZstdFormatError("truncated", self._offset + cur, "block header cut short")
+            if self._available() < cur + 3 and (cur or not self._fill(3)):
+                if cur:
+                    break
+                raise ZstdFormatError("truncated", self._offset, "block header cut short")
             at = self._i + cur
             header = self._buf[at] | self._buf[at + 1] << 8 | self._buf[at + 2] << 16
             last = bool(header & 1)
@@ -226,11 +236,14 @@ class FrameStream:
             block_size = header >> 3
             if block_type == 3 or block_size > MAX_BLOCK:
                 raise ZstdFormatError("corrupt_frame", self._offset + cur, "invalid block header")
-            body = 1 if block_type == 1 else block_size
-            tail = 4 if last and self._checksum else 0
-            if not self._fill(cur + 3 + body + tail):
-                raise ZstdFormatError("truncated", self._offset + cur, "block cut short")
-            cur += 3 + body + tail
+            need = cur + 3 + (1 if block_type == 1 else block_size) + (4 if last and self._checksum else 0)
+            if self._available() < need:
+                if cur:
+                    last = False
+                    break
+                if not self._fill(need):
+                    raise ZstdFormatError("truncated", self._offset, "block cut short")
+            cur = need
             if last:
                 break
         self._decompress(self._consume(cur))
@@ -255,3 +268,56 @@ class FrameStream:
         comp_start, raw_start = self._frame_start
         self.frames.append(Frame(comp_start, self._offset - comp_start, raw_start, self._produced - raw_start))
         self._dobj = None
+
+
+class ThreadedFrameStream(FrameStream):
+    """A FrameStream whose walking and decompressing run one step ahead in a thread (zstd releases the GIL),
+    so hashing what was read overlaps decompressing what comes next. Errors surface in the reader."""
+
+    def __init__(self, fh: BinaryIO, **kwargs) -> None:
+        super().__init__(fh, **kwargs)
+        self._inner = FrameStream(fh, **kwargs)
+        self._queue: queue.Queue = queue.Queue(maxsize=4)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, name="zstd-decompress", daemon=True)
+        self._thread.start()
+
+    @property
+    def frames(self) -> list[Frame]:
+        return self._inner.frames
+
+    @frames.setter
+    def frames(self, value: list[Frame]) -> None:  # the base class's __init__ assigns it
+        pass
+
+    def _produce(self) -> None:
+        inner = self._inner
+        try:
+            while not inner._done and not self._stop.is_set():
+                inner._advance()
+                while inner._out:
+                    piece = inner._out.popleft()
+                    inner._out_len -= len(piece)
+                    self._queue.put(piece)
+            self._queue.put(None)
+        except BaseException as exc:  # handed to the reading thread
+            self._queue.put(exc)
+
+    def _advance(self) -> None:
+        item = self._queue.get()
+        if item is None:
+            self._done = True
+        elif isinstance(item, BaseException):
+            self._done = True
+            raise item
+        else:
+            self._out.append(item)
+            self._out_len += len(item)
+
+    def close(self) -> None:
+        """Stop the thread early (the reader gave up); safe to call after the end too."""
+        self._stop.set()
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._done = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import re
 import sqlite3
@@ -12,13 +13,40 @@ from pathlib import Path
 import blake3
 
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
-from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError
+from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
 from cloudvault.catalog.write import SHARD_INSERT
 from cloudvault.index.secrets import SecretScanner
 from cloudvault.index.walk import text_path
 from cloudvault.models import Flag, Frame
 
 TEXT_SNIFF = 8192
+# Secrets live in logs, configs and scripts; data dumps (.bin, .pt, .npy ...) are not scanned, so scanning costs
+# little on archives that are mostly dumps.
+TEXT_SUFFIXES = (
+    ".log",
+    ".txt",
+    ".out",
+    ".err",
+    ".console",
+    ".sh",
+    ".bash",
+    ".env",
+    ".json",
+    ".jsonl",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".cfg",
+    ".conf",
+    ".ini",
+    ".md",
+    ".py",
+    ".csv",
+    ".tsv",
+    ".html",
+    ".netrc",
+    ".dockercfg",
+)
 MAX_SCANNED_MEMBER = 256 << 20
 MAX_FLAGS_PER_KIND = 50
 BATCH = 2000
@@ -71,16 +99,20 @@ def unsafe_reason(path: str, kind: str, link: str | None) -> str | None:
     return None
 
 
-def _is_text(first: bytes) -> bool:
-    return b"\0" not in first[:TEXT_SNIFF]
+def worth_scanning(name: bytes, size: int, first: bytes) -> bool:
+    """A text file of a kind that holds credentials: by name (or no suffix at all), size, and no NUL up front."""
+    base = name.rsplit(b"/", 1)[-1].lower()
+    named = b"." not in base.lstrip(b".") or base.endswith(tuple(s.encode() for s in TEXT_SUFFIXES))
+    return named and size <= MAX_SCANNED_MEMBER and b"\0" not in first[:TEXT_SNIFF]
 
 
 def _hash_member(data, header: TarHeader, pattern: re.Pattern[bytes] | None) -> tuple[str, list]:
     h = blake3.blake3()
-    scanner = None
+    scanner, first = None, True
     for chunk in data.chunks():
-        if scanner is None and pattern is not None and header.size <= MAX_SCANNED_MEMBER and _is_text(chunk):
+        if first and pattern is not None and worth_scanning(header.name, header.size, chunk):
             scanner = SecretScanner(pattern)
+        first = False
         h.update(chunk)
         if scanner:
             scanner.feed(chunk)
@@ -105,7 +137,7 @@ def scan_archive(
 
     batch: list[tuple] = []
     with open(path, "rb") as fh:
-        stream = FrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
+        stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
         try:
             for header, data in iter_members(stream):
                 batch.append(_member_row(header, data, pattern, scan))
@@ -116,10 +148,9 @@ def scan_archive(
         except (ZstdFormatError, TarFormatError) as exc:
             scan.status = exc.kind
             scan.flag(exc.kind, str(exc))
-            _finish_reading(fh, on_compressed)
-        except EOFError as exc:
-            scan.status = "truncated"
-            scan.flag("truncated", str(exc))
+            _finish_after_error(stream, fh, on_compressed)
+        finally:
+            stream.close()
         shard.executemany(SHARD_INSERT, batch)
         _resolve_hardlinks(shard)
         scan.frames = stream.frames
@@ -138,8 +169,12 @@ def _resolve_hardlinks(shard: sqlite3.Connection) -> None:
         )
 
 
-def _finish_reading(fh, on_compressed: Callable[[bytes], None]) -> None:
-    """A damaged archive is still hashed whole, so a later verify can tell whether it changed again."""
+def _finish_after_error(stream: ThreadedFrameStream, fh, on_compressed: Callable[[bytes], None]) -> None:
+    """A damaged archive is still hashed whole, so a later verify can tell whether it changed again: let the
+    decompressing thread run to the end (tar damage), or read the rest of the file here (zstd damage)."""
+    with contextlib.suppress(ZstdFormatError):
+        stream.drain()
+    stream.close()
     while chunk := fh.read(1 << 20):
         on_compressed(chunk)
 

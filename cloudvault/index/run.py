@@ -19,7 +19,7 @@ from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
 from cloudvault.errors import MirrorNotFound
 from cloudvault.hashing import CHUNK, hash_file
-from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive
+from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive, worth_scanning
 from cloudvault.index.definition import MirrorDefinition, guess_manifest, load_manifest
 from cloudvault.index.listing import compare_listing, read_listing
 from cloudvault.index.plan import is_archive, listing_for, plan_index
@@ -213,9 +213,9 @@ def _read_plain(ctx: _MirrorContext, st: FileStat) -> tuple[str | None, list[Fla
     h, scanner, head = blake3.blake3(), None, b""
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
-            if scanner is None and not head:
+            if not head:
                 head = chunk
-                if b"\0" not in chunk[:8192]:
+                if worth_scanning(st.path.encode(), st.size, chunk):
                     scanner = SecretScanner(ctx.pattern)
             h.update(chunk)
             if scanner:
