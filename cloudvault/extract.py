@@ -7,13 +7,15 @@ import os
 import posixpath
 import sqlite3
 import sys
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import blake3
+import zstandard
 
-from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_for_offset
+from cloudvault.archive.paths import unsafe_reason
+from cloudvault.archive.zstdframes import MAX_WINDOW, frame_for_offset
 from cloudvault.errors import (
     AmbiguousMember,
     DestinationExists,
@@ -25,46 +27,38 @@ from cloudvault.errors import (
     UnsafeMember,
     UsageError,
 )
-from cloudvault.index.archive import unsafe_reason
 from cloudvault.models import Frame
 
 CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Target:
-    """One thing to write: a member of an archive, or a plain file of the mirror."""
+class Target(
+    namedtuple(
+        "Target",
+        "path type size mode mtime blake3 link_target archive source data_offset file_id",
+        defaults=(0, None),
+    )
+):
+    """One thing to write: a member of an archive (archive: its mirror path; file_id: its row in files), or a
+    plain file of the mirror (archive None). path: the member path, or the file's path within its entry;
+    source: the absolute path of the archive or file."""
 
-    path: str  # member path, or the file's path relative to its entry
-    type: str
-    size: int
-    mode: int
-    mtime: int
-    blake3: str | None
-    link_target: str | None
-    archive: str | None  # the archive's mirror path, None for plain files
-    source: str  # absolute path of the archive or plain file
-    data_offset: int = 0
-    file_id: int | None = None  # the archive's row in files
+    __slots__ = ()
 
 
-@dataclass
-class Written:
-    path: str
-    dest: str
-    size: int
-    blake3: str | None
-    archive: str | None
+Written = namedtuple("Written", "path dest size blake3 archive")
 
 
-@dataclass
 class ExtractReport:
-    written: list[Written] = field(default_factory=list)
-    frames_read: int = 0
-    bytes_decompressed: int = 0
+    """What was written, and how much was decompressed to write it (the measure of a good seek)."""
+
+    def __init__(self) -> None:
+        self.written: list[Written] = []
+        self.frames_read = 0
+        self.bytes_decompressed = 0
 
     def to_json(self) -> dict:
-        return {"written": [asdict(w) for w in self.written], "frames_read": self.frames_read,
+        return {"written": [w._asdict() for w in self.written], "frames_read": self.frames_read,
                 "bytes_decompressed": self.bytes_decompressed}  # fmt: skip
 
 
@@ -193,37 +187,57 @@ def _frame_rows(conn: sqlite3.Connection, table: str, archive_id: int) -> list[F
 
 
 class ArchiveReader:
-    """Forward reads of one archive's decompressed stream, jumping to a later frame when that is cheaper."""
+    """Forward reads of one archive's decompressed stream, entered at the frame (from the catalog's frame table)
+    that holds the first byte wanted, and moving on to a later frame when that is cheaper than reading on.
+
+    The frame table is already known, so this needs no frame walking: zstd's own stream reader decodes, and
+    the bytes before a member are decoded into one reused buffer.
+    """
 
     def __init__(self, path: str, frames: list[Frame], report: ExtractReport) -> None:
         self._fh = open(path, "rb")  # noqa: SIM115 - closed by close()
         self._frames = frames
-        self._stream: FrameStream | None = None
+        self._reader = None
+        self._pos = 0
         self._report = report
+        self._scratch = bytearray(CHUNK)
+
+    def _enter(self, frame: Frame) -> None:
+        self._fh.seek(frame.comp_offset)
+        dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+        self._reader = dctx.stream_reader(self._fh, read_size=CHUNK, read_across_frames=True, closefd=False)
+        self._pos = frame.raw_offset
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
         frame = frame_for_offset(self._frames, offset)
-        if self._stream is None or offset < self._stream.pos or frame.raw_offset > self._stream.pos:
-            self._stream = FrameStream(self._fh, comp_offset=frame.comp_offset, raw_offset=frame.raw_offset)
+        if self._reader is None or offset < self._pos or frame.raw_offset > self._pos:
+            self._enter(frame)
+        end_frame = frame_for_offset(self._frames, max(offset, offset + size - 1))
+        self._report.frames_read += self._frames.index(end_frame) - self._frames.index(frame) + 1
         try:
             yield from self._read(offset, size)
-        except ZstdFormatError as exc:
+        except zstandard.ZstdError as exc:
             raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
 
     def _read(self, offset: int, size: int) -> Iterator[bytes]:
-        self._report.bytes_decompressed += self._stream.skip(offset - self._stream.pos)
+        view = memoryview(self._scratch)
+        while self._pos < offset:
+            got = self._reader.readinto(view[: min(CHUNK, offset - self._pos)])
+            if not got:
+                raise IntegrityError(detail="archive ends before the member starts")
+            self._pos += got
+            self._report.bytes_decompressed += got
         left = size
         while left:
-            data = self._stream.read(min(CHUNK, left))
+            data = self._reader.read(min(CHUNK, left))
             if not data:
                 raise IntegrityError(detail=f"archive ends {left} bytes before the member's end")
             left -= len(data)
+            self._pos += len(data)
             self._report.bytes_decompressed += len(data)
             yield data
 
     def close(self) -> None:
-        if self._stream is not None:
-            self._report.frames_read += len(self._stream.frames) + 1
         self._fh.close()
 
 

@@ -1,78 +1,39 @@
-"""Small frozen records passed between the layers."""
+"""Small immutable records passed between the layers.
+
+They are namedtuples rather than dataclasses: `vault extract` and `vault search` must start in a few tens of
+milliseconds, and building dataclasses at import costs several.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(namedtuple("Frame", "comp_offset comp_size raw_offset raw_size")):
     """One zstd frame: where it sits in the compressed file and which decompressed bytes it holds."""
 
-    comp_offset: int
-    comp_size: int
-    raw_offset: int
-    raw_size: int
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class FileStat:
-    """What a walk of the mirror sees of one path; (size, mtime, inode, ctime) decide a re-index."""
+class FileStat(
+    namedtuple("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
+):
+    """What a walk of the mirror sees of one path (kind: file | symlink); the signature decides a re-index."""
 
-    path: str
-    raw_path: bytes | None
-    kind: str  # file | symlink
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    mode: int
-    link_target: str | None = None
+    __slots__ = ()
 
     @property
     def signature(self) -> tuple[int, int, int, int]:
         return (self.size, self.mtime_ns, self.inode, self.ctime_ns)
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(namedtuple("Flag", "kind detail member", defaults=(None,))):
     """Something worth a warning: damage, an unsafe path, a secret (never its value)."""
 
-    kind: str
-    detail: str
-    member: str | None = None
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class Member:
-    """One tar member as the catalog records it."""
-
-    path: str
-    raw_path: bytes | None
-    type: str
-    size: int
-    mode: int
-    mtime: int
-    uid: int
-    gid: int
-    uname: str
-    gname: str
-    link_target: str | None
-    header_offset: int
-    data_offset: int
-    blake3: str | None
-
-
-@dataclass(frozen=True)
-class Entry:
+class Entry(namedtuple("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
     """One top-level directory of a mirror, with its manifest metadata."""
 
-    mirror: str
-    entry_id: str
-    what: str
-    node_gpu: str
-    measured: str
-    size_text: str
-    key_files: tuple[str, ...]
-    caution: str
-    settings_json: str
+    __slots__ = ()

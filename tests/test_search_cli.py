@@ -86,23 +86,26 @@ def test_missing_catalog_is_a_clear_error(tmp_path, vault):
     assert r.code == 3 and "vault index" in r.err
 
 
-def test_fast_search_parser_accepts_the_same_options_as_the_typer_command():
+def test_fast_parsers_accept_the_same_options_as_the_typer_commands():
     import inspect
 
-    from cloudvault.cli.app import search_cmd
+    from cloudvault.cli import extract
+    from cloudvault.cli.app import extract_cmd, search_cmd
 
-    typer_params = set(inspect.signature(search_cmd).parameters) - {"terms", "as_json"}
-    fast = {a.dest for a in build_parser()._actions} - {"terms", "json"}
-    assert typer_params == fast
+    for command, parser in ((search_cmd, build_parser()), (extract_cmd, extract.build_parser())):
+        typer_params = set(inspect.signature(command).parameters) - {"as_json"}
+        fast = {a.dest for a in parser._actions} - {"json"}
+        assert typer_params == fast
 
 
-def test_search_process_does_not_import_typer_or_rich(demo_catalog):
-    code = (
-        "import sys; from cloudvault.cli.main import main; main(['--catalog', sys.argv[1], 'search', 'granite']);"
-        "print('LOADED', [m for m in ('typer', 'rich', 'click') if m in sys.modules])"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(demo_catalog)], capture_output=True, text=True).stdout
-    assert "LOADED []" in out
+def test_search_and_extract_processes_do_not_import_typer_rich_or_dataclasses(demo_catalog, tmp_path):
+    for args in (["search", "granite"], ["extract", "018", "compaction_meta.json", "-o", str(tmp_path)]):
+        code = (
+            f"import sys; from cloudvault.cli.main import main; main(['--catalog', sys.argv[1], *{args!r}]);"
+            "print('LOADED', [m for m in ('typer', 'rich', 'click', 'dataclasses') if m in sys.modules])"
+        )
+        out = subprocess.run([sys.executable, "-c", code, str(demo_catalog)], capture_output=True, text=True)
+        assert "LOADED []" in out.stdout, (args, out.stderr)
 
 
 def test_help_explains_every_command(vault):

@@ -56,11 +56,19 @@ def test_frame_stream_returns_exactly_the_decompressed_bytes(chunks, read_size):
 
 
 def test_rle_bomb_is_decoded_in_bounded_pieces():
-    cctx = zstandard.ZstdCompressor()
-    blob = cctx.compress(b"\0" * (64 << 20))
+    import tracemalloc
+
+    blob = zstandard.ZstdCompressor().compress(b"\0" * (256 << 20))
+    assert len(blob) < 64 << 10
+    tracemalloc.start()
     stream = FrameStream(io.BytesIO(blob))
-    stream.read(1)
-    assert stream._out_len <= 4 << 20
+    assert stream.read(1) == b"\0"
+    total = 1
+    while data := stream.read(1 << 20):
+        total += len(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total == 256 << 20 and peak < 8 << 20
 
 
 def test_not_zstd_and_truncated_streams_raise_named_errors():

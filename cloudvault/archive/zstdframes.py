@@ -1,7 +1,8 @@
 """zstd frames: decompress a file in order while recording its frame table, or resume at any frame.
 
-Frame boundaries are found by walking frame and block headers (RFC 8878) as the bytes stream past, and each
-frame is fed block by block to a fresh decompressor, so the output of one feed is bounded (≤ 4 MiB) whatever
+Frame boundaries are found by walking frame and block headers (RFC 8878) over the compressed bytes as they
+stream past; zstd's own stream reader decodes one frame at a time from a source that ends at the frame's last
+byte, so each frame's decompressed size is known when it ends, reads return at most what was asked whatever
 the compression ratio, and a multi-frame archive can later be entered at any frame.
 """
 
@@ -23,7 +24,6 @@ ZSTD_MAGIC = 0xFD2FB528
 SKIPPABLE_MIN, SKIPPABLE_MAX = 0x184D2A50, 0x184D2A5F
 MAX_BLOCK = 128 * 1024
 READ_CHUNK = 1 << 20
-BLOCKS_PER_FEED = 32  # 32 x 128 KiB: the most one decompress call can return
 MAX_WINDOW = 1 << 31  # archives made with --long=31 still open
 
 
@@ -57,6 +57,131 @@ def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
     return frames[lo]
 
 
+class _FrameSource:
+    """The compressed file as zstd's stream reader sees it: one frame at a time, ending at that frame's last byte.
+
+    It walks block headers just ahead of what it serves, so it knows where the frame ends without decoding.
+    """
+
+    def __init__(self, fh: BinaryIO, offset: int, on_compressed: Callable[[bytes], object] | None) -> None:
+        self._fh = fh
+        self._on_compressed = on_compressed
+        self._chunks: deque[tuple[int, bytes]] = deque()  # (file offset, bytes) as read, none before self.pos
+        self._end = offset  # file offset after the last chunk read
+        self._eof = False
+        self.pos = offset  # next byte to serve
+        self._safe = offset  # bytes before this are known to lie inside the current frame
+        self._walk = offset  # next block header to parse
+        self._checksum = False
+        self.frame_end: int | None = None  # set when the last block has been parsed
+        self.first = offset == 0
+
+    # -- buffer: the file's chunks as read, served without copying where a read covers a whole chunk -------
+    def _have(self, end: int) -> bool:
+        """Read the file up to absolute offset end; False if the file ends first."""
+        while self._end < end and not self._eof:
+            chunk = self._fh.read(max(READ_CHUNK, end - self._end))
+            if not chunk:
+                self._eof = True
+                break
+            if self._on_compressed:
+                self._on_compressed(chunk)
+            self._chunks.append((self._end, chunk))
+            self._end += len(chunk)
+        return self._end >= end
+
+    def _bytes(self, start: int, n: int) -> bytes:
+        """n bytes from start (within what is buffered), joined across chunks if need be."""
+        parts = []
+        for offset, chunk in self._chunks:
+            if offset + len(chunk) <= start:
+                continue
+            if offset >= start + n:
+                break
+            parts.append(chunk[max(0, start - offset) : start + n - offset])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _byte(self, at: int) -> int:
+        for offset, chunk in self._chunks:
+            if at < offset + len(chunk):
+                return chunk[at - offset]
+        raise IndexError(at)
+
+    def _advance_to(self, pos: int) -> None:
+        self.pos = pos
+        while self._chunks and self._chunks[0][0] + len(self._chunks[0][1]) <= pos:
+            self._chunks.popleft()
+
+    # -- frames ---------------------------------------------------------------------------------------------
+    def next_frame(self) -> bool:
+        """Position at the next zstd frame's header (skipping skippable frames); False at the end of the file."""
+        while True:
+            start = self.pos
+            if not self._have(start + 4):
+                if self._end > start:
+                    raise ZstdFormatError("truncated", start, "partial frame magic")
+                return False
+            (magic,) = struct.unpack("<I", self._bytes(start, 4))
+            if SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
+                if not self._have(start + 8):
+                    raise ZstdFormatError("truncated", start, "skippable frame header cut short")
+                (length,) = struct.unpack("<I", self._bytes(start + 4, 4))
+                if not self._have(start + 8 + length):
+                    raise ZstdFormatError("truncated", start, "skippable frame cut short")
+                self._advance_to(start + 8 + length)
+                self.first = False
+                continue
+            if magic != ZSTD_MAGIC:
+                kind = "not_zstd" if self.first else "corrupt_frame"
+                raise ZstdFormatError(kind, start, f"bad frame magic {magic:#010x}")
+            if not self._have(start + 5):
+                raise ZstdFormatError("truncated", start, "frame header cut short")
+            descriptor = self._byte(start + 4)
+            if descriptor & 0x08:
+                raise ZstdFormatError("corrupt_frame", start, "reserved bit set in frame header")
+            size = frame_header_size(descriptor)
+            if not self._have(start + size):
+                raise ZstdFormatError("truncated", start, "frame header cut short")
+            self.first = False
+            self._checksum = bool(descriptor & 0x04)
+            self._safe = self._walk = start + size
+            self.frame_end = None
+            return True
+
+    def _walk_blocks(self, want: int) -> None:
+        """Parse block headers until bytes up to want are known to be inside the frame, or the frame ends."""
+        while self._safe < want and self.frame_end is None:
+            at = self._walk
+            if not self._have(at + 3):
+                raise ZstdFormatError("truncated", at, "block header cut short")
+            h = self._bytes(at, 3)
+            header = h[0] | h[1] << 8 | h[2] << 16
+            block_type = (header >> 1) & 3
+            block_size = header >> 3
+            if block_type == 3 or block_size > MAX_BLOCK:
+                raise ZstdFormatError("corrupt_frame", at, "invalid block header")
+            end = at + 3 + (1 if block_type == 1 else block_size)
+            if header & 1:
+                end += 4 if self._checksum else 0
+                self.frame_end = end
+            self._walk = self._safe = end
+
+    def read(self, n: int) -> bytes:
+        """Called by zstd's reader: up to n bytes of the current frame; b'' at its end."""
+        self._walk_blocks(self.pos + n)
+        end = min(self.pos + n, self._safe)
+        if end <= self.pos:
+            return b""
+        if not self._have(self.pos + 1):
+            raise ZstdFormatError("truncated", self._end, "frame cut short")
+        offset, chunk = self._chunks[0]
+        end = min(end, offset + len(chunk))  # a short read at a chunk's end; zstd asks again
+        start = self.pos - offset
+        data = chunk if start == 0 and end == offset + len(chunk) else chunk[start : end - offset]
+        self._advance_to(end)
+        return data
+
+
 class FrameStream:
     """Decompressed bytes of a zstd file, read in order; `frames` grows as each frame ends.
 
@@ -74,32 +199,60 @@ class FrameStream:
         on_compressed: Callable[[bytes], object] | None = None,
         on_raw: Callable[[bytes], object] | None = None,
     ) -> None:
-        self._fh = fh
         fh.seek(comp_offset)
-        self._buf = bytearray()
-        self._i = 0
-        self._buf_offset = comp_offset  # file offset of self._buf[0]
-        self._eof_file = False
-        self._on_compressed = on_compressed
+        self._source = _FrameSource(fh, comp_offset, on_compressed)
         self._on_raw = on_raw
-        self._out: deque[bytes] = deque()
-        self._out_len = 0
-        self._head = 0
-        self._dobj: zstandard.ZstdDecompressionObj | None = None
+        self._reader = None
         self._frame_start = (comp_offset, raw_offset)
-        self._checksum = False
-        self._produced = raw_offset
         self._done = False
-        self._first = comp_offset == 0
+        self._scratch: bytearray | None = None
         self.frames: list[Frame] = []
         self.pos = raw_offset
 
-    # -- reading decompressed bytes -------------------------------------------------------------
+    def _next_reader(self) -> bool:
+        if not self._source.next_frame():
+            self._done = True
+            return False
+        self._frame_start = (self._source.pos, self.pos)
+        dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+        self._reader = dctx.stream_reader(self._source, read_size=READ_CHUNK, read_across_frames=False)
+        return True
+
+    def _end_frame(self) -> None:
+        comp_start, raw_start = self._frame_start
+        if self._source.frame_end is None or self._source.pos != self._source.frame_end:
+            raise ZstdFormatError("corrupt_frame", comp_start, "frame ended before its last block")
+        self.frames.append(Frame(comp_start, self._source.pos - comp_start, raw_start, self.pos - raw_start))
+        self._reader = None
+
+    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+        """One read from the current frame, moving across frame ends; b''/0 only at the end of the file."""
+        while not self._done:
+            if self._reader is None and not self._next_reader():
+                break
+            try:
+                got = self._reader.readinto(into[:n]) if into is not None else self._reader.read(n)
+            except zstandard.ZstdError as exc:
+                raise ZstdFormatError("corrupt_frame", self._frame_start[0], f"zstd: {exc}") from None
+            if got:
+                size = got if into is not None else len(got)
+                if self._on_raw:
+                    self._on_raw(bytes(into[:size]) if into is not None else got)
+                self.pos += size
+                return got
+            self._end_frame()
+        return 0 if into is not None else b""
+
     def read(self, n: int) -> bytes:
         """Up to n bytes; fewer only at the end of the stream."""
-        while self._out_len < n and not self._done:
-            self._advance()
-        return self._take(min(n, self._out_len))
+        data = self._read_some(n)
+        if len(data) == n or not data:
+            return data
+        parts, have = [data], len(data)
+        while have < n and (more := self._read_some(n - have)):
+            parts.append(more)
+            have += len(more)
+        return b"".join(parts)
 
     def read_exact(self, n: int) -> bytes:
         data = self.read(n)
@@ -108,211 +261,66 @@ class FrameStream:
         return data
 
     def skip(self, n: int) -> int:
-        """Discard n bytes; return how many were there."""
-        left = n
-        while left:
-            got = len(self.read(min(left, READ_CHUNK)))
-            if not got:
-                break
+        """Decode and discard n bytes (into one reused buffer); return how many were there."""
+        if self._scratch is None:
+            self._scratch = bytearray(READ_CHUNK)
+        view, left = memoryview(self._scratch), n
+        while left and (got := self._read_some(min(left, READ_CHUNK), view)):
             left -= got
         return n - left
 
     def drain(self) -> None:
         """Read to the end, so that the frame table and the compressed hash are complete."""
-        while not self._done:
-            self._advance()
-            self._take(self._out_len)
-
-    def _take(self, n: int) -> bytes:
-        """Pop n output bytes; `_head` indexes into the first piece so small reads copy only themselves."""
-        if n == 0:
-            return b""
-        parts, left = [], n
-        while left:
-            piece = self._out[0]
-            step = min(left, len(piece) - self._head)
-            parts.append(piece[self._head : self._head + step] if step < len(piece) else piece)
-            self._head += step
-            left -= step
-            if self._head == len(piece):
-                self._out.popleft()
-                self._head = 0
-        self._out_len -= n
-        self.pos += n
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    # -- walking the compressed stream ----------------------------------------------------------
-    @property
-    def _offset(self) -> int:
-        return self._buf_offset + self._i
-
-    def _available(self) -> int:
-        return len(self._buf) - self._i
-
-    def _fill(self, need: int) -> bool:
-        """Make at least `need` compressed bytes available; False if the file ends first."""
-        while self._available() < need and not self._eof_file:
-            chunk = self._fh.read(max(READ_CHUNK, need))
-            if not chunk:
-                self._eof_file = True
-                break
-            if self._on_compressed:
-                self._on_compressed(chunk)
-            self._buf_offset += self._i
-            del self._buf[: self._i]  # CPython moves the start pointer: no copy of what is left
-            self._buf += chunk
-            self._i = 0
-        return self._available() >= need
-
-    def _consume(self, n: int) -> memoryview:
-        view = memoryview(self._buf)[self._i : self._i + n]
-        self._i += n
-        return view
-
-    def _advance(self) -> None:
-        if self._dobj is None:
-            self._start_frame()
-        else:
-            self._feed_blocks()
-
-    def _start_frame(self) -> None:
-        if not self._fill(4):
-            if self._available():
-                raise ZstdFormatError("truncated", self._offset, "partial frame magic")
-            self._done = True
-            return
-        (magic,) = struct.unpack_from("<I", self._buf, self._i)
-        if SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
-            self._skip_skippable()
-            return
-        if magic != ZSTD_MAGIC:
-            kind = "not_zstd" if self._first else "corrupt_frame"
-            raise ZstdFormatError(kind, self._offset, f"bad frame magic {magic:#010x}")
-        if not self._fill(5):
-            raise ZstdFormatError("truncated", self._offset, "frame header cut short")
-        descriptor = self._buf[self._i + 4]
-        if descriptor & 0x08:
-            raise ZstdFormatError("corrupt_frame", self._offset, "reserved bit set in frame header")
-        size = frame_header_size(descriptor)
-        if not self._fill(size):
-            raise ZstdFormatError("truncated", self._offset, "frame header cut short")
-        self._first = False
-        self._checksum = bool(descriptor & 0x04)
-        self._frame_start = (self._offset, self._produced)
-        self._dobj = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).decompressobj()
-        self._decompress(self._consume(size))
-
-    def _skip_skippable(self) -> None:
-        if not self._fill(8):
-            raise ZstdFormatError("truncated", self._offset, "skippable frame header cut short")
-        (length,) = struct.unpack_from("<I", self._buf, self._i + 4)
-        self._consume(8)
-        left = length
-        while left:
-            if not self._fill(1):
-                raise ZstdFormatError("truncated", self._offset, "skippable frame cut short")
-            step = min(left, self._available())
-            self._consume(step)
-            left -= step
-        self._first = False
-
-    def _feed_blocks(self) -> None:
-        """Hand up to BLOCKS_PER_FEED whole blocks to the decompressor; close the frame after its last.
-
-        Blocks are gathered from what is already buffered; the buffer is refilled only when not even one whole
-        block is there, so a refill copies at most a block's worth of leftover bytes.
-        """
-        cur = 0  # bytes past self._i gathered for this feed
-        last = False
-        for _ in range(BLOCKS_PER_FEED):
-            if self._available() < cur + 3 and (cur or not self._fill(3)):
-                if cur:
-                    break
-                raise ZstdFormatError("truncated", self._offset, "block header cut short")
-            at = self._i + cur
-            header = self._buf[at] | self._buf[at + 1] << 8 | self._buf[at + 2] << 16
-            last = bool(header & 1)
-            block_type = (header >> 1) & 3
-            block_size = header >> 3
-            if block_type == 3 or block_size > MAX_BLOCK:
-                raise ZstdFormatError("corrupt_frame", self._offset + cur, "invalid block header")
-            need = cur + 3 + (1 if block_type == 1 else block_size) + (4 if last and self._checksum else 0)
-            if self._available() < need:
-                if cur:
-                    last = False
-                    break
-                if not self._fill(need):
-                    raise ZstdFormatError("truncated", self._offset, "block cut short")
-            cur = need
-            if last:
-                break
-        self._decompress(self._consume(cur))
-        if last:
-            self._end_frame()
-
-    def _decompress(self, data: memoryview) -> None:
-        try:
-            out = self._dobj.decompress(data)
-        except zstandard.ZstdError as exc:
-            raise ZstdFormatError("corrupt_frame", self._frame_start[0], f"zstd: {exc}") from None
-        if out:
-            if self._on_raw:
-                self._on_raw(out)
-            self._out.append(out)
-            self._out_len += len(out)
-            self._produced += len(out)
-
-    def _end_frame(self) -> None:
-        if not self._dobj.eof:
-            raise ZstdFormatError("corrupt_frame", self._frame_start[0], "frame did not end at its last block")
-        comp_start, raw_start = self._frame_start
-        self.frames.append(Frame(comp_start, self._offset - comp_start, raw_start, self._produced - raw_start))
-        self._dobj = None
+        while self.skip(READ_CHUNK):
+            pass
 
 
 class ThreadedFrameStream(FrameStream):
-    """A FrameStream whose walking and decompressing run one step ahead in a thread (zstd releases the GIL),
-    so hashing what was read overlaps decompressing what comes next. Errors surface in the reader."""
+    """A FrameStream whose decoding runs a step ahead in a thread (zstd releases the GIL), so hashing what was
+    read overlaps decoding what comes next. Errors surface in the reader."""
 
     def __init__(self, fh: BinaryIO, **kwargs) -> None:
-        super().__init__(fh, **kwargs)
         self._inner = FrameStream(fh, **kwargs)
         self._queue: queue.Queue = queue.Queue(maxsize=4)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._produce, name="zstd-decompress", daemon=True)
+        self._pieces: list[bytes] = []
+        self._piece = b""
+        self._at = 0
+        self._done = False
+        self.pos = self._inner.pos
+        self._scratch = None
+        self._thread = threading.Thread(target=self._produce, name="zstd-decode", daemon=True)
         self._thread.start()
 
     @property
     def frames(self) -> list[Frame]:
         return self._inner.frames
 
-    @frames.setter
-    def frames(self, value: list[Frame]) -> None:  # the base class's __init__ assigns it
-        pass
-
     def _produce(self) -> None:
-        inner = self._inner
         try:
-            while not inner._done and not self._stop.is_set():
-                inner._advance()
-                while inner._out:
-                    piece = inner._out.popleft()
-                    inner._out_len -= len(piece)
-                    self._queue.put(piece)
+            while not self._stop.is_set() and (piece := self._inner.read(READ_CHUNK)):
+                self._queue.put(piece)
             self._queue.put(None)
         except BaseException as exc:  # handed to the reading thread
             self._queue.put(exc)
 
-    def _advance(self) -> None:
-        item = self._queue.get()
-        if item is None:
-            self._done = True
-        elif isinstance(item, BaseException):
-            self._done = True
-            raise item
-        else:
-            self._out.append(item)
-            self._out_len += len(item)
+    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+        if self._at == len(self._piece):
+            item = None if self._done else self._queue.get()
+            if item is None or isinstance(item, BaseException):
+                self._done = True
+                if isinstance(item, BaseException):
+                    raise item
+                return 0 if into is not None else b""
+            self._piece, self._at = item, 0
+        step = min(n, len(self._piece) - self._at)
+        chunk = self._piece[self._at : self._at + step] if step < len(self._piece) else self._piece
+        self._at += step
+        self.pos += step
+        if into is not None:
+            into[:step] = chunk
+            return step
+        return chunk
 
     def close(self) -> None:
         """Stop the thread early (the reader gave up); safe to call after the end too."""

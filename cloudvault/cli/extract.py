@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from cloudvault import config, errors
 from cloudvault.catalog.db import open_catalog
 from cloudvault.catalog.query import resolve_entry
+from cloudvault.cli.fast import QuietParser
 from cloudvault.cli.ui import UI, human_size
 from cloudvault.extract import extract, find_targets
 
@@ -32,3 +34,21 @@ def run_extract(
     else:
         sys.stderr.write(f"vault: {len(report.written)} member(s) written to stdout, verified\n")
     return errors.OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = QuietParser(prog="vault extract", add_help=False)
+    parser.add_argument("entry")
+    parser.add_argument("path")
+    parser.add_argument("-o", "--output")
+    parser.add_argument("--archive")
+    parser.add_argument("--keep-path", action="store_true")
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--allow-outside-links", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def fast_runner(catalog: str | None, ns: argparse.Namespace):
+    return lambda: run_extract(catalog, ns.entry, ns.path, ns.output, ns.archive, ns.keep_path, ns.force,
+                               ns.allow_outside_links, ns.json)  # fmt: skip

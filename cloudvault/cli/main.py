@@ -1,4 +1,4 @@
-"""Entry point of `vault`: errors become one line and an exit code; `search` takes a fast path without Typer."""
+"""Entry point of `vault`: errors become one line and an exit code; search and extract skip Typer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        fast = _fast_search(argv)
+        fast = _fast_path(argv)
         code = fast() if fast else _run_app(argv)
     except errors.VaultError as exc:
         sys.stderr.write(f"vault: error: {exc.message}\n")
@@ -29,11 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _fast_search(argv: list[str]):
-    """`vault [--catalog P] search ...` without importing Typer and rich: the search path stays under 60 ms."""
-    from cloudvault.cli.search import parse_fast
+def _fast_path(argv: list[str]):
+    """`vault [--catalog P] search|extract ...` without importing Typer and rich (see cli/fast.py)."""
+    from cloudvault.cli.fast import fast_runner
 
-    return parse_fast(argv)
+    return fast_runner(argv)
 
 
 def _run_app(argv: list[str]) -> int:

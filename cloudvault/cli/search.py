@@ -7,6 +7,7 @@ import argparse
 from cloudvault import config, errors
 from cloudvault.catalog.db import open_catalog
 from cloudvault.catalog.query import KINDS, SearchResult, resolve_entry, search
+from cloudvault.cli.fast import QuietParser
 from cloudvault.cli.ui import UI, human_size
 
 HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members"}
@@ -56,15 +57,8 @@ def _print(ui: UI, result: SearchResult) -> None:
             ui.line(f"  ! {entry}: {'; '.join(notes)}")
 
 
-class _QuietParser(argparse.ArgumentParser):
-    """Bad options are not reported here: the Typer app parses them again and explains."""
-
-    def error(self, message: str):
-        raise ValueError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _QuietParser(prog="vault search", add_help=False)
+    parser = QuietParser(prog="vault search", add_help=False)
     parser.add_argument("terms", nargs="*")
     parser.add_argument("--entry")
     parser.add_argument("--kind", action="append", default=[])
@@ -73,20 +67,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_fast(argv: list[str]):
-    """A runner for `[--catalog P] search ...`, or None to let Typer handle argv (help, other commands)."""
-    catalog = None
-    args = list(argv)
-    if args[:1] == ["--catalog"] and len(args) > 1:
-        catalog, args = args[1], args[2:]
-    elif args and args[0].startswith("--catalog="):
-        catalog, args = args[0].split("=", 1)[1], args[1:]
-    if not args or args[0] != "search" or any(a in ("-h", "--help") for a in args[1:]):
-        return None
-    try:
-        ns, rest = build_parser().parse_known_args(args[1:])
-    except ValueError:
-        return None
-    if rest:
-        return None
+def fast_runner(catalog: str | None, ns: argparse.Namespace):
     return lambda: run_search(catalog, ns.terms, ns.entry, ns.kind, ns.limit, ns.json)

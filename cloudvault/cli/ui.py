@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
 
 
 def human_size(n: int | None) -> str:
@@ -37,7 +35,9 @@ class UI:
         if not self.quiet:
             sys.stderr.write(f"vault: {text}\n")
 
-    def emit(self, document: Any) -> None:
+    def emit(self, document: object) -> None:
+        import json
+
         sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
 
     def progress(self):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import posixpath
 import re
 import sqlite3
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import blake3
 
+from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
 from cloudvault.catalog.write import SHARD_INSERT
@@ -81,22 +81,6 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
     norm = norm.rstrip(b"/") or (b"/" if name.startswith(b"/") else b".")
     text, raw = text_path(norm)
     return text, (name if raw is not None or norm != name else None)
-
-
-def unsafe_reason(path: str, kind: str, link: str | None) -> str | None:
-    """Why extracting this member as-is could write outside its destination, or None."""
-    if path.startswith("/"):
-        return "absolute path"
-    if ".." in path.split("/"):
-        return "'..' in path"
-    if kind in ("chardev", "blockdev"):
-        return "device file"
-    if kind in ("symlink", "hardlink") and link is not None:
-        base = posixpath.dirname(path) if kind == "symlink" else ""
-        target = posixpath.normpath(posixpath.join(base, link))
-        if link.startswith("/") or target == ".." or target.startswith("../"):
-            return f"{kind} to {link!r} points outside the archive"
-    return None
 
 
 def worth_scanning(name: bytes, size: int, first: bytes) -> bool:
