@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Iterable
 
 import blake3
@@ -34,3 +36,26 @@ def hash_file(path: str | bytes | os.PathLike) -> str:
         while chunk := fh.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+class BackgroundHasher:
+    """BLAKE3 of a stream of chunks, computed in its own thread (blake3 releases the GIL), so hashing an archive's
+    compressed bytes does not slow the thread that decompresses them. Chunks must not be mutated after update."""
+
+    def __init__(self) -> None:
+        self._hash = blake3.blake3()
+        self._queue: queue.Queue = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="blake3", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            self._hash.update(chunk)
+
+    def update(self, chunk: bytes) -> None:
+        self._queue.put(chunk)
+
+    def hexdigest(self) -> str:
+        self._queue.put(None)
+        self._thread.join()
+        return self._hash.hexdigest()

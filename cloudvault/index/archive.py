@@ -15,6 +15,7 @@ from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
 from cloudvault.catalog.write import SHARD_INSERT
+from cloudvault.hashing import BackgroundHasher
 from cloudvault.index.secrets import SecretScanner
 from cloudvault.index.walk import text_path
 from cloudvault.models import Flag, Frame
@@ -112,7 +113,7 @@ def scan_archive(
 ) -> ArchiveScan:
     """Stream the archive once; members go to shard.members in batches, the rest into the returned scan."""
     scan = ArchiveScan()
-    archive_hash = blake3.blake3()
+    archive_hash = BackgroundHasher()
 
     def on_compressed(chunk: bytes) -> None:
         archive_hash.update(chunk)
