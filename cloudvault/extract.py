@@ -8,8 +8,10 @@ import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import blake3
 import zstandard
@@ -27,6 +29,7 @@ from cloudvault.errors import (
     UnsafeMember,
     UsageError,
 )
+from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
 
 CHUNK = 1 << 20
@@ -41,7 +44,7 @@ class Target(
 ):
     """One thing to write: a member of an archive (archive: its mirror path; file_id: its row in files), or a
     plain file of the mirror (archive None). path: the member path, or the file's path within its entry;
-    source: the absolute path of the archive or file."""
+    source: the archive's mirror path, or for a plain file a callable that opens it."""
 
     __slots__ = ()
 
@@ -122,11 +125,11 @@ def _like_escape(text: str) -> str:
 
 def _member(root: str, row: tuple) -> Target:
     path, mtype, size, mode, mtime, digest, link, archive, offset, file_id = row
-    return Target(path, mtype, size, mode, mtime, digest, link, archive, os.path.join(root, archive), offset, file_id)
+    return Target(path, mtype, size, mode, mtime, digest, link, archive, archive, offset, file_id)
 
 
 def _plain(conn: sqlite3.Connection, mirror_id: int, entry_id: str, where: str, args: list) -> list[Target]:
-    root = _mirror_root(conn, mirror_id)
+    mirror = open_mirror(_mirror_root(conn, mirror_id))
     prefix = f"{entry_id}/" if entry_id else ""
     rows = conn.execute(
         f"SELECT path, kind, size, mode, mtime_ns, blake3, link_target, raw_path FROM files f "
@@ -135,7 +138,7 @@ def _plain(conn: sqlite3.Connection, mirror_id: int, entry_id: str, where: str, 
     ).fetchall()
     return [
         Target(p[len(prefix) :], "file" if k == "file" else "symlink", s, m, t // 10**9, d, link, None,
-               os.fsdecode(os.path.join(os.fsencode(root), raw or p.encode())))
+               partial(mirror.open, p, raw))
         for p, k, s, m, t, d, link, raw in rows
     ]  # fmt: skip
 
@@ -154,9 +157,9 @@ def _closest(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
-def archive_source(conn: sqlite3.Connection, file_id: int) -> tuple[str, list[Frame]]:
-    """Where to read an archive's members from, and its frame table: the seekable copy if there is one, else the
-    original. The original must be as indexed (size, mtime), or the catalog's offsets cannot be trusted."""
+def archive_source(conn: sqlite3.Connection, file_id: int) -> tuple[Callable[[], BinaryIO], list[Frame]]:
+    """How to open the archive to read members from, and its frame table: the seekable copy if there is one,
+    else the original. The original must be as indexed (size, mtime), or the catalog's offsets are not trusted."""
     row = conn.execute(
         "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root FROM archives a "
         "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE f.id = ?",
@@ -165,20 +168,17 @@ def archive_source(conn: sqlite3.Connection, file_id: int) -> tuple[str, list[Fr
     archive_id, size, mtime, status, path, raw, entry, root = row
     if status != "ok":
         raise IntegrityError(detail=f"{path} was flagged {status} when indexed; its members cannot be trusted")
-    original = os.fsdecode(os.path.join(os.fsencode(root), raw or path.encode()))
-    try:
-        st = os.stat(original)
-    except FileNotFoundError:
-        st = None
-    if st is not None and (st.st_size, st.st_mtime_ns) != (size, mtime):
-        what = f"size {size} -> {st.st_size}" if st.st_size != size else "mtime changed"
+    mirror = open_mirror(root)
+    now = mirror.stat(path, raw)
+    if now is not None and now != (size, mtime):
+        what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
         raise StaleArchive(path=path, what=what, entry=entry)
     copy = conn.execute("SELECT path, comp_size FROM seekable WHERE archive_id = ?", (archive_id,)).fetchone()
     if copy and os.path.exists(copy[0]) and os.path.getsize(copy[0]) == copy[1]:
-        return copy[0], _frame_rows(conn, "seekable_frames", archive_id)
-    if st is None:
+        return partial(open, copy[0], "rb"), _frame_rows(conn, "seekable_frames", archive_id)
+    if now is None:
         raise IntegrityError(detail=f"{path} is gone from the mirror and has no seekable copy")
-    return original, _frame_rows(conn, "frames", archive_id)
+    return partial(mirror.open, path, raw), _frame_rows(conn, "frames", archive_id)
 
 
 def _frame_rows(conn: sqlite3.Connection, table: str, archive_id: int) -> list[Frame]:
@@ -194,8 +194,8 @@ class ArchiveReader:
     the bytes before a member are decoded into one reused buffer.
     """
 
-    def __init__(self, path: str, frames: list[Frame], report: ExtractReport) -> None:
-        self._fh = open(path, "rb")  # noqa: SIM115 - closed by close()
+    def __init__(self, opener: Callable[[], BinaryIO], frames: list[Frame], report: ExtractReport) -> None:
+        self._fh = opener()
         self._frames = frames
         self._reader = None
         self._pos = 0
@@ -283,8 +283,8 @@ def _write_verified(chunks: Iterator[bytes], out: Path, target: Target, force: b
     return digest
 
 
-def _plain_chunks(path: str) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
+def _plain_chunks(opener: Callable[[], BinaryIO]) -> Iterator[bytes]:
+    with opener() as fh:
         while chunk := fh.read(CHUNK):
             yield chunk
 

@@ -11,13 +11,16 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import zstandard
 
 from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.catalog.db import transaction
 from cloudvault.errors import IntegrityError, StaleArchive
+from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
 
 FRAME_RAW = 4 << 20
@@ -69,10 +72,10 @@ def tmp_copy_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.tmp")
 
 
-def write_copy(source: str, tmp: Path, on_bytes: Callable[[int], None] | None = None) -> list[Frame]:
-    """Decompress source and write its seekable copy to tmp (fsynced); the frame table of the copy."""
+def write_copy(opener: Callable[[], BinaryIO], tmp: Path, on_bytes: Callable[[int], None] | None = None) -> list[Frame]:
+    """Decompress the archive and write its seekable copy to tmp (fsynced); the frame table of the copy."""
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as src, open(tmp, "wb") as out:
+    with opener() as src, open(tmp, "wb") as out:
         writer = SeekableWriter(out)
         stream = FrameStream(src, on_compressed=(lambda c: on_bytes(len(c))) if on_bytes else None)
         while chunk := stream.read(1 << 20):
@@ -172,16 +175,15 @@ def optimize(
         if max_bytes is not None and used + size > max_bytes:
             report.skipped.append({"archive": path, "why": f"--max-gb budget ({used} of {max_bytes} bytes used)"})
             continue
-        source = os.fsdecode(os.path.join(os.fsencode(root), raw or path.encode()))
-        st = os.stat(source)
-        if (st.st_size, st.st_mtime_ns) != (size, mtime):
-            raise StaleArchive(path=path, what="changed since indexing", entry=entry)
+        mirror = open_mirror(root)
+        if mirror.stat(path, raw) != (size, mtime):
+            raise StaleArchive(path=path, what="changed or gone since indexing", entry=entry)
         if on_archive:
             on_archive(path)
         final = copy_path(cache, digest)
         tmp = tmp_copy_path(final)
         try:
-            frames = write_copy(source, tmp)
+            frames = write_copy(partial(mirror.open, path, raw), tmp)
             if sum(f.raw_size for f in frames) != sum(f.raw_size for f in _frames_of(conn, archive_id)):
                 raise IntegrityError(detail=f"{path}: the copy's size differs from the indexed archive")
             record_copy(conn, archive_id, tmp, final, frames)

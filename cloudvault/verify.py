@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
 from collections.abc import Callable
@@ -13,8 +12,8 @@ import blake3
 from cloudvault.archive.zstdframes import ZstdFormatError
 from cloudvault.errors import IntegrityError
 from cloudvault.extract import ArchiveReader, ExtractReport, archive_source
-from cloudvault.hashing import hash_file
 from cloudvault.index.archive import scan_archive
+from cloudvault.mirrorfs import open_mirror
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,10 @@ def _files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[tupl
     return conn.execute(sql + " ORDER BY f.path", args).fetchall()
 
 
-def _abspath(root: str, path: str, raw: bytes | None) -> bytes:
-    return os.path.join(os.fsencode(root), raw or path.encode())
-
-
 def _check_file(report: VerifyReport, root: str, path: str, raw: bytes | None, size: int, expected: str) -> bool:
-    full = _abspath(root, path, raw)
     report.checked_files += 1
     try:
-        found = hash_file(full)
+        found = open_mirror(root).hash(path, raw)
     except FileNotFoundError:
         report.mismatches.append(Mismatch(path, None, expected, None, "missing"))
         return False
@@ -77,12 +71,15 @@ def _check_file(report: VerifyReport, root: str, path: str, raw: bytes | None, s
     return True
 
 
-def _check_archive_members(conn: sqlite3.Connection, report: VerifyReport, archive_id: int, path: str, full: bytes):
+def _check_archive_members(
+    conn: sqlite3.Connection, report: VerifyReport, archive_id: int, root: str, path: str, raw: bytes | None
+) -> None:
     """One pass over the archive: every member's BLAKE3 against the catalog, by data offset."""
     shard = sqlite3.connect(":memory:")
     shard.execute("CREATE TABLE members (path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, "
                   "link_target, header_offset, data_offset, blake3)")  # fmt: skip
-    scan = scan_archive(os.fsdecode(full), shard, None)
+    with open_mirror(root).open(path, raw) as fh:
+        scan = scan_archive(fh, shard, None)
     found = {off: digest for off, digest in shard.execute("SELECT data_offset, blake3 FROM members")}
     for member, offset, expected in conn.execute(
         "SELECT path, data_offset, blake3 FROM members WHERE archive_id = ? AND blake3 IS NOT NULL AND type = 'file'",
@@ -108,9 +105,8 @@ def verify_entries(
                     "SELECT count(*) FROM members WHERE archive_id = ? AND type = 'file'", (archive_id,)
                 ).fetchone()[0]
             continue
-        full = _abspath(root, path, raw)
-        if os.path.exists(full):
-            _check_archive_members(conn, report, archive_id, path, full)
+        if open_mirror(root).stat(path, raw) is not None:
+            _check_archive_members(conn, report, archive_id, root, path, raw)
     return report
 
 

@@ -89,10 +89,11 @@ def test_missing_catalog_is_a_clear_error(tmp_path, vault):
 def test_fast_parsers_accept_the_same_options_as_the_typer_commands():
     import inspect
 
-    from cloudvault.cli import extract
-    from cloudvault.cli.app import extract_cmd, search_cmd
+    from cloudvault.cli import extract, index
+    from cloudvault.cli.app import extract_cmd, index_cmd, search_cmd
 
-    for command, parser in ((search_cmd, build_parser()), (extract_cmd, extract.build_parser())):
+    pairs = ((search_cmd, build_parser()), (extract_cmd, extract.build_parser()), (index_cmd, index.build_parser()))
+    for command, parser in pairs:
         typer_params = set(inspect.signature(command).parameters) - {"as_json"}
         fast = {a.dest for a in parser._actions} - {"json"}
         assert typer_params == fast

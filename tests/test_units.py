@@ -27,6 +27,9 @@ class Bytes:
         self.pos += len(out)
         return out
 
+    def read_some(self, n: int) -> bytes:
+        return self.read(min(n, 700))  # short reads, as a real decoder gives
+
 
 def test_frame_header_size_follows_rfc8878():
     assert frame_header_size(0b00100000) == 4 + 1 + 1  # single segment, 1-byte FCS

@@ -38,6 +38,10 @@ class Stream(Protocol):
 
     def read(self, n: int) -> bytes: ...
 
+    def read_some(self, n: int) -> bytes:
+        """Up to n bytes, as many as come without joining pieces; b'' only at the end."""
+        ...
+
 
 @dataclass(frozen=True)
 class TarHeader:
@@ -109,8 +113,11 @@ class MemberData:
         self.left = size
 
     def chunks(self, chunk: int = CHUNK) -> Iterator[bytes]:
+        """The data in pieces of at most chunk bytes, as the stream hands them over (no joining copies)."""
         while self.left:
-            data = _read_exact(self._stream, min(chunk, self.left))
+            data = self._stream.read_some(min(chunk, self.left))
+            if not data:
+                raise TarFormatError("truncated", self._stream.pos, "archive ends inside a member")
             self.left -= len(data)
             yield data
 

@@ -243,6 +243,10 @@ class FrameStream:
             self._end_frame()
         return 0 if into is not None else b""
 
+    def read_some(self, n: int) -> bytes:
+        """Up to n bytes, as they come from the decoder (fewer than n is not the end); b'' only at the end."""
+        return self._read_some(n)
+
     def read(self, n: int) -> bytes:
         """Up to n bytes; fewer only at the end of the stream."""
         data = self._read_some(n)

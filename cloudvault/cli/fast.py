@@ -1,4 +1,4 @@
-"""The fast path: `search` and `extract` parsed without Typer and rich, so those processes start small.
+"""The fast path: `search`, `extract` and `index` parsed without Typer, so those processes start small.
 
 The Typer app still defines both commands (for --help and the docs); a test checks the two agree on options.
 """
@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import importlib
 
-FAST_COMMANDS = {"search": "cloudvault.cli.search", "extract": "cloudvault.cli.extract"}
+FAST_COMMANDS = {
+    "search": "cloudvault.cli.search",
+    "extract": "cloudvault.cli.extract",
+    "index": "cloudvault.cli.index",
+}
 
 
 class QuietParser(argparse.ArgumentParser):

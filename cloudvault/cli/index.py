@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from cloudvault import config, errors
 from cloudvault.catalog.db import open_catalog, writer_lock
+from cloudvault.cli.fast import QuietParser
 from cloudvault.cli.ui import UI, human_size
 from cloudvault.index.definition import builtin_definition, load_definition
 from cloudvault.index.run import IndexReport, MirrorRoot, index_mirrors, resolve_root
@@ -53,3 +55,19 @@ def _summary(ui: UI, catalog: Path, r: IndexReport) -> None:
     )
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = QuietParser(prog="vault index", add_help=False)
+    parser.add_argument("mirrors", nargs="*")
+    parser.add_argument("--mirror", dest="definition")
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--wait", action="store_true")
+    parser.add_argument("--optimize", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def fast_runner(catalog: str | None, ns: argparse.Namespace):
+    return lambda: run_index(catalog, ns.mirrors, ns.definition, ns.workers, ns.wait, ns.quiet, ns.json, ns.optimize)

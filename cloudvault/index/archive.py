@@ -7,7 +7,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import BinaryIO
 
 import blake3
 
@@ -17,7 +17,7 @@ from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
 from cloudvault.catalog.write import SHARD_INSERT
 from cloudvault.hashing import BackgroundHasher
 from cloudvault.index.secrets import SecretScanner
-from cloudvault.index.walk import text_path
+from cloudvault.mirrorfs import text_path
 from cloudvault.models import Flag, Frame
 
 TEXT_SNIFF = 8192
@@ -105,7 +105,7 @@ def _hash_member(data, header: TarHeader, pattern: re.Pattern[bytes] | None) -> 
 
 
 def scan_archive(
-    path: Path,
+    fh: BinaryIO,
     shard: sqlite3.Connection,
     pattern: re.Pattern[bytes] | None,
     on_bytes: Callable[[int], None] | None = None,
@@ -121,25 +121,24 @@ def scan_archive(
             on_bytes(len(chunk))
 
     batch: list[tuple] = []
-    with open(path, "rb") as fh:
-        stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
-        try:
-            for header, data in iter_members(stream):
-                batch.append(_member_row(header, data, pattern, scan))
-                if len(batch) >= BATCH:
-                    shard.executemany(SHARD_INSERT, batch)
-                    batch.clear()
-            stream.drain()
-        except (ZstdFormatError, TarFormatError) as exc:
-            scan.status = exc.kind
-            scan.flag(exc.kind, str(exc))
-            _finish_after_error(stream, fh, on_compressed)
-        finally:
-            stream.close()
-        shard.executemany(SHARD_INSERT, batch)
-        _resolve_hardlinks(shard)
-        scan.frames = stream.frames
-        scan.raw_size = stream.pos
+    stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
+    try:
+        for header, data in iter_members(stream):
+            batch.append(_member_row(header, data, pattern, scan))
+            if len(batch) >= BATCH:
+                shard.executemany(SHARD_INSERT, batch)
+                batch.clear()
+        stream.drain()
+    except (ZstdFormatError, TarFormatError) as exc:
+        scan.status = exc.kind
+        scan.flag(exc.kind, str(exc))
+        _finish_after_error(stream, fh, on_compressed)
+    finally:
+        stream.close()
+    shard.executemany(SHARD_INSERT, batch)
+    _resolve_hardlinks(shard)
+    scan.frames = stream.frames
+    scan.raw_size = stream.pos
     scan.blake3 = archive_hash.hexdigest()
     return scan
 

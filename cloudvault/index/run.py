@@ -17,14 +17,14 @@ import blake3
 
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
-from cloudvault.errors import MirrorNotFound
-from cloudvault.hashing import CHUNK, hash_file
+from cloudvault.hashing import CHUNK
 from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive, worth_scanning
 from cloudvault.index.definition import MirrorDefinition, guess_manifest, load_manifest
-from cloudvault.index.listing import compare_listing, read_listing
+from cloudvault.index.listing import compare_listing, parse_listing
 from cloudvault.index.plan import is_archive, listing_for, plan_index
 from cloudvault.index.secrets import SecretScanner, compile_rules, redact
-from cloudvault.index.walk import WalkProblem, entry_of, walk_local
+from cloudvault.index.walk import entry_of
+from cloudvault.mirrorfs import LocalMirror, WalkProblem, is_url, open_mirror, require_mirror
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.optimize import SeekableWriter, copy_path, insert_copy, needs_copy
 
@@ -81,18 +81,18 @@ class IndexReport:
 
 @dataclass(frozen=True)
 class MirrorRoot:
-    root: Path
+    mirror: LocalMirror  # or FsspecMirror: the same methods
     definition: MirrorDefinition
 
 
 def resolve_root(path: str, definition: MirrorDefinition | None) -> MirrorRoot:
-    root = Path(path).expanduser().resolve()
-    if not root.is_dir():
-        raise MirrorNotFound(root=path)
+    """A local path (made absolute) or an fsspec URL, with its definition (guessed for a plain path)."""
+    mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
+    require_mirror(mirror)
     if definition is None:
-        dirs = sorted(p.name for p in root.iterdir() if p.is_dir())
-        definition = MirrorDefinition(name=root.name, roots=(str(root),), manifest=guess_manifest(dirs))
-    return MirrorRoot(root, definition)
+        name = mirror.root.rstrip("/").rsplit("/", 1)[-1]
+        definition = MirrorDefinition(name=name, roots=(mirror.root,), manifest=guess_manifest(mirror.top_dirs()))
+    return MirrorRoot(mirror, definition)
 
 
 def index_mirrors(
@@ -124,9 +124,9 @@ def _index_one(
 ) -> None:
     definition = mroot.definition
     with transaction(conn):
-        mirror_id = write.upsert_mirror(conn, definition.name, str(mroot.root), definition.manifest)
+        mirror_id = write.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
     walked, problems = [], []
-    for item in walk_local(os.fsencode(mroot.root)):
+    for item in mroot.mirror.walk():
         (problems if isinstance(item, WalkProblem) else walked).append(item)
     known = {
         row[0]: tuple(row[1:])
@@ -149,7 +149,7 @@ def _index_one(
     pattern = compile_rules(definition.secrets)
     to_read = plan.to_read
     progress.start(sum(st.size for st in to_read), len(to_read))
-    ctx = _MirrorContext(conn, mirror_id, mroot.root, definition, pattern, report, progress, copy_cache)
+    ctx = _MirrorContext(conn, mirror_id, mroot.mirror, definition, pattern, report, progress, copy_cache)
     _read_files(ctx, [st for st in to_read if not (is_archive(st.path) and st.kind == "file")])
     archives = [st for st in to_read if is_archive(st.path) and st.kind == "file"]
     _read_archives(ctx, archives, workers)
@@ -163,12 +163,16 @@ def _index_one(
 class _MirrorContext:
     conn: sqlite3.Connection
     mirror_id: int
-    root: Path
+    mirror: LocalMirror
     definition: MirrorDefinition
     pattern: re.Pattern[bytes]
     report: IndexReport
     progress: Progress
     copy_cache: Path | None = None  # vault index --optimize: seekable copies go here
+
+    def source(self, st: FileStat) -> tuple[str, str, bytes | None]:
+        """What a worker process needs to open the file itself."""
+        return (self.mirror.root, st.path, st.raw_path)
 
     def copy_tmp(self, i: int) -> str | None:
         if self.copy_cache is None:
@@ -176,15 +180,12 @@ class _MirrorContext:
         (self.copy_cache / "seekable").mkdir(parents=True, exist_ok=True)
         return str(self.copy_cache / "seekable" / f".indexing-{os.getpid()}-{i}.tmp")
 
-    def abspath(self, st: FileStat) -> bytes:
-        return os.path.join(os.fsencode(self.root), st.raw_path or st.path.encode())
-
 
 def _entries(mroot: MirrorRoot, walked: list[FileStat]) -> list[tuple[Entry, bool]]:
     """Every top-level directory that the definition calls an entry, plus the manifest's, found or not."""
     definition = mroot.definition
     manifest = load_manifest(definition.manifest) if definition.manifest else {}
-    on_disk = {p.name for p in mroot.root.iterdir() if p.is_dir() and definition.is_entry(p.name)}
+    on_disk = {name for name in mroot.mirror.top_dirs() if definition.is_entry(name)}
     on_disk |= {entry_of(st.path) for st in walked if definition.is_entry(entry_of(st.path))}
     rows = [
         (manifest.get(name) or Entry(definition.name, name, "", "", "", "", (), "", "{}"), True)
@@ -207,11 +208,12 @@ def _is_doc(path: str, size: int) -> bool:
 
 def _read_plain(ctx: _MirrorContext, st: FileStat) -> tuple[str | None, list[Flag], str | None]:
     """BLAKE3, secrets found and doc text of one plain file, in one read (big files are hashed by mmap)."""
-    path = ctx.abspath(st)
     if st.size > MAX_SCANNED_MEMBER:
-        return hash_file(path), [], None
+        digest = ctx.mirror.hash(st.path, st.raw_path)
+        ctx.progress.advance(st.size)
+        return digest, [], None
     h, scanner, head = blake3.blake3(), None, b""
-    with open(path, "rb") as fh:
+    with ctx.mirror.open(st.path, st.raw_path) as fh:
         while chunk := fh.read(CHUNK):
             if not head:
                 head = chunk
@@ -224,7 +226,7 @@ def _read_plain(ctx: _MirrorContext, st: FileStat) -> tuple[str | None, list[Fla
     flags = [Flag("secret", hit.describe()) for hit in (scanner.hits if scanner else [])]
     doc = None
     if _is_doc(st.path, st.size) and scanner is not None:
-        with open(path, "rb") as fh:
+        with ctx.mirror.open(st.path, st.raw_path) as fh:
             doc = redact(fh.read().decode("utf-8", "replace"), ctx.pattern)
     return h.hexdigest(), flags, doc
 
@@ -269,10 +271,14 @@ def _count_bytes(n: int) -> None:
 
 
 def scan_to_shard(
-    path: bytes, shard_path: str, rules_pattern: bytes, on_bytes=None, copy_tmp: str | None = None
+    source: tuple[str, str, bytes | None],
+    shard_path: str,
+    rules_pattern: bytes,
+    on_bytes=None,
+    copy_tmp: str | None = None,
 ) -> ArchiveScan:
-    """One archive's members into a fresh shard file; the rest comes back as the result. With copy_tmp, a
-    seekable copy is written from the same decompressed bytes and kept if the archive needs one."""
+    """One archive (source: mirror root, path, raw path) into a fresh shard file; the rest comes back as the
+    result. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
     shard = sqlite3.connect(shard_path, isolation_level=None)
     copy_fh = open(copy_tmp, "wb") if copy_tmp else None  # noqa: SIM115 - closed below
     writer = SeekableWriter(copy_fh) if copy_fh else None
@@ -284,7 +290,9 @@ def scan_to_shard(
         shard.execute("BEGIN")
         try:
             on_raw = writer.write if writer else None
-            scan = scan_archive(Path(os.fsdecode(path)), shard, re.compile(rules_pattern), on_bytes, on_raw)
+            root, path, raw = source
+            with open_mirror(root).open(path, raw) as fh:
+                scan = scan_archive(fh, shard, re.compile(rules_pattern), on_bytes, on_raw)
         except OSError as exc:
             scan = ArchiveScan(status="unreadable")
             scan.flag("unreadable", f"cannot read: {exc.strerror}")
@@ -303,18 +311,19 @@ def scan_to_shard(
                 Path(copy_tmp).unlink(missing_ok=True)
 
 
-def _pool_task(path: bytes, shard_path: str, rules_pattern: bytes, copy_tmp: str | None) -> ArchiveScan:
-    return scan_to_shard(path, shard_path, rules_pattern, _count_bytes, copy_tmp)
+def _pool_task(source: tuple, shard_path: str, rules_pattern: bytes, copy_tmp: str | None) -> ArchiveScan:
+    return scan_to_shard(source, shard_path, rules_pattern, _count_bytes, copy_tmp)
 
 
-def default_workers(n_archives: int) -> int:
-    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 else 1
+def default_workers(n_archives: int, remote: bool = False) -> int:
+    """2 processes when there are several archives; 1 for remote mirrors (a forked connection is not safe)."""
+    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 and not remote else 1
 
 
 def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int | None) -> None:
     if not archives:
         return
-    workers = workers or default_workers(len(archives))
+    workers = 1 if ctx.mirror.remote else (workers or default_workers(len(archives)))
     catalog = Path(ctx.conn.execute("PRAGMA database_list").fetchone()[2])
     prefix = f".{catalog.name}.shards-"
     for stale in catalog.parent.glob(prefix + "*"):  # left by a killed run; we hold the writer lock
@@ -325,7 +334,7 @@ def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int |
             for st in archives:
                 ctx.progress.current(st.path)
                 shard = str(shard_dir / "inline.db")
-                scan = scan_to_shard(ctx.abspath(st), shard, ctx.pattern.pattern, ctx.progress.advance, ctx.copy_tmp(0))
+                scan = scan_to_shard(ctx.source(st), shard, ctx.pattern.pattern, ctx.progress.advance, ctx.copy_tmp(0))
                 _commit_archive(ctx, st, scan, shard)
                 os.unlink(shard)
         else:
@@ -343,7 +352,7 @@ def _read_archives_pool(ctx: _MirrorContext, archives: list[FileStat], workers: 
         try:
             for i, st in enumerate(archives):
                 shard = str(shard_dir / f"{i}.db")
-                fut = pool.submit(_pool_task, ctx.abspath(st), shard, ctx.pattern.pattern, ctx.copy_tmp(i))
+                fut = pool.submit(_pool_task, ctx.source(st), shard, ctx.pattern.pattern, ctx.copy_tmp(i))
                 pending[fut] = (st, shard)
             while pending:
                 done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -413,7 +422,8 @@ def _compare_listings(ctx: _MirrorContext, walked: list[FileStat], read_now: set
         archive_id, file_id = row
         members = [r[0] for r in ctx.conn.execute("SELECT path FROM members WHERE archive_id = ?", (archive_id,))]
         try:
-            listed = read_listing(ctx.abspath(paths[listing]))
+            with ctx.mirror.open(listing, paths[listing].raw_path) as fh:
+                listed = parse_listing(fh.read())
         except OSError:
             continue
         missing, extra = compare_listing(listed, members)

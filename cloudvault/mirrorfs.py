@@ -1,0 +1,205 @@
+"""Where a mirror's bytes come from: a local directory, or an fsspec URL (ssh/sftp, s3, memory ...).
+
+Everything above this layer names files by their path inside the mirror and asks this for a stream, a
+stat or a hash; only remote mirrors pay for what they read (archives are read by ranges through seek).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import namedtuple
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from cloudvault.errors import MirrorNotFound
+from cloudvault.hashing import CHUNK, hash_file
+from cloudvault.models import FileStat
+
+REMOTE_BLOCK = 1 << 20  # ranged reads of this size; a frame costs about its own compressed size
+
+
+def is_url(root: str) -> bool:
+    return "://" in root and not root.startswith("file://")
+
+
+def open_mirror(root: str):
+    """The mirror at root: LocalMirror for paths (and file:// URLs), FsspecMirror for other URLs."""
+    if is_url(root):
+        return FsspecMirror(root)
+    return LocalMirror(root.removeprefix("file://"))
+
+
+class LocalMirror:
+    """A directory on this machine; names are handled as bytes so none is lost."""
+
+    remote = False
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._broot = os.fsencode(root)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.root)
+
+    def top_dirs(self) -> list[str]:
+        return sorted(e.name for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False))
+
+    def walk(self) -> Iterator[FileStat | WalkProblem]:
+        yield from walk_local(self._broot)
+
+    def full(self, path: str, raw: bytes | None = None) -> bytes:
+        return os.path.join(self._broot, raw or path.encode())
+
+    def open(self, path: str, raw: bytes | None = None) -> BinaryIO:
+        return open(self.full(path, raw), "rb")
+
+    def stat(self, path: str, raw: bytes | None = None) -> tuple[int, int] | None:
+        """(size, mtime_ns), or None if the file is gone."""
+        try:
+            st = os.stat(self.full(path, raw))
+        except FileNotFoundError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def hash(self, path: str, raw: bytes | None = None) -> str:
+        return hash_file(self.full(path, raw))
+
+
+class FsspecMirror:
+    """A mirror behind an fsspec URL: `ssh://user@host:port/path` (sftp), `s3://bucket/prefix`, `memory://x`.
+
+    Credentials come from the user's own setup (ssh keys and agent, AWS profile), never from the catalog.
+    """
+
+    remote = True
+
+    def __init__(self, url: str) -> None:
+        import fsspec
+
+        self.root = url
+        target = "sftp://" + url[len("ssh://") :] if url.startswith("ssh://") else url
+        self._fs, self._base = fsspec.core.url_to_fs(target)
+        self._base = self._base.rstrip("/")
+
+    def exists(self) -> bool:
+        try:
+            return self._fs.isdir(self._base)
+        except OSError:
+            return False
+
+    def _abs(self, path: str) -> str:
+        return f"{self._base}/{path}"
+
+    def top_dirs(self) -> list[str]:
+        infos = self._fs.ls(self._base, detail=True)
+        return sorted(i["name"].rstrip("/").rsplit("/", 1)[-1] for i in infos if i["type"] == "directory")
+
+    def walk(self) -> Iterator[FileStat]:
+        found = self._fs.find(self._base, withdirs=False, detail=True)
+        for name, info in sorted(found.items()):
+            rel = name[len(self._base) :].lstrip("/")
+            if rel:
+                yield _file_stat(rel, info)
+
+    def open(self, path: str, raw: bytes | None = None) -> BinaryIO:
+        return self._fs.open(self._abs(path), "rb", block_size=REMOTE_BLOCK)
+
+    def stat(self, path: str, raw: bytes | None = None) -> tuple[int, int] | None:
+        try:
+            info = self._fs.info(self._abs(path))
+        except FileNotFoundError:
+            return None
+        return info["size"], _mtime_ns(info)
+
+    def hash(self, path: str, raw: bytes | None = None) -> str:
+        import blake3
+
+        h = blake3.blake3()
+        with self.open(path) as fh:
+            while chunk := fh.read(CHUNK):
+                h.update(chunk)
+        return h.hexdigest()
+
+
+def _mtime_ns(info: dict) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1e9)
+        return int(float(value) * 1e9)
+    return 0
+
+
+def _file_stat(rel: str, info: dict) -> FileStat:
+    mode = info.get("mode") or info.get("permissions") or (stat.S_IFREG | 0o644)
+    kind = "symlink" if info.get("islink") or info.get("type") == "link" else "file"
+    return FileStat(rel, None, kind, info.get("size") or 0, _mtime_ns(info), 0, 0, int(mode))
+
+
+def require_mirror(mirror) -> None:
+    if not mirror.exists():
+        raise MirrorNotFound(root=mirror.root)
+
+
+# -- walking a local directory ----------------------------------------------------------------------------
+class WalkProblem(namedtuple("WalkProblem", "path detail")):
+    """A directory or file the walk could not read; it becomes a flag, and the walk goes on."""
+
+    __slots__ = ()
+
+
+def text_path(raw: bytes) -> tuple[str, bytes | None]:
+    """The UTF-8 text of a name, and its raw bytes when the text alone would lose them."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "backslashreplace"), raw
+
+
+def walk_local(root: bytes) -> Iterator[FileStat | WalkProblem]:
+    """Every file and symlink under root, depth first, sorted by name; unreadable directories reported."""
+    stack = [b""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield WalkProblem(text_path(rel_dir)[0], f"cannot list directory: {exc.strerror}")
+            continue
+        subdirs = []
+        for item in items:
+            rel = os.path.join(rel_dir, item.name) if rel_dir else item.name
+            try:
+                st = item.stat(follow_symlinks=False)
+            except OSError as exc:
+                yield WalkProblem(text_path(rel)[0], f"cannot stat: {exc.strerror}")
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append(rel)
+            elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                yield _local_stat(root, rel, st)
+        stack.extend(reversed(subdirs))
+
+
+def _local_stat(root: bytes, rel: bytes, st: os.stat_result) -> FileStat:
+    path, raw = text_path(rel)
+    link = None
+    kind = "file"
+    if stat.S_ISLNK(st.st_mode):
+        kind = "symlink"
+        link = text_path(os.readlink(os.path.join(root, rel)))[0]
+    return FileStat(
+        path=path,
+        raw_path=raw,
+        kind=kind,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        ctime_ns=st.st_ctime_ns,
+        inode=st.st_ino,
+        mode=st.st_mode,
+        link_target=link,
+    )
