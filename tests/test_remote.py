@@ -1,0 +1,139 @@
+"""Mirrors behind URLs: fsspec's memory filesystem (fast) and a real sshd (sftp), indexed and read by ranges."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import fsspec
+import pytest
+from archives import compress, gnu_tar
+from conftest import require
+
+from cloudvault.mirrorfs import FsspecMirror
+
+
+@pytest.fixture
+def counted_reads(monkeypatch):
+    """Bytes read through remote file objects, to show that extraction reads only the frames it needs."""
+    counter = {"bytes": 0}
+    original = FsspecMirror.open
+
+    def open_counted(self, path, raw=None):
+        fh = original(self, path, raw)
+        read = fh.read
+
+        def counting_read(n=-1):
+            data = read(n)
+            counter["bytes"] += len(data)
+            return data
+
+        fh.read = counting_read
+        return fh
+
+    monkeypatch.setattr(FsspecMirror, "open", open_counted)
+    return counter
+
+
+def _multiframe_archive(tmp_path: Path) -> tuple[Path, Path]:
+    require("pzstd")
+    src = tmp_path / "src"
+    (src / "dumps").mkdir(parents=True)
+    for i in range(6):
+        (src / f"dumps/part{i}.bin").write_bytes(os.urandom(5 << 20))
+    (src / "dumps/last.json").write_text('{"end": true}\n')
+    gnu_tar(src, tmp_path / "a.tar", "gnu")
+    return compress(tmp_path / "a.tar", tmp_path / "a.tar.zst", "pzstd"), src
+
+
+def test_memory_url_mirror_is_indexed_and_extracted_by_ranges(tmp_path, vault, counted_reads):
+    archive, src = _multiframe_archive(tmp_path)
+    fs = fsspec.filesystem("memory")
+    base = f"/vault-test-{os.getpid()}-{time.monotonic_ns()}"
+    fs.pipe(f"{base}/018_remote/data/a.tar.zst", archive.read_bytes())
+    fs.pipe(f"{base}/018_remote/ENVIRONMENT.md", b"# remote granite box\n")
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", "--json", f"memory://{base}")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["members_indexed"] >= 8
+    assert "018_remote" in vault("--catalog", db, "search", "granite").out
+    counted_reads["bytes"] = 0
+    out = tmp_path / "out"
+    assert vault("--catalog", db, "extract", "018", "dumps/last.json", "-o", str(out)).code == 0
+    assert (out / "last.json").read_text() == '{"end": true}\n'
+    assert counted_reads["bytes"] < archive.stat().st_size / 3  # the covering frame, not the archive
+    assert vault("--catalog", db, "verify", "018").code == 0
+    fs.pipe(f"{base}/018_remote/ENVIRONMENT.md", b"# changed\n")
+    assert vault("--catalog", db, "verify", "018").code == 5
+    fs.rm(base, recursive=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    """A real sshd on 127.0.0.1 accepting this user's fresh key (written to the test's temp HOME)."""
+    sshd_bin = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+    if sshd_bin is None:
+        require("sshd")
+    require("ssh-keygen")
+    pytest.importorskip("paramiko") if os.environ.get("CI") != "true" else __import__("paramiko")
+    conf = tmp_path / "sshd"
+    conf.mkdir()
+    home_ssh = Path(os.environ["HOME"]) / ".ssh"
+    home_ssh.mkdir(mode=0o700, exist_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(conf / "host_key")], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home_ssh / "id_ed25519")], check=True)
+    (conf / "authorized_keys").write_text((home_ssh / "id_ed25519.pub").read_text())
+    os.chmod(conf / "authorized_keys", 0o600)
+    port = _free_port()
+    (conf / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {conf / 'host_key'}\nPidFile {conf / 'pid'}\n"
+        f"AuthorizedKeysFile {conf / 'authorized_keys'}\nPasswordAuthentication no\nPermitRootLogin yes\n"
+        "StrictModes no\nUsePAM no\nSubsystem sftp internal-sftp\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(conf / "sshd_config")], stderr=subprocess.PIPE)
+    for _ in range(100):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail(f"sshd did not start: {proc.stderr.read().decode()[-500:]}")
+    yield port
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.integration
+def test_ssh_mirror_through_a_real_sshd(tmp_path, vault, sshd, counted_reads):
+    archive, src = _multiframe_archive(tmp_path)
+    mirror = tmp_path / "remote" / "Marvell_cloud"
+    (mirror / "018_aicluster_breakdown_debugger/data").mkdir(parents=True)
+    shutil.copy(archive, mirror / "018_aicluster_breakdown_debugger/data/a.tar.zst")
+    (mirror / "README.md").write_text("# the lab's mirror\n")
+    url = f"ssh://{getpass.getuser()}@127.0.0.1:{sshd}{mirror}"
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", "--json", url)
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["archives_read"] == 1 and doc["members_indexed"] >= 8
+    counted_reads["bytes"] = 0
+    out = tmp_path / "out"
+    assert vault("--catalog", db, "extract", "018", "dumps/part5.bin", "-o", str(out)).code == 0
+    assert (out / "part5.bin").read_bytes() == (src / "dumps/part5.bin").read_bytes()
+    assert counted_reads["bytes"] < archive.stat().st_size / 2
+    again = json.loads(vault("--catalog", db, "index", "--json", url).out)
+    assert again["files_read"] == 0 and again["files_unchanged"] == 2
