@@ -277,3 +277,21 @@ def test_catalog_file_is_private_and_the_mirror_untouched(demo_mirror, tmp_path,
     assert (db.stat().st_mode & 0o777) == 0o600
     after = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in demo_mirror.rglob("*")}
     assert before == after
+
+
+def test_a_root_keeps_its_mirror_name_and_two_roots_never_share_one(demo_mirror, tmp_path, vault):
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", "--mirror", "marvell_cloud", str(demo_mirror)).code == 0
+    assert vault("--catalog", db, "index", "-q", str(demo_mirror)).code == 0  # same root, plain path
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT name FROM mirrors").fetchall() == [("marvell_cloud",)]
+    assert vault("--catalog", db, "show", "019").code == 0
+    other = tmp_path / "elsewhere" / demo_mirror.name
+    (other / "030_new").mkdir(parents=True)
+    (other / "030_new/notes.txt").write_text("another mirror, same folder name\n")
+    assert vault("--catalog", db, "index", "-q", str(other)).code == 0
+    names = [n for (n,) in conn.execute("SELECT name FROM mirrors ORDER BY id")]
+    assert names == ["marvell_cloud", "Marvell_cloud"] or len(set(names)) == 2
+    assert conn.execute("SELECT count(DISTINCT root) FROM mirrors").fetchone()[0] == 2
+    assert vault("--catalog", db, "index", "-q").code == 0  # both known roots again, nothing mixed
+    assert conn.execute("SELECT count(*) FROM files WHERE path = '030_new/notes.txt'").fetchone()[0] == 1

@@ -22,7 +22,10 @@ def _roots(conn, paths: list[str], definition: str | None) -> list[MirrorRoot]:
         paths = [row[0] for row in conn.execute("SELECT root FROM mirrors ORDER BY id")]
     if not paths:
         raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
-    return [resolve_root(p, mdef) for p in paths]
+    known = {
+        root: (name, manifest) for name, root, manifest in conn.execute("SELECT name, root, manifest FROM mirrors")
+    }
+    return [resolve_root(p, mdef, known) for p in paths]
 
 
 def run_index(

@@ -23,6 +23,9 @@ class MirrorDefinition:
     entry_pattern: str = r"^[^.].*$"
     secrets: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RULES))
 
+    def with_root(self, root: str) -> MirrorDefinition:
+        return MirrorDefinition(self.name, (root,), self.manifest, self.entry_pattern, self.secrets)
+
     def is_entry(self, dirname: str) -> bool:
         return re.match(self.entry_pattern, dirname) is not None
 
