@@ -19,6 +19,7 @@ import zstandard
 
 from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.catalog.db import transaction
+from cloudvault.catalog.query import entry_filter
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
@@ -125,11 +126,8 @@ def _candidates(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list
         "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id "
         "WHERE a.status = 'ok' AND a.id NOT IN (SELECT archive_id FROM seekable)"
     )
-    args: list = []
-    if scope:
-        sql += " AND f.mirror_id = ? AND f.entry_id = ?"
-        args = list(scope)
-    return conn.execute(sql + " ORDER BY f.path", args).fetchall()
+    where, args = entry_filter("f", scope)
+    return conn.execute(sql + where + " ORDER BY f.path", args).fetchall()
 
 
 def _frames_of(conn: sqlite3.Connection, archive_id: int) -> list[Frame]:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import blake3
 
 from cloudvault.archive.zstdframes import ZstdFormatError
+from cloudvault.catalog.query import entry_filter
 from cloudvault.errors import IntegrityError
 from cloudvault.extract import ArchiveReader, ExtractReport, archive_source
 from cloudvault.index.archive import scan_archive
@@ -47,11 +48,8 @@ def _files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[tupl
         "JOIN mirrors m ON m.id = f.mirror_id LEFT JOIN archives a ON a.file_id = f.id "
         "WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
     )
-    args: list = []
-    if scope:
-        sql += " AND f.mirror_id = ? AND f.entry_id = ?"
-        args = list(scope)
-    return conn.execute(sql + " ORDER BY f.path", args).fetchall()
+    where, args = entry_filter("f", scope)
+    return conn.execute(sql + where + " ORDER BY f.path", args).fetchall()
 
 
 def _check_file(report: VerifyReport, root: str, path: str, raw: bytes | None, size: int, expected: str) -> bool:

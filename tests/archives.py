@@ -77,3 +77,23 @@ def extracted_hashes(archive: Path, dest: Path) -> dict[bytes, str]:
             with open(full, "rb") as fh:
                 out[os.path.relpath(full, base)] = blake3.blake3(fh.read()).hexdigest()
     return out
+
+
+def hostile_archive(path: Path, files: tuple[str, ...], links: tuple[tuple[str, str, bytes], ...] = ()) -> Path:
+    """A GNU-format .tar.zst (made by Python) holding files with the given names ('../x', '/etc/x' ...) and
+    links given as (name, target, tarfile type)."""
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name in files:
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"bad"))
+        for name, target, kind in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return path

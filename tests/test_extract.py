@@ -11,8 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import zstandard
-from archives import compress, gnu_tar, make_tree, python_tar
+from archives import compress, gnu_tar, hostile_archive, make_tree, python_tar
 from conftest import require
 
 
@@ -131,23 +130,17 @@ def test_archive_changed_since_indexing_is_refused(tmp_path, vault):
 
 
 def test_hostile_members_are_refused_and_nothing_lands_outside(tmp_path, vault):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name in ("../escape.txt", "/etc/x_evil"):
-            info = tarfile.TarInfo(name)
-            info.size = 3
-            tar.addfile(info, io.BytesIO(b"bad"))
-        link = tarfile.TarInfo("etc_link")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
-        tar.addfile(link)
+    links = (
+        ("etc_link", "/etc", tarfile.SYMTYPE),
+        ("hard_out", "../../outside", tarfile.LNKTYPE),
+    )
+    files = ("../escape.txt", "/etc/x_evil")
+    hostile_archive(tmp_path / "m/019_x/h.tar.zst", files, links)
+    with tarfile.open(tmp_path / "through.tar", "w", format=tarfile.GNU_FORMAT) as tar:
         info = tarfile.TarInfo("etc_link/passwd")
         info.size = 3
         tar.addfile(info, io.BytesIO(b"bad"))
-        hard = tarfile.TarInfo("hard_out")
-        hard.type, hard.linkname = tarfile.LNKTYPE, "../../outside"
-        tar.addfile(hard)
-    (tmp_path / "m/019_x").mkdir(parents=True)
-    (tmp_path / "m/019_x/h.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    compress(tmp_path / "through.tar", tmp_path / "m/019_x/through.tar.zst", "python")
     db = tmp_path / "c.db"
     vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
     dest = tmp_path / "d" / "e"

@@ -8,11 +8,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from archives import compress, gnu_tar
+from archives import compress, gnu_tar, hostile_archive
 from conftest import require
 
 from cloudvault.demo.build import FAKE_TOKEN
@@ -232,22 +233,8 @@ def test_listing_mismatch_is_a_flag(tmp_path, vault):
 
 
 def test_unsafe_member_paths_are_recorded_and_flagged(tmp_path, vault):
-    import io
-    import tarfile
-
-    import zstandard
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name in ("../escape.txt", "/etc/evil.txt", "ok.txt"):
-            info = tarfile.TarInfo(name)
-            info.size = 3
-            tar.addfile(info, io.BytesIO(b"bad"))
-        link = tarfile.TarInfo("passwd_link")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
-        tar.addfile(link)
-    (tmp_path / "m/019_x").mkdir(parents=True)
-    (tmp_path / "m/019_x/hostile.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    links = (("passwd_link", "/etc/passwd", tarfile.SYMTYPE),)
+    hostile_archive(tmp_path / "m/019_x/hostile.tar.zst", ("../escape.txt", "/etc/evil.txt", "ok.txt"), links)
     db = tmp_path / "c.db"
     assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 5
     conn = sqlite3.connect(db)

@@ -108,7 +108,8 @@ def cautions(conn: sqlite3.Connection, keys: set[tuple[int, str]]) -> dict[str, 
 
 
 # -- search -----------------------------------------------------------------------------------------------------
-def _entry_filter(alias: str, scope: tuple[int, str] | None) -> tuple[str, list]:
+def entry_filter(alias: str, scope: tuple[int, str] | None) -> tuple[str, list]:
+    """SQL (and its arguments) that keeps rows of one entry, given as (mirror_id, entry_id); none for no scope."""
     if scope is None:
         return "", []
     return f" AND {alias}.mirror_id = ? AND {alias}.entry_id = ?", list(scope)
@@ -160,7 +161,7 @@ def _search_kind(
     conn: sqlite3.Connection, kind: str, terms: list[str], scope: tuple[int, str] | None, limit: int
 ) -> tuple[list[tuple], int]:
     fts_sql, alias, like_col, like_sql = SEARCH_SQL[kind]
-    filt, fargs = _entry_filter(alias, scope)
+    filt, fargs = entry_filter(alias, scope)
     match = fts_query(terms)
     if match is not None:
         sql, args = fts_sql.format(filter=filt), [match, *fargs]

@@ -96,24 +96,45 @@ def _per_request(root: Path, entry: str, run_dir: str) -> None:
     _write(root / entry / "data" / run_dir / "totals.csv", totals)
 
 
+# Small files of the entries, as the source documents name them.
+STATIC_FILES = {
+    "001_rtx_pro6000_sweep/data/rtx_cells.json": '{"cells": 29, "lengths": [128, 256, 420]}',
+    "001_rtx_pro6000_sweep/script/collect_cells.py": "import json\nprint(json.load(open('rtx_cells.json')))\n",
+    "017_runpod_pro6000_workspace_mirror/data/workspace/cs/PLAYBOOK.md": (
+        "# RunPod playbook\n\nRUNROOT and LIB point at the backup when redrawing.\n"
+    ),
+    "017_runpod_pro6000_workspace_mirror/data/workspace/cs/backup/RESTORE.md": (
+        "# Restore\n\nzstd -d env-*.tar.zst first, then tar -xf at /workspace/env\n"
+    ),
+    "_repro/README.md": "# Reproduction kit\n\n## 1. At a glance\n\n| exp | recipe |\n|---|---|\n| 014 | ss20 |\n",
+    "004_granite_30b_batch_sweep/data/_cells_summary.csv": "arm,batch,tps\ngra_van,8,412.5\n",
+    "005_magistral_24b_batch_sweep/data/mag_ss_b16r64_c32k/summary.csv": "batch,tps\n16,301.2\n",
+    "006_qwen3_4b_batch_sweep/data/runpod_sweep_20260921/b16/summary.csv": "batch,tps\n16,980.1\n",
+    "007_longcontext_4way/data/results_archive.csv": "system,e2e_kind,e2e_s\nNEO,measured,91.2\n",
+    "008_diagnostics/script/membw.sh": "#!/bin/sh\nnumactl --hardware\n",
+    "009_compressspec_figures/data/01_intro/fig1.py": "import matplotlib\n",
+    "010_aime_kv_pruning/data/snapkv_25/summary.jsonl": '{"method": "SnapKV", "ratio": 0.25}\n',
+    "015_nebius_h8_raw_mirror/data/miniforge3_tar/README.md": "Unpack at /mnt/filesystem-h8/miniforge3\n",
+    "015_nebius_h8_raw_mirror/data/cs/run/README.md": "run roots of filesystem-h8\n",
+    "016_ysshin_rtxpro6000_results/data/results/plot_tps.py": "import plot_style\n",
+    "022_compaction_sweep_monitor/data/job_9f4386c4_tmp/serve/index.html": "<html>Sweep Monitor</html>\n",
+    "_repro/RUN_RECIPES.md": "# Run recipes\n\nss20_temp0_c1024: LOG_SS=1 SSPEC_FIXED_OUTPUT=8192\n",
+    "_repro/ENV_VARS.md": "# Env vars\n\nLOG_SS=1 SSPEC_REQ_TIMING=1 SSPEC_CPU_CAP_MULT=1\n",
+    "_repro/BUILD.md": "# Build\n\nSparseSpec 8246fb6, vLLM 0.14.1.dev236\n",
+    "_repro/scripts/nebius_1.51_mrun/RECOVERY.md": "Original ~/mrun/scripts/ lost; recovered copies.\n",
+    "_docker/README.md": "# Docker images\n\n## 1. Images\n\ntandemspec, neo, headinfer for sm_120\n",
+    "_docker/SHA256SUMS": "",
+}
+
+
 def _plain_data(root: Path, rng: random.Random) -> None:
-    _write(root / "001_rtx_pro6000_sweep/data/rtx_cells.json", json.dumps({"cells": 29, "lengths": [128, 256, 420]}))
-    _write(
-        root / "001_rtx_pro6000_sweep/script/collect_cells.py",
-        "import json\nprint(json.load(open('rtx_cells.json')))\n",
-    )
+    for rel, text in STATIC_FILES.items():
+        _write(root / rel, text)
     for entry in ("002_tandemspec_saturate_throughput", "003_saturate_socket1_omp_smt"):
         _write(root / entry / "data/_run_headers.txt", "batch,omp,smt\n4,21,on\n")
         _write(root / entry / "data/results/b4_omp21.console", _log_lines(rng, "saturate", 50))
     for arm in ("gra_van_b8r32_20260920_105100", "gra_ss_b16r64_20260920_231502"):
         _write(root / f"004_granite_30b_batch_sweep/data/{arm}/summary.csv", "batch,tps\n8,412.5\n")
-    _write(root / "004_granite_30b_batch_sweep/data/_cells_summary.csv", "arm,batch,tps\ngra_van,8,412.5\n")
-    _write(root / "005_magistral_24b_batch_sweep/data/mag_ss_b16r64_c32k/summary.csv", "batch,tps\n16,301.2\n")
-    _write(root / "006_qwen3_4b_batch_sweep/data/runpod_sweep_20260921/b16/summary.csv", "batch,tps\n16,980.1\n")
-    _write(root / "007_longcontext_4way/data/results_archive.csv", "system,e2e_kind,e2e_s\nNEO,measured,91.2\n")
-    _write(root / "008_diagnostics/script/membw.sh", "#!/bin/sh\nnumactl --hardware\n")
-    _write(root / "009_compressspec_figures/data/01_intro/fig1.py", "import matplotlib\n")
-    _write(root / "010_aime_kv_pruning/data/snapkv_25/summary.jsonl", '{"method": "SnapKV", "ratio": 0.25}\n')
     for entry, ts in (
         ("011_medium144_sparsespec_b1", "20260924_223011"),
         ("012_granite_medium20_sparsespec_b1", "20260925_021533"),
@@ -125,23 +146,6 @@ def _plain_data(root: Path, rng: random.Random) -> None:
     _write(root / "014_ss20_temp0_chunk1024/data/20260925_070231/shards.json", json.dumps(shards, indent=1))
     compare = "doc_id,identical,first_divergence\n670bf1c4bb02136c067d2341,0,1498\n"
     _write(root / "014_ss20_temp0_chunk1024/data/ss20_temp0_c1024_rep2/20260925_072725/compare_vs_rep1.csv", compare)
-    _write(root / "015_nebius_h8_raw_mirror/data/miniforge3_tar/README.md", "Unpack at /mnt/filesystem-h8/miniforge3\n")
-    _write(root / "015_nebius_h8_raw_mirror/data/cs/run/README.md", "run roots of filesystem-h8\n")
-    _write(root / "016_ysshin_rtxpro6000_results/data/results/plot_tps.py", "import plot_style\n")
-    ws = root / "017_runpod_pro6000_workspace_mirror/data/workspace/cs"
-    _write(ws / "PLAYBOOK.md", "# RunPod playbook\n\nRUNROOT and LIB point at the backup when redrawing.\n")
-    _write(ws / "backup/RESTORE.md", "# Restore\n\nzstd -d env-*.tar.zst first, then tar -xf at /workspace/env\n")
-    _write(root / "022_compaction_sweep_monitor/data/job_9f4386c4_tmp/serve/index.html", "<html>Sweep Monitor</html>\n")
-    _write(
-        root / "_repro/README.md",
-        "# Reproduction kit\n\n## 1. At a glance\n\n| exp | recipe |\n|---|---|\n| 014 | ss20 |\n",
-    )
-    _write(root / "_repro/RUN_RECIPES.md", "# Run recipes\n\nss20_temp0_c1024: LOG_SS=1 SSPEC_FIXED_OUTPUT=8192\n")
-    _write(root / "_repro/ENV_VARS.md", "# Env vars\n\nLOG_SS=1 SSPEC_REQ_TIMING=1 SSPEC_CPU_CAP_MULT=1\n")
-    _write(root / "_repro/BUILD.md", "# Build\n\nSparseSpec 8246fb6, vLLM 0.14.1.dev236\n")
-    _write(root / "_repro/scripts/nebius_1.51_mrun/RECOVERY.md", "Original ~/mrun/scripts/ lost; recovered copies.\n")
-    _write(root / "_docker/README.md", "# Docker images\n\n## 1. Images\n\ntandemspec, neo, headinfer for sm_120\n")
-    _write(root / "_docker/SHA256SUMS", "")
 
 
 # -- archives -------------------------------------------------------------------------------------------------
