@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -282,3 +283,21 @@ def test_a_root_keeps_its_mirror_name_and_two_roots_never_share_one(demo_mirror,
     assert conn.execute("SELECT count(DISTINCT root) FROM mirrors").fetchone()[0] == 2
     assert vault("--catalog", db, "index", "-q").code == 0  # both known roots again, nothing mixed
     assert conn.execute("SELECT count(*) FROM files WHERE path = '030_new/notes.txt'").fetchone()[0] == 1
+
+
+def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault):
+    mirror = tmp_path / "m"
+    (mirror / "018_x").mkdir(parents=True)
+    raw_name = os.path.join(os.fsencode(mirror / "018_x"), b"r\xe9sultat.csv")
+    with open(raw_name, "wb") as fh:
+        fh.write(b"a,b\n1,2\n")
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(mirror)).code == 0
+    conn = sqlite3.connect(db)
+    path, raw = conn.execute("SELECT path, raw_path FROM files WHERE raw_path IS NOT NULL").fetchone()
+    assert raw == b"018_x/r\xe9sultat.csv" and path == "018_x/r\\xe9sultat.csv"
+    listed = vault("--catalog", db, "ls", "018", "--json")
+    assert any(h["path"] == "r\\xe9sultat.csv" for h in json.loads(listed.out)["results"])
+    out = tmp_path / "out"
+    assert vault("--catalog", db, "extract", "018", "r\\xe9sultat.csv", "-o", str(out)).code == 0
+    assert (out / "r\\xe9sultat.csv").read_bytes() == b"a,b\n1,2\n"
