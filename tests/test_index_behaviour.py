@@ -301,3 +301,18 @@ def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault
     out = tmp_path / "out"
     assert vault("--catalog", db, "extract", "018", "r\\xe9sultat.csv", "-o", str(out)).code == 0
     assert (out / "r\\xe9sultat.csv").read_bytes() == b"a,b\n1,2\n"
+
+
+def test_an_older_catalog_is_migrated_and_a_newer_one_refused(demo_catalog, vault):
+    conn = sqlite3.connect(demo_catalog)
+    conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; UPDATE meta SET value = '1' "
+                       "WHERE key = 'schema_version';")  # fmt: skip
+    conn.close()
+    assert vault("--catalog", str(demo_catalog), "search", "granite").code == 0  # a reader migrates it first
+    conn = sqlite3.connect(demo_catalog)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert conn.execute("SELECT count(*) FROM seekable").fetchone()[0] == 0
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    refused = vault("--catalog", str(demo_catalog), "search", "granite")
+    assert refused.code == 6 and "upgrade cloudvault" in refused.err

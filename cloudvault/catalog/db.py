@@ -69,6 +69,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
         raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
+    if found == SCHEMA_VERSION:
+        return
     for version in range(found + 1, SCHEMA_VERSION + 1):
         if version in MIGRATIONS:
             conn.executescript(MIGRATIONS[version])

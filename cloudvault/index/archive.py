@@ -13,7 +13,7 @@ import blake3
 
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
-from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
+from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError
 from cloudvault.catalog.write import SHARD_INSERT
 from cloudvault.hashing import BackgroundHasher
 from cloudvault.index.secrets import SecretScanner
@@ -110,8 +110,10 @@ def scan_archive(
     pattern: re.Pattern[bytes] | None,
     on_bytes: Callable[[int], None] | None = None,
     on_raw: Callable[[bytes], None] | None = None,
+    opener: Callable[[], BinaryIO] | None = None,
 ) -> ArchiveScan:
-    """Stream the archive once; members go to shard.members in batches, the rest into the returned scan."""
+    """Stream the archive once; members go to shard.members in batches, the rest into the returned scan.
+    With an opener (more handles on the same file), frames are decoded two at a time."""
     scan = ArchiveScan()
     archive_hash = BackgroundHasher()
 
@@ -121,7 +123,10 @@ def scan_archive(
             on_bytes(len(chunk))
 
     batch: list[tuple] = []
-    stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
+    if opener is not None:
+        stream = ParallelFrameStream(fh, opener, on_compressed=on_compressed, on_raw=on_raw)
+    else:
+        stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
     try:
         for header, data in iter_members(stream):
             batch.append(_member_row(header, data, pattern, scan))

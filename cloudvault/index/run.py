@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import shutil
 import sqlite3
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import blake3
@@ -309,8 +308,10 @@ def scan_to_shard(
         try:
             on_raw = writer.write if writer else None
             root, path, raw = source
-            with open_mirror(root).open(path, raw) as fh:
-                scan = scan_archive(fh, shard, re.compile(rules_pattern), on_bytes, on_raw)
+            mirror = open_mirror(root)
+            opener = None if mirror.remote else partial(mirror.open, path, raw)
+            with mirror.open(path, raw) as fh:
+                scan = scan_archive(fh, shard, re.compile(rules_pattern), on_bytes, on_raw, opener)
         except OSError as exc:
             scan = ArchiveScan(status="unreadable")
             scan.flag("unreadable", f"cannot read: {exc.strerror}")
@@ -362,9 +363,12 @@ def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int |
 
 
 def _read_archives_pool(ctx: _MirrorContext, archives: list[FileStat], workers: int, shard_dir: Path) -> None:
+    import multiprocessing  # only when there is a pool: the CLI starts faster without it
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("q", 0)
-    pending: dict[Future, tuple[FileStat, str]] = {}
+    pending: dict = {}  # future -> (file, shard path)
     seen = 0
     with ProcessPoolExecutor(workers, mp_context=mp, initializer=_init_worker, initargs=(counter,)) as pool:
         try:
