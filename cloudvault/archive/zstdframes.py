@@ -14,7 +14,6 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO
 
 import zstandard
@@ -401,6 +400,8 @@ class ParallelFrameStream(ThreadedFrameStream):
         self._raw_start = 0
         self._frames: list[Frame] = []
         self._stop = threading.Event()
+        from concurrent.futures import ThreadPoolExecutor  # not on `vault extract`'s start-up path
+
         self._pool = ThreadPoolExecutor(self.DECODERS, thread_name_prefix="zstd-frame")
         self._piece, self._at, self._done, self.pos, self._scratch = b"", 0, False, 0, None
         self._thread = threading.Thread(target=self._split, args=(fh, kwargs.get("on_compressed")), daemon=True)
