@@ -170,3 +170,29 @@ def test_secret_scanner_sees_a_token_split_across_chunks_and_keeps_no_value():
     assert "hf_AAAA" not in repr(scanner.hits)
     assert "hf_AAAA" not in redact(text.decode(), pattern)
     assert re.search(r"\[redacted \w+\]", redact(text.decode(), pattern))
+
+
+def test_parallel_stream_gives_the_same_bytes_and_frames_and_stops_early(tmp_path):
+    import time
+    from functools import partial
+
+    from cloudvault.archive.zstdframes import ParallelFrameStream
+
+    chunks = [bytes([i]) * (300_000 + i) for i in range(12)]
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    path = tmp_path / "f.zst"
+    path.write_bytes(b"".join(cctx.compress(c) for c in chunks))
+    with open(path, "rb") as fh:
+        stream = ParallelFrameStream(fh, partial(open, path, "rb"))
+        out = b"".join(iter(lambda: stream.read_some(70_000), b""))
+        stream.close()
+    assert out == b"".join(chunks)
+    assert [f.raw_size for f in stream.frames] == [len(c) for c in chunks]
+    big = tmp_path / "big.zst"
+    big.write_bytes(cctx.compress(bytes(range(256)) * 400_000))
+    with open(big, "rb") as fh:
+        stream = ParallelFrameStream(fh, partial(open, big, "rb"))
+        assert len(stream.read(10)) == 10
+        started = time.monotonic()
+        stream.close()  # the reader gives up after 10 bytes: threads end promptly
+    assert time.monotonic() - started < 2

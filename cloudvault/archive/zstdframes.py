@@ -171,9 +171,12 @@ class _FrameSource:
         """File offset after the last byte read so far."""
         return self._end
 
-    def skip_frame(self) -> int:
-        """Walk to the current frame's end without serving it (chunks are dropped as the walk passes them)."""
+    def skip_frame(self, stop: threading.Event | None = None) -> int | None:
+        """Walk to the current frame's end without serving it (chunks are dropped as the walk passes them);
+        None if stop was set first (a frame can be a whole 17 GB archive)."""
         while self.frame_end is None:
+            if stop is not None and stop.is_set():
+                return None
             self._walk_blocks(self._walk + 1)
             self._advance_to(self._walk)
         self._advance_to(self.frame_end)
@@ -417,10 +420,12 @@ class ParallelFrameStream(ThreadedFrameStream):
             while not self._stop.is_set() and source.next_frame():
                 start = source.pos
                 try:
-                    end = source.skip_frame()
+                    end = source.skip_frame(self._stop)
                 except ZstdFormatError as exc:  # decode what there is, then report the damage
                     self._submit(_FrameJob(start, source.read_end, partial=True))
                     self._put(self._jobs, _FrameJob(start, start, exc))
+                    return
+                if end is None:
                     return
                 self._submit(_FrameJob(start, end))
             self._put(self._jobs, None)
