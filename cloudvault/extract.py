@@ -31,6 +31,7 @@ from cloudvault.errors import (
 )
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
+from cloudvault.progress import Progress
 
 CHUNK = 1 << 20
 
@@ -55,10 +56,11 @@ Written = namedtuple("Written", "path dest size blake3 archive")
 class ExtractReport:
     """What was written, and how much was decompressed to write it (the measure of a good seek)."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress | None = None) -> None:
         self.written: list[Written] = []
         self.frames_read = 0
         self.bytes_decompressed = 0
+        self.progress = progress or Progress()
 
     def to_json(self) -> dict:
         return {"written": [w._asdict() for w in self.written], "frames_read": self.frames_read,
@@ -235,6 +237,7 @@ class ArchiveReader:
             left -= len(data)
             self._pos += len(data)
             self._report.bytes_decompressed += len(data)
+            self._report.progress.advance(len(data))
             yield data
 
     def close(self) -> None:
@@ -313,9 +316,10 @@ def extract(
     keep_path: bool = False,
     force: bool = False,
     allow_outside_links: bool = False,
+    progress: Progress | None = None,
 ) -> ExtractReport:
     """Write targets under dest (None: stdout), one forward pass per archive in offset order, each verified."""
-    report = ExtractReport()
+    report = ExtractReport(progress)
     if dest is not None and not keep_path and len({posixpath.basename(t.path) for t in targets}) < len(targets):
         raise UsageError(detail="several members share a file name; pass --keep-path to keep their folders")
     by_path = {(t.archive, t.path): t for t in targets}
@@ -331,6 +335,7 @@ def extract(
     finally:
         for reader in readers.values():
             reader.close()
+        report.progress.finish()
     return report
 
 

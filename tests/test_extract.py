@@ -121,12 +121,18 @@ def test_bit_flip_inside_a_members_frame_is_exit_5_and_leaves_nothing(tmp_path, 
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_archive_changed_since_indexing_is_refused(tmp_path, vault):
+def test_archive_changed_or_truncated_since_indexing_is_refused(tmp_path, vault):
     db, src, archive = _indexed(tmp_path, vault, "zstd")
+    data = archive.read_bytes()
     with open(archive, "ab") as fh:
         fh.write(b"\0" * 16)
     r = vault("--catalog", str(db), "extract", "018", "logs/run.log", "-o", "-")
     assert r.code == 5 and "re-index 018_x" in r.err
+    archive.write_bytes(data[: len(data) // 2])  # truncated, as a copy cut short would be
+    out = tmp_path / "o"
+    r = vault("--catalog", str(db), "extract", "018", "dumps/big.bin", "-o", str(out))
+    assert r.code == 5 and "re-index" in r.err
+    assert not out.exists() or list(out.iterdir()) == []
 
 
 def test_hostile_members_are_refused_and_nothing_lands_outside(tmp_path, vault):

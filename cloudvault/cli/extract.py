@@ -13,6 +13,8 @@ from cloudvault.cli.fast import QuietParser
 from cloudvault.cli.ui import UI, human_size
 from cloudvault.extract import extract, find_targets
 
+PROGRESS_OVER = 8 << 20  # a bar only when there is something to wait for
+
 
 def run_extract(
     catalog: str | None, entry: str, path: str, output: str | None, archive: str | None, keep_path: bool,
@@ -22,9 +24,13 @@ def run_extract(
     mirror_id, entry_id, _ = resolve_entry(conn, entry)
     targets = find_targets(conn, mirror_id, entry_id, path, archive)
     dest = None if output == "-" else Path(output or ".")
-    report = extract(conn, mirror_id, entry_id, targets, dest, keep_path=keep_path, force=force,
-                     allow_outside_links=allow_outside_links)  # fmt: skip
     ui = UI(as_json=as_json and dest is not None)
+    total = sum(t.size for t in targets)
+    progress = ui.progress("extracting") if total > PROGRESS_OVER else None
+    if progress:
+        progress.start(total, len(targets))
+    report = extract(conn, mirror_id, entry_id, targets, dest, keep_path=keep_path, force=force,
+                     allow_outside_links=allow_outside_links, progress=progress)  # fmt: skip
     if ui.as_json:
         ui.emit(report.to_json())
     elif dest is not None:

@@ -1,4 +1,4 @@
-"""Indexing progress on a terminal: bytes done of total, the current file, the rate."""
+"""Progress on a terminal: bytes done of total, the current file, the rate (indexing, extracting)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from cloudvault.index.run import Progress as IndexProgress
+from cloudvault.progress import Progress as BaseProgress
 
 
-class RichProgress(IndexProgress):
-    def __init__(self) -> None:
+class RichProgress(BaseProgress):
+    def __init__(self, label: str = "indexing") -> None:
         self._bar = Progress(
-            TextColumn("[bold]indexing"),
+            TextColumn(f"[bold]{label}"),
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),

@@ -40,15 +40,15 @@ class UI:
 
         sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
 
-    def progress(self):
+    def progress(self, label: str = "indexing"):
         """A rich progress bar on a terminal; silent otherwise or with --quiet."""
-        from cloudvault.index.run import Progress
+        from cloudvault.progress import Progress
 
         if self.quiet or self.as_json or not sys.stderr.isatty():
             return Progress()
         from cloudvault.cli.progress import RichProgress
 
-        return RichProgress()
+        return RichProgress(label)
 
 
 def error(message: str) -> None:

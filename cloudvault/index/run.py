@@ -26,6 +26,7 @@ from cloudvault.index.walk import entry_of
 from cloudvault.mirrorfs import LocalMirror, WalkProblem, is_url, open_mirror, require_mirror
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.optimize import SeekableWriter, copy_path, insert_copy, needs_copy
+from cloudvault.progress import Progress
 
 DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
 MAX_DOC = 2 << 20
@@ -41,18 +42,6 @@ DAMAGE = {
     "unsafe_member",
     "walk_error",
 }
-
-
-class Progress:
-    """What the indexer reports as it goes; the CLI shows it, the library default stays silent."""
-
-    def start(self, total_bytes: int, total_files: int) -> None: ...
-
-    def advance(self, nbytes: int) -> None: ...
-
-    def current(self, path: str) -> None: ...
-
-    def finish(self) -> None: ...
 
 
 @dataclass

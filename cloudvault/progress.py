@@ -1,0 +1,15 @@
+"""What long operations report as they go; the CLI shows it on a terminal, the library default stays silent."""
+
+from __future__ import annotations
+
+
+class Progress:
+    """No-op base: start(total bytes, total items), advance(bytes), current(name), finish()."""
+
+    def start(self, total_bytes: int, total_files: int) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
+
+    def current(self, path: str) -> None: ...
+
+    def finish(self) -> None: ...
