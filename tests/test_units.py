@@ -196,3 +196,15 @@ def test_parallel_stream_gives_the_same_bytes_and_frames_and_stops_early(tmp_pat
         started = time.monotonic()
         stream.close()  # the reader gives up after 10 bytes: threads end promptly
     assert time.monotonic() - started < 2
+
+
+def test_multi_frame_guess_from_the_first_bytes():
+    from cloudvault.archive.zstdframes import looks_multi_frame
+
+    small = zstandard.ZstdCompressor().compress(b"x" * 1000)  # content size recorded: 1000
+    assert looks_multi_frame(small + small * 50, len(small) * 51)
+    cobj = zstandard.ZstdCompressor().compressobj()
+    streamed = cobj.compress(b"x" * 1000) + cobj.flush()  # streamed: no content size recorded
+    assert len(streamed) > 6 and not looks_multi_frame(streamed, 10**9)
+    assert looks_multi_frame(b"\x50\x2a\x4d\x18" + bytes(8), 100)  # pzstd's leading skippable frame
+    assert not looks_multi_frame(b"not zstd at all", 100)

@@ -45,6 +45,28 @@ def frame_header_size(descriptor: int) -> int:
     return 4 + 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag] + fcs_size
 
 
+def looks_multi_frame(head: bytes, file_size: int) -> bool:
+    """From a file's first bytes: likely many frames (pzstd's leading skippable frame, or a first frame whose
+    recorded content size is small against the file), so worth decoding frames in parallel."""
+    if len(head) < 6:
+        return False
+    (magic,) = struct.unpack_from("<I", head)
+    if SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
+        return True
+    if magic != ZSTD_MAGIC:
+        return False
+    descriptor = head[4]
+    fcs_flag, single = descriptor >> 6, (descriptor >> 5) & 1
+    size = (0, 2, 4, 8)[fcs_flag] or (1 if single else 0)
+    if size == 0:
+        return False
+    start = 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]
+    if len(head) < start + size:
+        return False
+    content = int.from_bytes(head[start : start + size], "little") + (256 if size == 2 else 0)
+    return content <= 64 << 20 and file_size > 2 * (content // 8 + 1)
+
+
 def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
     """The frame whose decompressed bytes hold raw_offset (binary search over the frame table)."""
     lo, hi = 0, len(frames) - 1

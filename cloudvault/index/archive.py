@@ -13,7 +13,12 @@ import blake3
 
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
-from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError
+from cloudvault.archive.zstdframes import (
+    ParallelFrameStream,
+    ThreadedFrameStream,
+    ZstdFormatError,
+    looks_multi_frame,
+)
 from cloudvault.catalog.write import SHARD_INSERT
 from cloudvault.hashing import BackgroundHasher
 from cloudvault.index.secrets import SecretScanner
@@ -123,7 +128,7 @@ def scan_archive(
             on_bytes(len(chunk))
 
     batch: list[tuple] = []
-    if opener is not None:
+    if opener is not None and _many_frames(fh):
         stream = ParallelFrameStream(fh, opener, on_compressed=on_compressed, on_raw=on_raw)
     else:
         stream = ThreadedFrameStream(fh, on_compressed=on_compressed, on_raw=on_raw)
@@ -146,6 +151,13 @@ def scan_archive(
     scan.raw_size = stream.pos
     scan.blake3 = archive_hash.hexdigest()
     return scan
+
+
+def _many_frames(fh: BinaryIO) -> bool:
+    head = fh.read(32)
+    size = fh.seek(0, 2)
+    fh.seek(0)
+    return looks_multi_frame(head, size)
 
 
 def _resolve_hardlinks(shard: sqlite3.Connection) -> None:
