@@ -137,3 +137,58 @@ def test_ssh_mirror_through_a_real_sshd(tmp_path, vault, sshd, counted_reads):
     assert counted_reads["bytes"] < archive.stat().st_size / 2
     again = json.loads(vault("--catalog", db, "index", "--json", url).out)
     assert again["files_read"] == 0 and again["files_unchanged"] == 2
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    """A local S3-compatible server (moto), reached through s3fs with fsspec's environment configuration."""
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("s3fs")
+        pytest.importorskip("boto3")
+    require("moto_server")
+    import boto3
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("moto_server did not start")
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+    }.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    # fsspec reads FSSPEC_* variables when it is imported, as a user's `vault` process does; this one is running
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="lab-backup")
+    yield boto3.client("s3", endpoint_url=endpoint)
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.integration
+def test_s3_mirror_through_a_local_s3_server(tmp_path, vault, s3_server, counted_reads):
+    archive, src = _multiframe_archive(tmp_path)
+    s3_server.upload_file(str(archive), "lab-backup", "Marvell_cloud/018_x/data/a.tar.zst")
+    s3_server.put_object(Bucket="lab-backup", Key="Marvell_cloud/018_x/ENVIRONMENT.md", Body=b"# s3 copy\n")
+    url = "s3://lab-backup/Marvell_cloud"
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", "--json", url)
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["members_indexed"] >= 8
+    counted_reads["bytes"] = 0
+    out = tmp_path / "out"
+    assert vault("--catalog", db, "extract", "018", "dumps/last.json", "-o", str(out)).code == 0
+    assert (out / "last.json").read_text() == '{"end": true}\n'
+    assert counted_reads["bytes"] < archive.stat().st_size / 3
+    again = json.loads(vault("--catalog", db, "index", "--json", url).out)
+    assert again["files_read"] == 0
