@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def sshd(tmp_path):
     if sshd_bin is None:
         require("sshd")
     require("ssh-keygen")
-    pytest.importorskip("paramiko") if os.environ.get("CI") != "true" else __import__("paramiko")
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("paramiko")
     conf = tmp_path / "sshd"
     conf.mkdir()
     home_ssh = Path(os.environ["HOME"]) / ".ssh"
@@ -144,13 +146,14 @@ def s3_server(monkeypatch):
     """A local S3-compatible server (moto), reached through s3fs with fsspec's environment configuration."""
     if os.environ.get("CI") != "true":
         pytest.importorskip("s3fs")
-        pytest.importorskip("boto3")
-    require("moto_server")
+        pytest.importorskip("moto.server")
     import boto3
 
     port = _free_port()
     proc = subprocess.Popen(
-        ["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(200):
