@@ -26,3 +26,12 @@ def catalog_path(explicit: str | os.PathLike | None = None) -> Path:
 def cache_dir(catalog: Path) -> Path:
     """Seekable copies and other derived data sit beside the catalog, never in the mirror."""
     return catalog.with_name(catalog.name + ".cache")
+
+
+def seekable_copy_path(cache: Path, archive_blake3: str) -> Path:
+    """Where vault optimize keeps the seekable copy of an archive: named by the archive's BLAKE3."""
+    return cache / "seekable" / f"{archive_blake3}.tar.zst"
+
+
+def tmp_copy_path(final: Path) -> Path:
+    return final.with_name(f".{final.name}.{os.getpid()}.tmp")

@@ -14,23 +14,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 import blake3
-import zstandard
 
 from cloudvault.archive.paths import unsafe_reason
-from cloudvault.archive.zstdframes import MAX_WINDOW, frame_for_offset
+from cloudvault.archive.reader import ArchiveReader
+from cloudvault.catalog.sources import archive_source
 from cloudvault.errors import (
     AmbiguousMember,
     DestinationExists,
     HashMismatch,
-    IntegrityError,
     MemberNotFound,
     NoSpace,
-    StaleArchive,
     UnsafeMember,
     UsageError,
 )
 from cloudvault.mirrorfs import open_mirror
-from cloudvault.models import Frame
 from cloudvault.progress import Progress
 
 CHUNK = 1 << 20
@@ -159,91 +156,6 @@ def _closest(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
-def archive_source(conn: sqlite3.Connection, file_id: int) -> tuple[Callable[[], BinaryIO], list[Frame]]:
-    """How to open the archive to read members from, and its frame table: the seekable copy if there is one,
-    else the original. The original must be as indexed (size, mtime), or the catalog's offsets are not trusted."""
-    row = conn.execute(
-        "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root FROM archives a "
-        "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id WHERE f.id = ?",
-        (file_id,),
-    ).fetchone()
-    archive_id, size, mtime, status, path, raw, entry, root = row
-    if status != "ok":
-        raise IntegrityError(detail=f"{path} was flagged {status} when indexed; its members cannot be trusted")
-    mirror = open_mirror(root)
-    now = mirror.stat(path, raw)
-    if now is not None and now != (size, mtime):
-        what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
-        raise StaleArchive(path=path, what=what, entry=entry)
-    copy = conn.execute("SELECT path, comp_size FROM seekable WHERE archive_id = ?", (archive_id,)).fetchone()
-    if copy and os.path.exists(copy[0]) and os.path.getsize(copy[0]) == copy[1]:
-        return partial(open, copy[0], "rb"), _frame_rows(conn, "seekable_frames", archive_id)
-    if now is None:
-        raise IntegrityError(detail=f"{path} is gone from the mirror and has no seekable copy")
-    return partial(mirror.open, path, raw), _frame_rows(conn, "frames", archive_id)
-
-
-def _frame_rows(conn: sqlite3.Connection, table: str, archive_id: int) -> list[Frame]:
-    sql = f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {table} WHERE archive_id = ? ORDER BY idx"
-    return [Frame(*r) for r in conn.execute(sql, (archive_id,))]
-
-
-class ArchiveReader:
-    """Forward reads of one archive's decompressed stream, entered at the frame (from the catalog's frame table)
-    that holds the first byte wanted, and moving on to a later frame when that is cheaper than reading on.
-
-    The frame table is already known, so this needs no frame walking: zstd's own stream reader decodes, and
-    the bytes before a member are decoded into one reused buffer.
-    """
-
-    def __init__(self, opener: Callable[[], BinaryIO], frames: list[Frame], report: ExtractReport) -> None:
-        self._fh = opener()
-        self._frames = frames
-        self._reader = None
-        self._pos = 0
-        self._report = report
-        self._scratch = bytearray(CHUNK)
-
-    def _enter(self, frame: Frame) -> None:
-        self._fh.seek(frame.comp_offset)
-        dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-        self._reader = dctx.stream_reader(self._fh, read_size=CHUNK, read_across_frames=True, closefd=False)
-        self._pos = frame.raw_offset
-
-    def chunks(self, offset: int, size: int) -> Iterator[bytes]:
-        frame = frame_for_offset(self._frames, offset)
-        if self._reader is None or offset < self._pos or frame.raw_offset > self._pos:
-            self._enter(frame)
-        end_frame = frame_for_offset(self._frames, max(offset, offset + size - 1))
-        self._report.frames_read += self._frames.index(end_frame) - self._frames.index(frame) + 1
-        try:
-            yield from self._read(offset, size)
-        except zstandard.ZstdError as exc:
-            raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
-
-    def _read(self, offset: int, size: int) -> Iterator[bytes]:
-        view = memoryview(self._scratch)
-        while self._pos < offset:
-            got = self._reader.readinto(view[: min(CHUNK, offset - self._pos)])
-            if not got:
-                raise IntegrityError(detail="archive ends before the member starts")
-            self._pos += got
-            self._report.bytes_decompressed += got
-        left = size
-        while left:
-            data = self._reader.read(min(CHUNK, left))
-            if not data:
-                raise IntegrityError(detail=f"archive ends {left} bytes before the member's end")
-            left -= len(data)
-            self._pos += len(data)
-            self._report.bytes_decompressed += len(data)
-            self._report.progress.advance(len(data))
-            yield data
-
-    def close(self) -> None:
-        self._fh.close()
-
-
 # -- writing ---------------------------------------------------------------------------------------------------
 def _destination(target: Target, dest: Path, keep_path: bool) -> Path:
     reason = unsafe_reason(target.path, target.type, target.link_target if target.type == "hardlink" else None)
@@ -335,6 +247,8 @@ def extract(
     finally:
         for reader in readers.values():
             reader.close()
+            report.frames_read += reader.frames_read
+            report.bytes_decompressed += reader.bytes_decompressed
         report.progress.finish()
     return report
 
@@ -353,7 +267,7 @@ def _data_source(conn, mirror_id, entry_id, target: Target, readers, by_path, re
     reader = readers.get(target.archive)
     if reader is None:
         source, frames = archive_source(conn, target.file_id)
-        reader = readers[target.archive] = ArchiveReader(source, frames, report)
+        reader = readers[target.archive] = ArchiveReader(source, frames, report.progress.advance)
     return target, reader.chunks(target.data_offset, target.size)
 
 

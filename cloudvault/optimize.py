@@ -10,67 +10,19 @@ import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
-import zstandard
-
+from cloudvault.archive.seekable import SeekableWriter, needs_copy
 from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.query import entry_filter
+from cloudvault.catalog.write import record_copy
+from cloudvault.config import seekable_copy_path, tmp_copy_path
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
-
-FRAME_RAW = 4 << 20
-LEVEL = 3
-
-
-class SeekableWriter:
-    """Raw bytes in, independent zstd frames of FRAME_RAW decompressed bytes out (each with its checksum)."""
-
-    def __init__(self, fh, frame_raw: int = FRAME_RAW, level: int = LEVEL) -> None:
-        self._fh = fh
-        self._frame_raw = frame_raw
-        self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
-        self._buf = bytearray()
-        self._comp = 0
-        self._raw = 0
-        self.frames: list[Frame] = []
-
-    def write(self, data: bytes) -> None:
-        self._buf += data
-        while len(self._buf) >= self._frame_raw:
-            self._emit(bytes(self._buf[: self._frame_raw]))
-            del self._buf[: self._frame_raw]
-
-    def _emit(self, raw: bytes) -> None:
-        comp = self._cctx.compress(raw)
-        self._fh.write(comp)
-        self.frames.append(Frame(self._comp, len(comp), self._raw, len(raw)))
-        self._comp += len(comp)
-        self._raw += len(raw)
-
-    def close(self) -> list[Frame]:
-        if self._buf:
-            self._emit(bytes(self._buf))
-            self._buf.clear()
-        return self.frames
-
-
-def needs_copy(frames: list[Frame]) -> bool:
-    """Worth a copy: some frame holds far more than one seekable frame would (e.g. `zstd -T0`'s single frame)."""
-    return bool(frames) and max(f.raw_size for f in frames) > 2 * FRAME_RAW
-
-
-def copy_path(cache: Path, archive_blake3: str) -> Path:
-    return cache / "seekable" / f"{archive_blake3}.tar.zst"
-
-
-def tmp_copy_path(final: Path) -> Path:
-    return final.with_name(f".{final.name}.{os.getpid()}.tmp")
 
 
 def write_copy(opener: Callable[[], BinaryIO], tmp: Path, on_bytes: Callable[[int], None] | None = None) -> list[Frame]:
@@ -85,28 +37,6 @@ def write_copy(opener: Callable[[], BinaryIO], tmp: Path, on_bytes: Callable[[in
         out.flush()
         os.fsync(out.fileno())
     return frames
-
-
-def record_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
-    """Rename the copy into place and record it with its frame table, in one transaction."""
-    with transaction(conn):
-        insert_copy(conn, archive_id, tmp, final, frames)
-
-
-def insert_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
-    """The copy's rows, inside the caller's transaction; the file is renamed into place last."""
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    conn.execute("DELETE FROM seekable WHERE archive_id = ?", (archive_id,))
-    conn.execute(
-        "INSERT INTO seekable(archive_id, path, comp_size, frame_count, created_at) VALUES (?,?,?,?,?)",
-        (archive_id, str(final), tmp.stat().st_size, len(frames), now),
-    )
-    conn.executemany(
-        "INSERT INTO seekable_frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) "
-        "VALUES (?,?,?,?,?,?)",
-        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(frames)],
-    )
-    os.replace(tmp, final)
 
 
 @dataclass
@@ -178,7 +108,7 @@ def optimize(
             raise StaleArchive(path=path, what="changed or gone since indexing", entry=entry)
         if on_archive:
             on_archive(path)
-        final = copy_path(cache, digest)
+        final = seekable_copy_path(cache, digest)
         tmp = tmp_copy_path(final)
         try:
             frames = write_copy(partial(mirror.open, path, raw), tmp)

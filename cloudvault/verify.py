@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass, field
 
 import blake3
 
+from cloudvault.archive.reader import ArchiveReader
 from cloudvault.archive.zstdframes import ZstdFormatError
 from cloudvault.catalog.query import entry_filter
+from cloudvault.catalog.sources import archive_source
 from cloudvault.errors import IntegrityError
-from cloudvault.extract import ArchiveReader, ExtractReport, archive_source
 from cloudvault.index.archive import scan_archive
 from cloudvault.mirrorfs import open_mirror
 
@@ -153,4 +154,4 @@ def _open_reader(conn: sqlite3.Connection, file_id: int, report: VerifyReport) -
         source, frames = archive_source(conn, file_id)
     except (OSError, IntegrityError):
         return None
-    return ArchiveReader(source, frames, ExtractReport())
+    return ArchiveReader(source, frames)

@@ -81,6 +81,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for_port(port: int, proc: subprocess.Popen, name: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    proc.kill()
+    err = proc.stderr.read().decode()[-500:] if proc.stderr else ""
+    pytest.fail(f"{name} did not start on port {port}: {err}")
+
+
 @pytest.fixture
 def sshd(tmp_path):
     """A real sshd on 127.0.0.1 accepting this user's fresh key (written to the test's temp HOME)."""
@@ -106,14 +118,7 @@ def sshd(tmp_path):
     )
     Path("/run/sshd").mkdir(exist_ok=True)
     proc = subprocess.Popen([sshd_bin, "-D", "-e", "-f", str(conf / "sshd_config")], stderr=subprocess.PIPE)
-    for _ in range(100):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail(f"sshd did not start: {proc.stderr.read().decode()[-500:]}")
+    _wait_for_port(port, proc, "sshd")
     yield port
     proc.terminate()
     proc.wait(timeout=10)
@@ -156,14 +161,7 @@ def s3_server(monkeypatch):
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("moto_server did not start")
+    _wait_for_port(port, proc, "moto server")
     for key, value in {
         "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
         "FSSPEC_S3_ENDPOINT_URL": endpoint,

@@ -1,11 +1,16 @@
-"""Writes to the catalog: mirrors, entries, files, archives with their members, flags. Callers own transactions."""
+"""Writes to the catalog: mirrors, entries, files, archives with their members, flags, seekable copies.
+
+Callers own transactions, except record_copy, which is one."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 
+from cloudvault.catalog.db import transaction
 from cloudvault.models import Entry, FileStat, Flag, Frame
 
 MEMBER_COLUMNS = (
@@ -131,3 +136,25 @@ def insert_archive(
 
 def set_list_status(conn: sqlite3.Connection, archive_id: int, status: str | None) -> None:
     conn.execute("UPDATE archives SET list_status = ? WHERE id = ?", (status, archive_id))
+
+
+def record_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
+    """Rename the copy into place and record it with its frame table, in one transaction."""
+    with transaction(conn):
+        insert_copy(conn, archive_id, tmp, final, frames)
+
+
+def insert_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
+    """The copy's rows, inside the caller's transaction; the file is renamed into place last."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    conn.execute("DELETE FROM seekable WHERE archive_id = ?", (archive_id,))
+    conn.execute(
+        "INSERT INTO seekable(archive_id, path, comp_size, frame_count, created_at) VALUES (?,?,?,?,?)",
+        (archive_id, str(final), tmp.stat().st_size, len(frames), now),
+    )
+    conn.executemany(
+        "INSERT INTO seekable_frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) "
+        "VALUES (?,?,?,?,?,?)",
+        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(frames)],
+    )
+    os.replace(tmp, final)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import blake3
 
+from cloudvault.archive.seekable import SeekableWriter, needs_copy
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
+from cloudvault.config import seekable_copy_path
 from cloudvault.hashing import CHUNK
 from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive, worth_scanning
 from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_manifest
@@ -25,7 +27,6 @@ from cloudvault.index.secrets import SecretScanner, compile_rules, redact
 from cloudvault.index.walk import entry_of
 from cloudvault.mirrorfs import LocalMirror, WalkProblem, is_url, open_mirror, require_mirror
 from cloudvault.models import Entry, FileStat, Flag
-from cloudvault.optimize import SeekableWriter, copy_path, insert_copy, needs_copy
 from cloudvault.progress import Progress
 
 DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
@@ -403,8 +404,8 @@ def _commit_archive(ctx: _MirrorContext, st: FileStat, scan: ArchiveScan, shard:
                 )
             write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
             if scan.copy_tmp and have_shard:
-                final = copy_path(ctx.copy_cache, scan.blake3)
-                insert_copy(ctx.conn, archive_id, Path(scan.copy_tmp), final, scan.copy_frames)
+                final = seekable_copy_path(ctx.copy_cache, scan.blake3)
+                write.insert_copy(ctx.conn, archive_id, Path(scan.copy_tmp), final, scan.copy_frames)
     finally:
         if scan.copy_tmp:
             Path(scan.copy_tmp).unlink(missing_ok=True)
