@@ -28,9 +28,14 @@ def cache_dir(catalog: Path) -> Path:
     return catalog.with_name(catalog.name + ".cache")
 
 
+def seekable_dir(cache: Path) -> Path:
+    """The folder of seekable copies inside a cache."""
+    return cache / "seekable"
+
+
 def seekable_copy_path(cache: Path, archive_blake3: str) -> Path:
     """Where vault optimize keeps the seekable copy of an archive: named by the archive's BLAKE3."""
-    return cache / "seekable" / f"{archive_blake3}.tar.zst"
+    return seekable_dir(cache) / f"{archive_blake3}.tar.zst"
 
 
 def tmp_copy_path(final: Path) -> Path:

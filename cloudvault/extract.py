@@ -17,6 +17,7 @@ import blake3
 
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.reader import ArchiveReader
+from cloudvault.catalog.query import like_escape
 from cloudvault.catalog.sources import archive_source
 from cloudvault.errors import (
     AmbiguousMember,
@@ -83,34 +84,33 @@ def find_targets(
     if ".tar.zst/" in query and archive is None:
         archive_part, _, query = query.partition(".tar.zst/")
         archive = archive_part.rsplit("/", 1)[-1] + ".tar.zst"
-    root = _mirror_root(conn, mirror_id)
     prefix = f"{entry_id}/" if entry_id else ""
     sql, args = MEMBER_SQL, [mirror_id, entry_id]
     if archive:
         sql += " AND (f.path LIKE ? ESCAPE '\\' OR f.path = ?)"
-        args += [f"%/{_like_escape(archive)}%", prefix + archive]
+        args += [f"%/{like_escape(archive)}%", prefix + archive]
     query = query.strip("/")
     members = [r for r in conn.execute(sql + " AND mb.path = ?", [*args, query]) if r[1] != "dir"]
     files = [] if archive else _plain(conn, mirror_id, entry_id, "f.path = ?", [prefix + query])
     if members or files:
-        candidates = [_member(root, r) for r in members] + files
+        candidates = [_member(r) for r in members] + files
         if len(candidates) > 1:
             raise AmbiguousMember(path=query, entry=entry_id, count=len(candidates), candidates=_names(candidates))
         return candidates
     if any(c in query for c in "*?["):
         glob = conn.execute(sql + " AND mb.path GLOB ? ORDER BY f.path, mb.data_offset", [*args, query]).fetchall()
-        return [_member(root, r) for r in glob] + (
+        return [_member(r) for r in glob] + (
             [] if archive else _plain(conn, mirror_id, entry_id, "f.path GLOB ?", [prefix + query])
         )
     under = conn.execute(
-        sql + " AND mb.path LIKE ? ESCAPE '\\' ORDER BY f.path, mb.data_offset", [*args, _like_escape(query) + "/%"]
+        sql + " AND mb.path LIKE ? ESCAPE '\\' ORDER BY f.path, mb.data_offset", [*args, like_escape(query) + "/%"]
     ).fetchall()
     if under:
-        return [_member(root, r) for r in under]
-    suffix = conn.execute(sql + " AND mb.path LIKE ? ESCAPE '\\'", [*args, "%/" + _like_escape(query)]).fetchall()
-    candidates = [_member(root, r) for r in suffix]
+        return [_member(r) for r in under]
+    suffix = conn.execute(sql + " AND mb.path LIKE ? ESCAPE '\\'", [*args, "%/" + like_escape(query)]).fetchall()
+    candidates = [_member(r) for r in suffix]
     if not archive:
-        candidates += _plain(conn, mirror_id, entry_id, "f.path LIKE ? ESCAPE '\\'", ["%/" + _like_escape(query)])
+        candidates += _plain(conn, mirror_id, entry_id, "f.path LIKE ? ESCAPE '\\'", ["%/" + like_escape(query)])
     if len(candidates) == 1:
         return candidates
     if candidates:
@@ -118,11 +118,7 @@ def find_targets(
     raise MemberNotFound(path=query, entry=entry_id, hint=_closest(conn, mirror_id, entry_id, query))
 
 
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _member(root: str, row: tuple) -> Target:
+def _member(row: tuple) -> Target:
     path, mtype, size, mode, mtime, digest, link, archive, offset, file_id = row
     return Target(path, mtype, size, mode, mtime, digest, link, archive, archive, offset, file_id)
 
@@ -155,7 +151,6 @@ def _closest(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str
     return f"; closest: {', '.join(by_name[c] for c in close)}" if close else ""
 
 
-# -- reading ---------------------------------------------------------------------------------------------------
 # -- writing ---------------------------------------------------------------------------------------------------
 def _destination(target: Target, dest: Path, keep_path: bool) -> Path:
     reason = unsafe_reason(target.path, target.type, target.link_target if target.type == "hardlink" else None)

@@ -5,23 +5,11 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterable
 
 import blake3
 
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
-
-
-def new_hasher() -> blake3.blake3:
-    return blake3.blake3()
-
-
-def hash_chunks(chunks: Iterable[bytes]) -> str:
-    h = blake3.blake3()
-    for chunk in chunks:
-        h.update(chunk)
-    return h.hexdigest()
 
 
 def hash_file(path: str | bytes | os.PathLike) -> str:
@@ -31,10 +19,15 @@ def hash_file(path: str | bytes | os.PathLike) -> str:
         h = blake3.blake3(max_threads=blake3.blake3.AUTO)
         h.update_mmap(os.fsdecode(path))
         return h.hexdigest()
-    h = blake3.blake3()
     with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
+        return hash_stream(fh)
+
+
+def hash_stream(fh) -> str:
+    """BLAKE3 of what is left to read in a binary file object, read in CHUNK pieces."""
+    h = blake3.blake3()
+    while chunk := fh.read(CHUNK):
+        h.update(chunk)
     return h.hexdigest()
 
 

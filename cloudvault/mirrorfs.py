@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from cloudvault.errors import MirrorNotFound
-from cloudvault.hashing import CHUNK, hash_file
+from cloudvault.hashing import hash_file, hash_stream
 from cloudvault.models import FileStat
 
 REMOTE_BLOCK = 1 << 20  # ranged reads of this size; a frame costs about its own compressed size
@@ -113,13 +113,8 @@ class FsspecMirror:
         return info["size"], _mtime_ns(info)
 
     def hash(self, path: str, raw: bytes | None = None) -> str:
-        import blake3
-
-        h = blake3.blake3()
         with self.open(path) as fh:
-            while chunk := fh.read(CHUNK):
-                h.update(chunk)
-        return h.hexdigest()
+            return hash_stream(fh)
 
 
 def _mtime_ns(info: dict) -> int:

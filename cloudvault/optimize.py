@@ -19,7 +19,7 @@ from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.query import entry_filter
 from cloudvault.catalog.write import record_copy
-from cloudvault.config import seekable_copy_path, tmp_copy_path
+from cloudvault.config import seekable_copy_path, seekable_dir, tmp_copy_path
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
@@ -76,7 +76,7 @@ def remove_orphans(conn: sqlite3.Connection, cache: Path) -> int:
     """Copies on disk that no catalog row names any more (their archive was re-indexed or deleted)."""
     known = {row[0] for row in conn.execute("SELECT path FROM seekable")}
     removed = 0
-    for path in (cache / "seekable").glob("*.tar.zst"):
+    for path in seekable_dir(cache).glob("*.tar.zst"):
         if str(path) not in known:
             path.unlink()
             removed += 1

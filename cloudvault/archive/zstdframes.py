@@ -296,12 +296,6 @@ class FrameStream:
             have += len(more)
         return b"".join(parts)
 
-    def read_exact(self, n: int) -> bytes:
-        data = self.read(n)
-        if len(data) < n:
-            raise EOFError(f"stream ended {n - len(data)} bytes early at offset {self.pos}")
-        return data
-
     def skip(self, n: int) -> int:
         """Decode and discard n bytes (into one reused buffer); return how many were there."""
         if self._scratch is None:

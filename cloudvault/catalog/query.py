@@ -58,8 +58,13 @@ def snippet(body: str, terms: list[str], width: int = 50) -> str:
     return ("…" if start else "") + text + ("…" if end < len(body) else "")
 
 
+def like_escape(text: str) -> str:
+    """text matched literally inside a LIKE pattern written with ESCAPE '\\'."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _like_clause(column: str, terms: list[str]) -> tuple[str, list[str]]:
-    escaped = [t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") for t in terms]
+    escaped = [like_escape(t) for t in terms]
     return " AND ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in terms), [f"%{t}%" for t in escaped]
 
 
@@ -71,7 +76,7 @@ def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
     extra, args = ("m.name = ? AND ", [mirror]) if mirror else ("", [])
     rows = conn.execute(sql + extra + "e.entry_id = ? AND e.entry_id != ''", [*args, name]).fetchall()
     if not rows:
-        pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = like_escape(name) + "%"
         rows = conn.execute(
             sql + extra + "e.entry_id LIKE ? ESCAPE '\\' AND e.entry_id != '' ORDER BY e.entry_id", [*args, pattern]
         ).fetchall()

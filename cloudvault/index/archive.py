@@ -69,7 +69,6 @@ class ArchiveScan:
     frames: list[Frame] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     flag_counts: dict[str, int] = field(default_factory=dict)
-    member_paths_sample: list[str] = field(default_factory=list)
     copy_tmp: str | None = None  # a seekable copy written in the same pass (vault index --optimize)
     copy_frames: list[Frame] = field(default_factory=list)
 
@@ -189,8 +188,6 @@ def _member_row(header: TarHeader, data, pattern, scan: ArchiveScan) -> tuple:
         link = member_path(header.linkname)[0]  # hardlinks name another member: same form as paths
     digest, hits = _hash_member(data, header, pattern) if header.type in ("file", "sparse", "other") else (None, [])
     scan.member_count += 1
-    if len(scan.member_paths_sample) < 5:
-        scan.member_paths_sample.append(path)
     reason = unsafe_reason(path, header.type, link)
     if reason:
         scan.flag("unsafe_member", reason, path)

@@ -28,11 +28,6 @@ def parse_listing(data: bytes) -> list[str]:
     return paths
 
 
-def read_listing(path: bytes) -> list[str]:
-    with open(path, "rb") as fh:
-        return parse_listing(fh.read())
-
-
 def compare_listing(listed: list[str], members: list[str]) -> tuple[list[str], list[str]]:
     """(listed but not in the archive, in the archive but not listed), each sorted."""
     a, b = set(listed), {normalize(m) for m in members}

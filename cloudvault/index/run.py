@@ -17,7 +17,7 @@ import blake3
 from cloudvault.archive.seekable import SeekableWriter, needs_copy
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
-from cloudvault.config import seekable_copy_path
+from cloudvault.config import seekable_copy_path, seekable_dir
 from cloudvault.hashing import CHUNK
 from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive, worth_scanning
 from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_manifest
@@ -149,10 +149,10 @@ def _index_one(
         write.delete_files(conn, mirror_id, plan.deleted)
         write.upsert_entries(conn, mirror_id, _entries(mroot, walked))
         conn.execute("DELETE FROM flags WHERE mirror_id = ? AND kind = 'walk_error'", (mirror_id,))
-        flags = [Flag("walk_error", f"{p.path}: {p.detail}") for p in problems]
-        for flag in flags:
-            write.insert_flags(conn, mirror_id, entry_of(flag.detail.split(":")[0]), None, [flag])
-        report.count(flags)
+        for problem in problems:
+            flag = Flag("walk_error", f"{problem.path}: {problem.detail}")
+            write.insert_flags(conn, mirror_id, entry_for(problem.path, definition), None, [flag])
+            report.count([flag])
     pattern = compile_rules(definition.secrets)
     to_read = plan.to_read
     progress.start(sum(st.size for st in to_read), len(to_read))
@@ -184,8 +184,9 @@ class _MirrorContext:
     def copy_tmp(self, i: int) -> str | None:
         if self.copy_cache is None:
             return None
-        (self.copy_cache / "seekable").mkdir(parents=True, exist_ok=True)
-        return str(self.copy_cache / "seekable" / f".indexing-{os.getpid()}-{i}.tmp")
+        folder = seekable_dir(self.copy_cache)
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / f".indexing-{os.getpid()}-{i}.tmp")
 
 
 def _entries(mroot: MirrorRoot, walked: list[FileStat]) -> list[tuple[Entry, bool]]:
@@ -219,22 +220,23 @@ def _read_plain(ctx: _MirrorContext, st: FileStat) -> tuple[str | None, list[Fla
         digest = ctx.mirror.hash(st.path, st.raw_path)
         ctx.progress.advance(st.size)
         return digest, [], None
-    h, scanner, head = blake3.blake3(), None, b""
+    h, scanner, first = blake3.blake3(), None, True
+    doc_parts: list[bytes] | None = [] if _is_doc(st.path, st.size) else None  # docs are small (≤ MAX_DOC)
     with ctx.mirror.open(st.path, st.raw_path) as fh:
         while chunk := fh.read(CHUNK):
-            if not head:
-                head = chunk
-                if worth_scanning(st.path.encode(), st.size, chunk):
-                    scanner = SecretScanner(ctx.pattern)
+            if first and worth_scanning(st.path.encode(), st.size, chunk):
+                scanner = SecretScanner(ctx.pattern)
+            first = False
             h.update(chunk)
             if scanner:
                 scanner.feed(chunk)
+            if doc_parts is not None:
+                doc_parts.append(chunk)
             ctx.progress.advance(len(chunk))
     flags = [Flag("secret", hit.describe()) for hit in (scanner.hits if scanner else [])]
     doc = None
-    if _is_doc(st.path, st.size) and scanner is not None:
-        with ctx.mirror.open(st.path, st.raw_path) as fh:
-            doc = redact(fh.read().decode("utf-8", "replace"), ctx.pattern)
+    if doc_parts is not None and scanner is not None:  # a text doc: stored with its secrets redacted
+        doc = redact(b"".join(doc_parts).decode("utf-8", "replace"), ctx.pattern)
     return h.hexdigest(), flags, doc
 
 
@@ -324,14 +326,15 @@ def _pool_task(source: tuple, shard_path: str, rules_pattern: bytes, copy_tmp: s
     return scan_to_shard(source, shard_path, rules_pattern, _count_bytes, copy_tmp)
 
 
-def default_workers(n_archives: int, remote: bool = False) -> int:
-    """2 processes when there are several archives; 1 for remote mirrors (a forked connection is not safe)."""
-    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 and not remote else 1
+def default_workers(n_archives: int) -> int:
+    """2 processes when there are several archives and cores for them."""
+    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 else 1
 
 
 def _read_archives(ctx: _MirrorContext, archives: list[FileStat], workers: int | None) -> None:
     if not archives:
         return
+    # a remote mirror's connection cannot be shared by forked processes: one process reads it
     workers = 1 if ctx.mirror.remote else (workers or default_workers(len(archives)))
     catalog = Path(ctx.conn.execute("PRAGMA database_list").fetchone()[2])
     prefix = f".{catalog.name}.shards-"
