@@ -88,10 +88,13 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
     return text, (name if raw is not None or norm != name else None)
 
 
+_TEXT_SUFFIXES = tuple(s.encode() for s in TEXT_SUFFIXES)
+
+
 def worth_scanning(name: bytes, size: int, first: bytes) -> bool:
     """A text file of a kind that holds credentials: by name (or no suffix at all), size, and no NUL up front."""
     base = name.rsplit(b"/", 1)[-1].lower()
-    named = b"." not in base.lstrip(b".") or base.endswith(tuple(s.encode() for s in TEXT_SUFFIXES))
+    named = b"." not in base.lstrip(b".") or base.endswith(_TEXT_SUFFIXES)
     return named and size <= MAX_SCANNED_MEMBER and b"\0" not in first[:TEXT_SNIFF]
 
 
