@@ -37,6 +37,3 @@ def seekable_copy_path(cache: Path, archive_blake3: str) -> Path:
     """Where vault optimize keeps the seekable copy of an archive: named by the archive's BLAKE3."""
     return seekable_dir(cache) / f"{archive_blake3}.tar.zst"
 
-
-def tmp_copy_path(final: Path) -> Path:
-    return final.with_name(f".{final.name}.{os.getpid()}.tmp")

@@ -1,4 +1,8 @@
-"""User-facing errors: each class's docstring is its message template and it carries its exit code."""
+"""User-facing errors: each class's docstring is its message template and it carries its exit code.
+
+The classes are grouped as borg groups them: a group's exit code is inherited by every error in it, so the
+exit-code table (`vault --help`, `EXIT_CODES`) is generated from this module and cannot drift from it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,19 @@ INTEGRITY = 5
 ENVIRONMENT = 6
 REPRO_MISMATCH = 10
 INTERRUPTED = 130
+
+# exit code -> what it means; OK and NOTHING_FOUND are outcomes, the rest are error groups below.
+EXIT_CODES = {
+    OK: "ok",
+    NOTHING_FOUND: "nothing found",
+    USAGE: "usage (bad option, bad recipe, existing destination)",
+    NOT_FOUND: "not found (entry, member, catalog, mirror, recipe)",
+    AMBIGUOUS: "ambiguous (an ID prefix or path names several)",
+    INTEGRITY: "integrity (hash mismatch, damaged or changed archive, unsafe member)",
+    ENVIRONMENT: "environment (busy catalog, no space, missing tool, unreachable mirror or daemon)",
+    REPRO_MISMATCH: "a reproduction did not reproduce",
+    INTERRUPTED: "interrupted (Ctrl-C); what was committed is kept",
+}
 
 
 class VaultError(Exception):
@@ -27,102 +44,126 @@ class VaultError(Exception):
         return (self.__doc__ or "{detail}").strip().format(**self.fields)
 
 
+def exit_code_table() -> str:
+    """One line per exit code, for `vault --help`."""
+    return "\n".join(f"  {code:>3}  {what}" for code, what in EXIT_CODES.items())
+
+
+# -- usage (2) ---------------------------------------------------------------------------------------------------
 class UsageError(VaultError):
     """{detail}"""
 
     exit_code = USAGE
 
 
-class EntryNotFound(VaultError):
+class DestinationExists(UsageError):
+    """{path} exists; pass --force to overwrite it"""
+
+
+class RecipeInvalid(UsageError):
+    """recipe {path}: {detail}"""
+
+
+# -- not found (3) -----------------------------------------------------------------------------------------------
+class NotFound(VaultError):
+    """{detail}"""
+
+    exit_code = NOT_FOUND
+
+
+class EntryNotFound(NotFound):
     """no entry matches {query!r} in the catalog{hint}"""
 
-    exit_code = NOT_FOUND
 
-
-class AmbiguousEntry(VaultError):
-    """{query!r} names {count} entries: {candidates}; give a longer prefix"""
-
-    exit_code = AMBIGUOUS
-
-
-class MemberNotFound(VaultError):
+class MemberNotFound(NotFound):
     """no file or member {path!r} in {entry}{hint}"""
 
-    exit_code = NOT_FOUND
+
+class MirrorNotFound(NotFound):
+    """mirror {root!r} does not exist or is not a directory"""
 
 
-class AmbiguousMember(VaultError):
-    """{path!r} matches {count} paths in {entry}: {candidates}; give more of the path or --archive"""
+class CatalogMissing(NotFound):
+    """no catalog at {path}; run `vault index MIRROR` first (or `vault demo`)"""
+
+
+class RecipeNotFound(NotFound):
+    """no {kind} recipe {name!r}{hint}"""
+
+
+# -- ambiguous (4) -----------------------------------------------------------------------------------------------
+class Ambiguous(VaultError):
+    """{detail}"""
 
     exit_code = AMBIGUOUS
 
 
-class MirrorNotFound(VaultError):
-    """mirror {root!r} does not exist or is not a directory"""
-
-    exit_code = NOT_FOUND
+class AmbiguousEntry(Ambiguous):
+    """{query!r} names {count} entries: {candidates}; give a longer prefix"""
 
 
-class CatalogMissing(VaultError):
-    """no catalog at {path}; run `vault index MIRROR` first (or `vault demo`)"""
-
-    exit_code = NOT_FOUND
+class AmbiguousMember(Ambiguous):
+    """{path!r} matches {count} paths in {entry}: {candidates}; give more of the path or --archive"""
 
 
-class CatalogTooNew(VaultError):
-    """catalog {path} has schema version {found}, newer than this vault ({supported}); upgrade cloudvault"""
-
-    exit_code = ENVIRONMENT
-
-
-class CatalogBusy(VaultError):
-    """another `vault index` (pid {pid}) is writing {path}; wait for it or pass --wait"""
-
-    exit_code = ENVIRONMENT
-
-
-class ToolMissing(VaultError):
-    """{tool} is not installed: {hint}"""
-
-    exit_code = ENVIRONMENT
-
-
+# -- integrity (5) -----------------------------------------------------------------------------------------------
 class IntegrityError(VaultError):
     """{detail}"""
 
     exit_code = INTEGRITY
 
 
-class StaleArchive(VaultError):
+class StaleArchive(IntegrityError):
     """{path} changed since it was indexed ({what}); re-index {entry} with `vault index`"""
 
-    exit_code = INTEGRITY
 
-
-class HashMismatch(VaultError):
+class HashMismatch(IntegrityError):
     """BLAKE3 mismatch for {path}: expected {expected}, got {found}; nothing was written"""
 
-    exit_code = INTEGRITY
 
-
-class UnsafeMember(VaultError):
+class UnsafeMember(IntegrityError):
     """refusing {path!r}: {why}"""
 
-    exit_code = INTEGRITY
+
+class CorruptArchive(IntegrityError):
+    """{path}: {detail}"""
 
 
-class DestinationExists(VaultError):
-    """{path} exists; pass --force to overwrite it"""
-
-    exit_code = USAGE
-
-
-class NoSpace(VaultError):
-    """no space left writing {path}; nothing was left behind"""
+# -- environment (6) ---------------------------------------------------------------------------------------------
+class EnvironmentProblem(VaultError):
+    """{detail}"""
 
     exit_code = ENVIRONMENT
 
 
+class CatalogTooNew(EnvironmentProblem):
+    """catalog {path} has schema version {found}, newer than this vault ({supported}); upgrade cloudvault"""
+
+
+class CatalogBusy(EnvironmentProblem):
+    """another `vault index` (pid {pid}) is writing {path}; wait for it or pass --wait"""
+
+
+class ToolMissing(EnvironmentProblem):
+    """{tool} is not installed: {hint}"""
+
+
+class NoSpace(EnvironmentProblem):
+    """no space left writing {path}; nothing was left behind"""
+
+
+class MirrorUnreachable(EnvironmentProblem):
+    """cannot reach mirror {url}: {detail}"""
+
+
+# -- a reproduction that did not reproduce (10) ------------------------------------------------------------------
+class ReproMismatch(VaultError):
+    """{detail}"""
+
+    exit_code = REPRO_MISMATCH
+
+
+# -- interrupted (130) -------------------------------------------------------------------------------------------
 class Interrupted(VaultError):
     """interrupted; everything committed before is kept, and a re-run continues from there"""
 

@@ -33,6 +33,26 @@ class Flag(namedtuple("Flag", "kind detail member", defaults=(None,))):
     __slots__ = ()
 
 
+class Member(
+    namedtuple(
+        "Member",
+        "mirror_id entry_id path raw_path type size mode mtime blake3 link_target archive file_id data_offset",
+    )
+):
+    """One thing the catalog can hand back as bytes: a member of an archive, or a plain file of the mirror.
+
+    path: the member path (or the plain file's path within its entry); archive: the archive's mirror path, None
+    for a plain file; file_id: the files row that holds the bytes (the archive, or the plain file itself);
+    blake3: of the data (None when the catalog has none: the data cannot be verified).
+    """
+
+    __slots__ = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.archive.rsplit('/', 1)[-1]} :: {self.path}" if self.archive else self.path
+
+
 class Entry(namedtuple("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
     """One top-level directory of a mirror, with its manifest metadata."""
 

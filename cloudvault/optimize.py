@@ -16,10 +16,11 @@ from typing import BinaryIO
 
 from cloudvault.archive.seekable import SeekableWriter, needs_copy
 from cloudvault.archive.zstdframes import FrameStream
+from cloudvault.atomic import temp_name
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.query import entry_filter
 from cloudvault.catalog.write import record_copy
-from cloudvault.config import seekable_copy_path, seekable_dir, tmp_copy_path
+from cloudvault.config import seekable_copy_path, seekable_dir
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
@@ -109,7 +110,7 @@ def optimize(
         if on_archive:
             on_archive(path)
         final = seekable_copy_path(cache, digest)
-        tmp = tmp_copy_path(final)
+        tmp = temp_name(final)
         try:
             frames = write_copy(partial(mirror.open, path, raw), tmp)
             if sum(f.raw_size for f in frames) != sum(f.raw_size for f in _frames_of(conn, archive_id)):

@@ -12,9 +12,9 @@ import blake3
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.archive.zstdframes import ZstdFormatError
 from cloudvault.catalog.query import entry_filter
-from cloudvault.catalog.sources import archive_source
 from cloudvault.errors import IntegrityError
 from cloudvault.index.archive import scan_archive
+from cloudvault.members import archive_source
 from cloudvault.mirrorfs import open_mirror
 
 

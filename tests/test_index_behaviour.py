@@ -172,7 +172,8 @@ def test_unreadable_file_is_flagged_not_fatal():
     import tempfile
 
     from cloudvault.catalog.db import open_catalog
-    from cloudvault.index.run import index_mirrors, resolve_root
+    from cloudvault.index.roots import resolve_root
+    from cloudvault.index.run import index_mirrors
 
     tmp_path = Path(tempfile.mkdtemp(prefix="vault-unreadable-"))  # outside pytest's 0700 tree
     mirror = tmp_path / "m"

@@ -205,3 +205,9 @@ def search(
         seen.update((row[8], row[1]) for row in rows)
     result.cautions = cautions(conn, seen)
     return result
+
+
+def known_mirrors(conn: sqlite3.Connection) -> dict[str, tuple[str, str | None]]:
+    """root -> (name, manifest) of every mirror in the catalog, in the order they were added."""
+    return {root: (name, manifest) for name, root, manifest in
+            conn.execute("SELECT name, root, manifest FROM mirrors ORDER BY id")}  # fmt: skip

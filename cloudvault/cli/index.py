@@ -1,55 +1,64 @@
-"""`vault index`: lock the catalog, index the mirrors, print a summary."""
+"""Walk mirrors: every file and every member of every .tar.zst, into the catalog. Re-runs are incremental.
+
+MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). With none, the catalog's known
+mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,
+corrupt, unreadable, unsafe member paths, listing mismatch). Secrets found are flagged, never stored.
+"""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from cloudvault import config, errors
-from cloudvault.catalog.db import open_catalog, writer_lock
-from cloudvault.cli.fast import QuietParser
-from cloudvault.cli.ui import UI, human_size
-from cloudvault.index.definition import builtin_definition, load_definition
-from cloudvault.index.run import IndexReport, MirrorRoot, index_mirrors, resolve_root
+from cloudvault import errors
 
 
-def _roots(conn, paths: list[str], definition: str | None) -> list[MirrorRoot]:
-    mdef = None
-    if definition:
-        mdef = load_definition(Path(definition)) if definition.endswith(".toml") else builtin_definition(definition)
-        paths = paths or list(mdef.roots)
-    if not paths:
-        paths = [row[0] for row in conn.execute("SELECT root FROM mirrors ORDER BY id")]
-    if not paths:
-        raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
-    known = {
-        root: (name, manifest) for name, root, manifest in conn.execute("SELECT name, root, manifest FROM mirrors")
-    }
-    return [resolve_root(p, mdef, known) for p in paths]
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
-def run_index(
-    catalog: str | None, paths: list[str], definition: str | None, workers: int | None, wait: bool, quiet: bool,
-    as_json: bool, optimize: bool = False,
-) -> int:  # fmt: skip
-    ui = UI(as_json=as_json, quiet=quiet)
-    path = config.catalog_path(catalog)
-    with writer_lock(path, wait=wait):
+positive_int.__name__ = "positive integer"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("mirrors", nargs="*", metavar="MIRROR", help="mirror roots; none: the known ones")
+    parser.add_argument("--mirror", dest="definition", help="a mirror definition TOML or a built-in name")
+    parser.add_argument("--workers", type=positive_int, help="worker processes for archives (default 2 if many)")
+    parser.add_argument("--wait", action="store_true", help="wait for another indexer on this catalog to finish")
+    parser.add_argument("--optimize", action="store_true", help="also write seekable copies, in the same pass")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog, writer_lock
+    from cloudvault.cli.ui import UI
+    from cloudvault.index.roots import roots_to_index
+    from cloudvault.index.run import index_mirrors
+
+    if any(not m.strip() for m in args.mirrors):
+        raise errors.UsageError(detail="an empty mirror path was given")
+    ui = UI(as_json=args.json, quiet=args.quiet)
+    path = config.catalog_path(args.catalog)
+    with writer_lock(path, wait=args.wait):
         conn = open_catalog(path, create=True)
         try:
-            cache = config.cache_dir(path) if optimize else None
-            roots = _roots(conn, paths, definition)
-            report = index_mirrors(conn, roots, workers=workers, progress=ui.progress(), copy_cache=cache)
+            cache = config.cache_dir(path) if args.optimize else None
+            roots = roots_to_index(conn, args.mirrors, args.definition)
+            report = index_mirrors(conn, roots, workers=args.workers, progress=ui.progress(), copy_cache=cache)
         finally:
             conn.close()
-    if as_json:
+    if args.json:
         ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
-    elif not quiet:
+    elif not args.quiet:
         _summary(ui, path, report)
     return errors.INTEGRITY if report.damaged else errors.OK
 
 
-def _summary(ui: UI, catalog: Path, r: IndexReport) -> None:
+def _summary(ui, catalog, r) -> None:
+    from cloudvault.cli.ui import human_size
+
     rate = r.bytes_read / r.seconds if r.seconds else 0
     ui.line(
         f"indexed {', '.join(r.mirrors)} into {catalog}: {r.files_seen} files seen, {r.files_read} read "
@@ -58,19 +67,3 @@ def _summary(ui: UI, catalog: Path, r: IndexReport) -> None:
     )
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = QuietParser(prog="vault index", add_help=False)
-    parser.add_argument("mirrors", nargs="*")
-    parser.add_argument("--mirror", dest="definition")
-    parser.add_argument("--workers", type=int)
-    parser.add_argument("--wait", action="store_true")
-    parser.add_argument("--optimize", action="store_true")
-    parser.add_argument("-q", "--quiet", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    return parser
-
-
-def fast_runner(catalog: str | None, ns: argparse.Namespace):
-    return lambda: run_index(catalog, ns.mirrors, ns.definition, ns.workers, ns.wait, ns.quiet, ns.json, ns.optimize)

@@ -1,50 +1,128 @@
-"""Entry point of `vault`: errors become one line and an exit code; search and extract skip Typer."""
+"""Entry point of `vault`: one argparse grammar for every command; errors become one line and an exit code.
+
+Each command is one module in this package (borg / DVC / pip style): its docstring is its help, `add_arguments`
+defines every option once, `run(args)` calls one library function. Only the module of the command being run is
+imported, so `vault search` starts almost as fast as Python itself.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import signal
 import sys
 
 from cloudvault import errors
 
+# name -> module; the order is the order of `vault --help`.
+COMMANDS = {
+    "index": "cloudvault.cli.index",
+    "search": "cloudvault.cli.search",
+    "show": "cloudvault.cli.show",
+    "ls": "cloudvault.cli.ls",
+    "extract": "cloudvault.cli.extract",
+    "verify": "cloudvault.cli.verify",
+    "optimize": "cloudvault.cli.optimize",
+    "demo": "cloudvault.cli.demo",
+}
+
+DESCRIPTION = "cloudvault: search, extract from, restore and re-run a research group's cloud backup mirror."
+
+
+class VaultParser(argparse.ArgumentParser):
+    """No abbreviated options anywhere; a usage error is one line naming the command's --help, exit 2."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(**kwargs)
+
+    def error(self, message: str):
+        raise errors.UsageError(detail=f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def command_module(name: str):
+    return importlib.import_module(COMMANDS[name])
+
+
+def summary(module) -> str:
+    return (module.__doc__ or "").strip().splitlines()[0]
+
+
+def build_parser(only: str | None = None) -> VaultParser:
+    """The whole grammar; with only, the other commands are named but their modules are not imported."""
+    from cloudvault import __version__
+
+    parser = VaultParser(prog="vault", description=DESCRIPTION, epilog="exit codes:\n" + errors.exit_code_table())
+    parser.add_argument("--catalog", help="catalog file (default: $VAULT_CATALOG, else the XDG data dir)")
+    parser.add_argument("--version", action="version", version=f"vault {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VaultParser)
+    for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
+        module = command_module(name)
+        doc = (module.__doc__ or "").strip()
+        cmd = sub.add_parser(name, help=summary(module).replace("%", "%%"), description=doc, prog=f"vault {name}")
+        module.add_arguments(cmd)
+        cmd.set_defaults(run=module.run)
+    return parser
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The command word in argv (after the global options), if it is a known one."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--catalog":
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        return arg if arg in COMMANDS else None
+    return None
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse argv and run the command; VaultErrors pass through to the caller."""
+    parser = build_parser(only=_command_name(argv))
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help()
+        return errors.USAGE
+    return args.run(args)
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        fast = _fast_path(argv)
-        code = fast() if fast else _run_app(argv)
+        code = run_command(argv)
     except errors.VaultError as exc:
-        sys.stderr.write(f"vault: error: {exc.message}\n")
+        _report(exc.message, exc.exit_code, argv)
         code = exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("vault: error: interrupted; the catalog keeps everything committed before\n")
+        _report(errors.Interrupted().message, errors.INTERRUPTED, argv)
         code = errors.INTERRUPTED
     except BrokenPipeError:  # `vault ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except SystemExit as exc:  # --help and --version
+        code = exc.code if isinstance(exc.code, int) else 0
     finally:
         signal.signal(signal.SIGINT, previous)
     return code
 
 
-def _fast_path(argv: list[str]):
-    """`vault [--catalog P] search|extract ...` without importing Typer and rich (see cli/fast.py)."""
-    from cloudvault.cli.fast import fast_runner
+def _report(message: str, code: int, argv: list[str]) -> None:
+    """One line on stderr; with --json also a JSON object on stdout, so a script always gets a document."""
+    sys.stderr.write(f"vault: error: {message}\n")
+    if "--json" in argv:
+        import json
 
-    return fast_runner(argv)
-
-
-def _run_app(argv: list[str]) -> int:
-    """Typer in standalone mode prints usage errors (exit 2) itself; VaultError passes through to main."""
-    from cloudvault.cli.app import app
-
-    try:
-        app(args=argv, prog_name="vault")
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+        sys.stdout.write(json.dumps({"error": message, "exit_code": code}) + "\n")
 
 
 def _interrupt(signum, frame) -> None:

@@ -1,38 +1,50 @@
-"""`vault search`: entries, docs, files and archive members matching every term, cautions shown."""
+"""Find experiments, docs, files and archive members by keyword: `vault search granite`.
+
+Every term must match (case-insensitive substrings). Cautions and flag counts of the entries hit are shown.
+Exit 0 with hits, 1 with none.
+"""
 
 from __future__ import annotations
 
-import argparse
-
-from cloudvault import config, errors
-from cloudvault.catalog.db import open_catalog
-from cloudvault.catalog.query import KINDS, SearchResult, resolve_entry, search
-from cloudvault.cli.fast import QuietParser
-from cloudvault.cli.ui import UI, human_size
+from cloudvault import errors
+from cloudvault.catalog.query import KINDS
 
 HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members"}
 
 
-def run_search(
-    catalog: str | None, terms: list[str], entry: str | None, kinds: list[str], limit: int, as_json: bool
-) -> int:
-    """Print the results; exit 0 with hits, 1 with none."""
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not terms or limit < 0:
-        detail = f"unknown --kind {bad[0]!r} (one of {', '.join(KINDS)})" if bad else "give a search term"
-        raise errors.UsageError(detail=detail if bad or not terms else "--limit must be 0 (no limit) or more")
-    conn = open_catalog(config.catalog_path(catalog), readonly=True)
-    scope = resolve_entry(conn, entry)[:2] if entry else None
-    result = search(conn, terms, scope=scope, kinds=tuple(kinds) or KINDS, limit=limit)
-    ui = UI(as_json=as_json)
-    if as_json:
+def add_arguments(parser) -> None:
+    parser.add_argument("terms", nargs="+", metavar="TERM", help="search terms; every one must match")
+    parser.add_argument("--entry", help="only this entry (ID or unique prefix)")
+    parser.add_argument("--kind", action="append", default=[], choices=KINDS, help="only this kind; repeatable")
+    parser.add_argument("--limit", type=int, default=20, help="at most this many results per kind; 0 for all")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry, search
+    from cloudvault.cli.ui import UI
+
+    if args.limit < 0:
+        raise errors.UsageError(detail="--limit must be 0 (no limit) or more")
+    terms = [t for t in args.terms if t.strip()]
+    if not terms:
+        raise errors.UsageError(detail="give a search term")
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
+    scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
+    result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=args.limit)
+    ui = UI(as_json=args.json)
+    if args.json:
         ui.emit(result.to_json())
     else:
         _print(ui, result)
     return errors.OK if result.found else errors.NOTHING_FOUND
 
 
-def _print(ui: UI, result: SearchResult) -> None:
+def _print(ui, result) -> None:
+    from cloudvault.cli.ui import human_size
+
     if not result.found:
         ui.line(f"nothing matches {' '.join(result.query)!r}")
         return
@@ -55,17 +67,3 @@ def _print(ui: UI, result: SearchResult) -> None:
         ui.heading("cautions")
         for entry, notes in result.cautions.items():
             ui.line(f"  ! {entry}: {'; '.join(notes)}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = QuietParser(prog="vault search", add_help=False)
-    parser.add_argument("terms", nargs="*")
-    parser.add_argument("--entry")
-    parser.add_argument("--kind", action="append", default=[])
-    parser.add_argument("--limit", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
-    return parser
-
-
-def fast_runner(catalog: str | None, ns: argparse.Namespace):
-    return lambda: run_search(catalog, ns.terms, ns.entry, ns.kind, ns.limit, ns.json)

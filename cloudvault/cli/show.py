@@ -1,28 +1,37 @@
-"""`vault show` and `vault ls`: one entry's metadata, and its files and archive members."""
+"""One entry's metadata: what, node/GPU, dates, size, key files, cautions, settings, flags: `vault show 014`."""
 
 from __future__ import annotations
 
-import json
-
-from cloudvault import config, errors
-from cloudvault.catalog.browse import EntryDetails, entry_details, list_entry
-from cloudvault.catalog.db import open_catalog
-from cloudvault.catalog.query import resolve_entry
-from cloudvault.cli.ui import UI, human_size
+from cloudvault import errors
 
 
-def run_show(catalog: str | None, entry: str, as_json: bool) -> int:
-    conn = open_catalog(config.catalog_path(catalog), readonly=True)
-    details = entry_details(conn, *resolve_entry(conn, entry)[:2])
-    ui = UI(as_json=as_json)
-    if as_json:
+def add_arguments(parser) -> None:
+    parser.add_argument("entry", help="entry ID or unique prefix, e.g. 014")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.browse import entry_details
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.ui import UI
+
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
+    details = entry_details(conn, *resolve_entry(conn, args.entry)[:2])
+    ui = UI(as_json=args.json)
+    if args.json:
         ui.emit(details.to_json())
     else:
         _print_details(ui, details)
     return errors.OK
 
 
-def _print_details(ui: UI, d: EntryDetails) -> None:
+def _print_details(ui, d) -> None:
+    import json
+
+    from cloudvault.cli.ui import human_size
+
     ui.heading(d.entry)
     rows = [
         ("what", d.what),
@@ -54,17 +63,3 @@ def _print_details(ui: UI, d: EntryDetails) -> None:
         ui.heading("ENVIRONMENT.md")
         for line in d.environment.splitlines()[:30]:
             ui.line(f"  {line}")
-
-
-def run_ls(catalog: str | None, entry: str, pattern: str | None, as_json: bool) -> int:
-    conn = open_catalog(config.catalog_path(catalog), readonly=True)
-    mirror_id, entry_id, _ = resolve_entry(conn, entry)
-    hits = list_entry(conn, mirror_id, entry_id, pattern)
-    ui = UI(as_json=as_json)
-    if as_json:
-        ui.emit({"entry": entry_id, "pattern": pattern, "results": [h.to_json() for h in hits]})
-    for h in hits:
-        digest = (h.blake3 or "-")[:16]
-        where = f"  in {h.archive}" if h.archive else ""
-        ui.line(f"{h.kind:<7} {human_size(h.size):>10}  {digest:<16}  {h.path}{where}")
-    return errors.OK if hits else errors.NOTHING_FOUND

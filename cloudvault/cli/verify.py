@@ -1,39 +1,50 @@
-"""`vault verify` and `vault optimize`: re-hash what the catalog recorded; make seekable copies."""
+"""Re-hash what the catalog recorded and name every mismatch: `vault verify 018`, `vault verify --sample 5%`.
+
+Exit 0 when everything checked matches, 5 when something does not.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from cloudvault import config, errors
-from cloudvault.catalog.db import open_catalog, writer_lock
-from cloudvault.catalog.query import resolve_entry
-from cloudvault.cli.ui import UI, human_size
-from cloudvault.optimize import bytes_used, optimize, status
-from cloudvault.verify import verify_entries, verify_sample
+from cloudvault import errors
 
 
-def parse_fraction(text: str) -> float:
-    """'5%' or '0.05' -> 0.05."""
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise errors.UsageError(detail=f"--sample wants a fraction like 5% or 0.05, not {text!r}") from None
-    if not 0 < value <= 1:
-        raise errors.UsageError(detail=f"--sample must be above 0 and at most 100%, not {text!r}")
+def fraction(text: str) -> float:
+    """'5%' or '0.05' -> 0.05; above 0 and at most 1."""
+    import math
+
+    value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise ValueError(text)
     return value
 
 
-def run_verify(catalog: str | None, entry: str | None, sample: str | None, seed: int | None, as_json: bool) -> int:
-    conn = open_catalog(config.catalog_path(catalog), readonly=True)
-    ui = UI(as_json=as_json)
-    if sample:
-        if entry:
+fraction.__name__ = "fraction (5% or 0.05)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("entry", nargs="?", help="entry ID or prefix; none: every entry")
+    parser.add_argument("--sample", type=fraction, help="check a random fraction across the mirror, e.g. 5%%")
+    parser.add_argument("--seed", type=int, help="seed for --sample, to repeat a check")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.ui import UI, human_size
+    from cloudvault.verify import verify_entries, verify_sample
+
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
+    ui = UI(as_json=args.json)
+    if args.sample is not None:
+        if args.entry:
             raise errors.UsageError(detail="--sample checks the whole mirror; leave out the entry ID")
-        report = verify_sample(conn, parse_fraction(sample), seed)
+        report = verify_sample(conn, args.sample, args.seed)
     else:
-        scope = resolve_entry(conn, entry)[:2] if entry else None
+        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
         report = verify_entries(conn, scope)
-    if as_json:
+    if args.json:
         ui.emit(report.to_json())
     else:
         for m in report.mismatches:
@@ -43,34 +54,3 @@ def run_verify(catalog: str | None, entry: str | None, sample: str | None, seed:
         ui.line(f"verified {report.checked_files} files and {report.checked_members} archive members "
                 f"({human_size(report.bytes_hashed)} hashed): {verdict}")  # fmt: skip
     return errors.OK if report.ok else errors.INTEGRITY
-
-
-def run_optimize(
-    catalog: str | None, entry: str | None, to: str | None, max_gb: float | None, show_status: bool, as_json: bool
-) -> int:
-    path = config.catalog_path(catalog)
-    cache = Path(to) if to else config.cache_dir(path)
-    ui = UI(as_json=as_json)
-    with writer_lock(path):
-        conn = open_catalog(path)
-        if show_status:
-            rows = status(conn)
-            if as_json:
-                ui.emit({"cache": str(cache), "bytes_used": bytes_used(conn), "copies": rows})
-            for r in rows:
-                ui.line(f"{r['archive']}: {human_size(r['archive_bytes'])} -> copy {human_size(r['copy_bytes'])}, "
-                        f"{r['frames']} frames{'' if r['present'] else ' (MISSING)'}")  # fmt: skip
-            ui.line(f"{len(rows)} seekable copies, {human_size(bytes_used(conn))} used in {cache}")
-            return errors.OK
-        scope = resolve_entry(conn, entry)[:2] if entry else None
-        max_bytes = int(max_gb * 2**30) if max_gb is not None else None
-        report = optimize(conn, cache, scope, max_bytes, on_archive=lambda p: ui.warn(f"writing seekable copy of {p}"))
-    if as_json:
-        ui.emit(report.to_json())
-    else:
-        for w in report.written:
-            ui.line(f"{w['archive']} -> {w['copy']} ({human_size(w['bytes'])}, {w['frames']} frames)")
-        for s in report.skipped:
-            ui.line(f"skipped {s['archive']}: {s['why']}")
-        ui.line(f"{len(report.written)} copies written; {human_size(report.bytes_used)} used in {cache}")
-    return errors.OK

@@ -20,12 +20,13 @@ from cloudvault.catalog.db import transaction
 from cloudvault.config import seekable_copy_path, seekable_dir
 from cloudvault.hashing import CHUNK
 from cloudvault.index.archive import MAX_SCANNED_MEMBER, ArchiveScan, scan_archive, worth_scanning
-from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_manifest
+from cloudvault.index.definition import MirrorDefinition, load_manifest
 from cloudvault.index.listing import compare_listing, parse_listing
 from cloudvault.index.plan import is_archive, listing_for, plan_index
+from cloudvault.index.roots import MirrorRoot
 from cloudvault.index.secrets import SecretScanner, compile_rules, redact
 from cloudvault.index.walk import entry_of
-from cloudvault.mirrorfs import LocalMirror, WalkProblem, is_url, open_mirror, require_mirror
+from cloudvault.mirrorfs import LocalMirror, WalkProblem, open_mirror
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.progress import Progress
 
@@ -66,40 +67,6 @@ class IndexReport:
         items = flags.items() if isinstance(flags, dict) else ((f.kind, 1) for f in flags)
         for kind, n in items:
             self.flags[kind] = self.flags.get(kind, 0) + n
-
-
-@dataclass(frozen=True)
-class MirrorRoot:
-    mirror: LocalMirror  # or FsspecMirror: the same methods
-    definition: MirrorDefinition
-
-
-def resolve_root(
-    path: str, definition: MirrorDefinition | None, known: dict[str, tuple[str, str | None]] | None = None
-) -> MirrorRoot:
-    """A local path (made absolute) or an fsspec URL, with its definition. A plain path that the catalog already
-    knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is named after its
-    directory, with a suffix when that name is taken by another root."""
-    mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
-    require_mirror(mirror)
-    known = known or {}
-    if definition is None and mirror.root in known:
-        name, manifest = known[mirror.root]
-        definition = _definition_named(name, mirror.root, manifest)
-    elif definition is None:
-        base = mirror.root.rstrip("/").rsplit("/", 1)[-1] or "mirror"
-        taken = {n for n, _ in known.values()}
-        name = next(c for c in (base, *(f"{base}-{i}" for i in range(2, 1000))) if c not in taken)
-        definition = MirrorDefinition(name=name, roots=(mirror.root,), manifest=guess_manifest(mirror.top_dirs()))
-    return MirrorRoot(mirror, definition)
-
-
-def _definition_named(name: str, root: str, manifest: str | None) -> MirrorDefinition:
-    """The built-in definition of that name if there is one (its entry pattern and secret rules), else a plain one."""
-    try:
-        return builtin_definition(name).with_root(root)
-    except FileNotFoundError:
-        return MirrorDefinition(name=name, roots=(root,), manifest=manifest)
 
 
 def index_mirrors(

@@ -1,0 +1,91 @@
+"""Everything vault writes lands whole or not at all: temp name in the destination folder, fsync, rename, fsync."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from cloudvault.errors import DestinationExists, NoSpace
+
+TMP_MARK = ".vault-"
+
+
+def temp_name(final: Path) -> Path:
+    """The temp name beside final: hidden, marked as vault's and by pid, so a later run can tell it is stale."""
+    return final.with_name(f".{final.name}{TMP_MARK}{os.getpid()}.tmp")
+
+
+def is_stale_temp(path: Path) -> bool:
+    """A temp file vault left behind (killed mid-write) whose writer is gone: safe for vault to remove."""
+    name = path.name
+    if not (name.startswith(".") and TMP_MARK in name and name.endswith(".tmp")):
+        return False
+    pid_text = name.rsplit(TMP_MARK, 1)[1][: -len(".tmp")]
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in folder durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def commit(tmp: Path, final: Path) -> None:
+    """fsync tmp, rename it over final, fsync the folder."""
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+
+
+@contextlib.contextmanager
+def atomic_path(final: Path, *, force: bool = False, mode: int = 0o600) -> Iterator[Path]:
+    """A temp path beside final to fill (created empty with mode); renamed onto final when the block ends
+    without error, removed when it does not. final existing is DestinationExists unless force."""
+    final = Path(final)
+    if (os.path.lexists(final)) and not force:
+        raise DestinationExists(path=final)
+    if force and final.is_dir() and not final.is_symlink():
+        raise DestinationExists(path=f"{final} (a folder)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(final)
+    tmp.unlink(missing_ok=True)
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    try:
+        yield tmp
+        commit(tmp, final)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(path=final) from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(final: Path, *, force: bool = False, mode: int = 0o600) -> Iterator[BinaryIO]:
+    """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds."""
+    with atomic_path(final, force=force, mode=mode) as tmp, open(tmp, "wb") as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())

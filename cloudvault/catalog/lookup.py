@@ -1,0 +1,124 @@
+"""Reads that find catalog members and where their bytes live: by exact path, glob, folder or suffix."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from cloudvault.catalog.query import like_escape
+from cloudvault.models import Frame, Member
+
+MEMBER_SELECT = (
+    "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
+    "mb.link_target, f.path, f.id, mb.data_offset FROM members mb JOIN archives a ON a.id = mb.archive_id "
+    "JOIN files f ON f.id = a.file_id WHERE f.mirror_id = ? AND f.entry_id = ?"
+)
+FILE_SELECT = (
+    "SELECT mirror_id, entry_id, path, raw_path, kind, size, mode, mtime_ns, blake3, link_target, NULL, id, 0 "
+    "FROM files f WHERE f.mirror_id = ? AND f.entry_id = ?"
+)
+
+
+def _plain_member(row: tuple) -> Member:
+    """A files row as a Member: its path within the entry, seconds for mtime, the file's own id."""
+    member = Member(*row)
+    prefix = f"{member.entry_id}/" if member.entry_id else ""
+    kind = "file" if member.type == "file" else "symlink"
+    return member._replace(path=member.path[len(prefix) :], type=kind, mtime=member.mtime // 10**9)
+
+
+class EntryMembers:
+    """The members and plain files of one entry, looked up by the ways `vault extract` names them."""
+
+    def __init__(self, conn: sqlite3.Connection, mirror_id: int, entry_id: str, archive: str | None = None):
+        self.conn = conn
+        self.scope = [mirror_id, entry_id]
+        self.prefix = f"{entry_id}/" if entry_id else ""
+        self.archive_sql, self.archive_args = "", []
+        if archive:
+            self.archive_sql = " AND (f.path LIKE ? ESCAPE '\\' OR f.path = ?)"
+            self.archive_args = [f"%/{like_escape(archive)}%", self.prefix + archive]
+        self.members_only = archive is not None
+
+    def _members(self, where: str, args: list, order: str = "") -> list[Member]:
+        sql = MEMBER_SELECT + self.archive_sql + where + order
+        return [Member(*r) for r in self.conn.execute(sql, [*self.scope, *self.archive_args, *args])]
+
+    def _files(self, where: str, args: list) -> list[Member]:
+        if self.members_only:
+            return []
+        sql = FILE_SELECT + where + " ORDER BY path"
+        return [_plain_member(r) for r in self.conn.execute(sql, [*self.scope, *args])]
+
+    def exact(self, path: str) -> list[Member]:
+        members = [m for m in self._members(" AND mb.path = ?", [path]) if m.type != "dir"]
+        return members + self._files(" AND f.path = ?", [self.prefix + path])
+
+    def glob(self, pattern: str) -> list[Member]:
+        members = self._members(" AND mb.path GLOB ?", [pattern], " ORDER BY f.path, mb.data_offset")
+        return members + self._files(" AND f.path GLOB ?", [self.prefix + pattern])
+
+    def under(self, folder: str) -> list[Member]:
+        return self._members(" AND mb.path LIKE ? ESCAPE '\\'", [like_escape(folder) + "/%"],
+                             " ORDER BY f.path, mb.data_offset")  # fmt: skip
+
+    def suffix(self, tail: str) -> list[Member]:
+        pattern = "%/" + like_escape(tail)
+        return self._members(" AND mb.path LIKE ? ESCAPE '\\'", [pattern]) + self._files(
+            " AND f.path LIKE ? ESCAPE '\\'", [pattern]
+        )
+
+    def all_paths(self) -> list[str]:
+        return [m.path for m in self._members("", [])]
+
+
+def member_in_archive(conn: sqlite3.Connection, file_id: int, path: str) -> Member | None:
+    """The file member at path in the archive whose files row is file_id (a hardlink's target)."""
+    row = conn.execute(
+        MEMBER_SELECT.replace("WHERE f.mirror_id = ? AND f.entry_id = ?", "WHERE f.id = ?")
+        + " AND mb.path = ? AND mb.type = 'file' ORDER BY mb.data_offset DESC LIMIT 1",
+        (file_id, path),
+    ).fetchone()
+    return Member(*row) if row else None
+
+
+class ArchiveLocation:
+    """Where an indexed archive is, how it looked when indexed, and its seekable copy if one was made."""
+
+    def __init__(self, row: tuple) -> None:
+        (self.archive_id, self.size, self.mtime_ns, self.status, self.path, self.raw_path, self.entry_id,
+         self.root, self.copy_path, self.copy_size) = row  # fmt: skip
+
+
+def archive_location(conn: sqlite3.Connection, file_id: int) -> ArchiveLocation:
+    row = conn.execute(
+        "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root, s.path, s.comp_size "
+        "FROM archives a JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id "
+        "LEFT JOIN seekable s ON s.archive_id = a.id WHERE f.id = ?",
+        (file_id,),
+    ).fetchone()
+    return ArchiveLocation(row)
+
+
+def frame_table(conn: sqlite3.Connection, archive_id: int, *, seekable_copy: bool = False) -> list[Frame]:
+    """The frames of the archive, or of its seekable copy."""
+    table = "seekable_frames" if seekable_copy else "frames"
+    sql = f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {table} WHERE archive_id = ? ORDER BY idx"
+    return [Frame(*r) for r in conn.execute(sql, (archive_id,))]
+
+
+def file_location(conn: sqlite3.Connection, file_id: int) -> tuple[str, str, bytes | None, int, int]:
+    """(mirror root, path, raw path, size, mtime_ns) of a plain file."""
+    return conn.execute(
+        "SELECT m.root, f.path, f.raw_path, f.size, f.mtime_ns FROM files f JOIN mirrors m ON m.id = f.mirror_id "
+        "WHERE f.id = ?",
+        (file_id,),
+    ).fetchone()
+
+
+def last_member(conn: sqlite3.Connection, archive_name: str) -> str:
+    """The file member stored last in the archive of that file name (the worst case for a plain extract)."""
+    return conn.execute(
+        "SELECT m.path FROM members m JOIN archives a ON a.id = m.archive_id JOIN files f ON f.id = a.file_id "
+        "WHERE f.path LIKE ? ESCAPE '\\' AND m.type = 'file' ORDER BY m.data_offset DESC LIMIT 1",
+        ("%" + like_escape(archive_name),),
+    ).fetchone()[0]

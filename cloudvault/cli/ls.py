@@ -1,0 +1,34 @@
+"""Files and archive members of an entry, with size, BLAKE3 and archive: `vault ls 018 'dumps/*.json'`.
+
+Exit 0 when something is listed, 1 when nothing matches.
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("entry", help="entry ID or unique prefix")
+    parser.add_argument("pattern", nargs="?", help="glob over paths, e.g. 'dumps/*.json'")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.browse import list_entry
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.ui import UI, human_size
+
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
+    mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
+    hits = list_entry(conn, mirror_id, entry_id, args.pattern)
+    ui = UI(as_json=args.json)
+    if args.json:
+        ui.emit({"entry": entry_id, "pattern": args.pattern, "results": [h.to_json() for h in hits]})
+    for h in hits:
+        digest = (h.blake3 or "-")[:16]
+        where = f"  in {h.archive}" if h.archive else ""
+        ui.line(f"{h.kind:<7} {human_size(h.size):>10}  {digest:<16}  {h.path}{where}")
+    return errors.OK if hits else errors.NOTHING_FOUND

@@ -1,0 +1,75 @@
+"""Write seekable copies of single-frame archives (4 MiB frames) into a cache beside the catalog.
+
+The mirror is never touched. Extraction then reads only the frames that cover a member, verified against the
+same BLAKE3, and falls back to the original archive if a copy is gone.
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+
+def gib(text: str) -> float:
+    import math
+
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return value
+
+
+gib.__name__ = "size in GiB"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("entry", nargs="?", help="entry ID or prefix; none: every entry")
+    parser.add_argument("--to", help="cache folder (default: beside the catalog)")
+    parser.add_argument("--max-gb", type=gib, help="most cache space to use, in GiB")
+    parser.add_argument("--status", action="store_true", help="show the copies and the space they use")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog, writer_lock
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.ui import UI
+    from cloudvault.optimize import optimize
+
+    path = config.catalog_path(args.catalog)
+    cache = Path(args.to) if args.to else config.cache_dir(path)
+    ui = UI(as_json=args.json)
+    with writer_lock(path):
+        conn = open_catalog(path)
+        if args.status:
+            return _status(ui, conn, cache)
+        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
+        max_bytes = int(args.max_gb * 2**30) if args.max_gb is not None else None
+        report = optimize(conn, cache, scope, max_bytes, on_archive=lambda p: ui.warn(f"writing seekable copy of {p}"))
+    if args.json:
+        ui.emit(report.to_json())
+    else:
+        from cloudvault.cli.ui import human_size
+
+        for w in report.written:
+            ui.line(f"{w['archive']} -> {w['copy']} ({human_size(w['bytes'])}, {w['frames']} frames)")
+        for s in report.skipped:
+            ui.line(f"skipped {s['archive']}: {s['why']}")
+        ui.line(f"{len(report.written)} copies written; {human_size(report.bytes_used)} used in {cache}")
+    return errors.OK
+
+
+def _status(ui, conn, cache) -> int:
+    from cloudvault.cli.ui import human_size
+    from cloudvault.optimize import bytes_used, status
+
+    rows = status(conn)
+    if ui.as_json:
+        ui.emit({"cache": str(cache), "bytes_used": bytes_used(conn), "copies": rows})
+    for r in rows:
+        ui.line(f"{r['archive']}: {human_size(r['archive_bytes'])} -> copy {human_size(r['copy_bytes'])}, "
+                f"{r['frames']} frames{'' if r['present'] else ' (MISSING)'}")  # fmt: skip
+    ui.line(f"{len(rows)} seekable copies, {human_size(bytes_used(conn))} used in {cache}")
+    return errors.OK

@@ -1,0 +1,60 @@
+"""Which mirror roots `vault index` reads: given paths or URLs, a definition's roots, or the catalog's known ones."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudvault import errors
+from cloudvault.catalog.query import known_mirrors
+from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_definition
+from cloudvault.mirrorfs import LocalMirror, is_url, open_mirror, require_mirror
+
+
+@dataclass(frozen=True)
+class MirrorRoot:
+    mirror: LocalMirror  # or FsspecMirror: the same methods
+    definition: MirrorDefinition
+
+
+def resolve_root(
+    path: str, definition: MirrorDefinition | None, known: dict[str, tuple[str, str | None]] | None = None
+) -> MirrorRoot:
+    """A local path (made absolute) or an fsspec URL, with its definition. A plain path that the catalog already
+    knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is named after its
+    directory, with a suffix when that name is taken by another root."""
+    mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
+    require_mirror(mirror)
+    known = known or {}
+    if definition is None and mirror.root in known:
+        name, manifest = known[mirror.root]
+        definition = _definition_named(name, mirror.root, manifest)
+    elif definition is None:
+        base = mirror.root.rstrip("/").rsplit("/", 1)[-1] or "mirror"
+        taken = {n for n, _ in known.values()}
+        name = next(c for c in (base, *(f"{base}-{i}" for i in range(2, 1000))) if c not in taken)
+        definition = MirrorDefinition(name=name, roots=(mirror.root,), manifest=guess_manifest(mirror.top_dirs()))
+    return MirrorRoot(mirror, definition)
+
+
+def _definition_named(name: str, root: str, manifest: str | None) -> MirrorDefinition:
+    """The built-in definition of that name if there is one (its entry pattern and secret rules), else a plain one."""
+    try:
+        return builtin_definition(name).with_root(root)
+    except FileNotFoundError:
+        return MirrorDefinition(name=name, roots=(root,), manifest=manifest)
+
+
+def roots_to_index(conn: sqlite3.Connection, paths: list[str], definition: str | None) -> list[MirrorRoot]:
+    """The roots to index: paths given, else the definition's, else every mirror the catalog knows."""
+    mdef = None
+    if definition:
+        mdef = load_definition(Path(definition)) if definition.endswith(".toml") else builtin_definition(definition)
+        paths = paths or list(mdef.roots)
+    known = known_mirrors(conn)
+    if not paths:
+        paths = list(known)
+    if not paths:
+        raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
+    return [resolve_root(p, mdef, known) for p in paths]
