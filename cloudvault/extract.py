@@ -179,6 +179,7 @@ def _write_file(stream: MemberStream, out: Path, force: bool) -> None:
     with atomic_write(out, force=force, mode=0o600) as fh:
         for chunk in stream:
             fh.write(chunk)
+        fh.flush()  # before utime: a later flush would set mtime to now
         os.fchmod(fh.fileno(), member.mode & 0o777)
         os.utime(fh.fileno(), (member.mtime, member.mtime))
 

@@ -17,6 +17,7 @@ import pytest
 from archives import compress, gnu_tar, hostile_archive
 from conftest import require
 
+from cloudvault.catalog.db import SCHEMA_VERSION
 from cloudvault.demo.build import FAKE_TOKEN
 
 
@@ -306,12 +307,13 @@ def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault
 
 def test_an_older_catalog_is_migrated_and_a_newer_one_refused(demo_catalog, vault):
     conn = sqlite3.connect(demo_catalog)
-    conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; UPDATE meta SET value = '1' "
+    conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; DROP TABLE run_requests; DROP TABLE runs; "
+                       "DROP TABLE restores; UPDATE meta SET value = '1' "
                        "WHERE key = 'schema_version';")  # fmt: skip
     conn.close()
     assert vault("--catalog", str(demo_catalog), "search", "granite").code == 0  # a reader migrates it first
     conn = sqlite3.connect(demo_catalog)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert conn.execute("SELECT count(*) FROM seekable").fetchone()[0] == 0
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     conn.commit()

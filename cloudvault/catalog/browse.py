@@ -6,6 +6,7 @@ import json
 import sqlite3
 from dataclasses import asdict, dataclass
 
+from cloudvault.catalog import records
 from cloudvault.catalog.query import Hit
 
 
@@ -27,6 +28,8 @@ class EntryDetails:
     bytes_on_disk: int
     environment: str | None
     flags: list[dict]
+    restores: list[dict]
+    runs: list[dict]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -64,6 +67,10 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
         key_files=[k for k in key_files.split("; ") if k], caution=caution, settings=json.loads(settings),
         present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
         environment=env[0] if env else None, flags=flags,
+        restores=[r._asdict() | {"detail": json.loads(r.detail)} for r in records.restores(conn, mirror_id=mirror_id,
+                                                                                           entry_id=entry_id)],
+        runs=[r._asdict() | {"summary": json.loads(r.summary)} for r in records.runs(conn, mirror_id=mirror_id,
+                                                                                     entry_id=entry_id)],
     )  # fmt: skip
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from cloudvault import __version__
 from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 # version -> SQL that brings a catalog from version-1 to it, run before schema.sql (whose CREATE ... IF NOT
-# EXISTS adds new tables). 2: the seekable tables, which schema.sql creates; nothing to alter.
-MIGRATIONS: dict[int, str] = {2: ""}
+# EXISTS adds new tables). 2: the seekable tables; 3: restores, runs, run_requests. schema.sql creates them.
+MIGRATIONS: dict[int, str] = {2: "", 3: ""}
 
 
 def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:

@@ -7,7 +7,7 @@ from collections import namedtuple
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
 
-KINDS = ("entry", "doc", "file", "member")
+KINDS = ("entry", "doc", "file", "member", "restore", "run")
 COUNT_CAP = 100_000
 
 
@@ -159,6 +159,25 @@ SEARCH_SQL = {
         "FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
         "JOIN mirrors m ON m.id = f.mirror_id WHERE {like}{filter}",
     ),
+    # what vault did: few rows, so a plain LIKE over their text (no FTS table to keep in step)
+    "restore": (
+        None,
+        "r",
+        "('restored ' || r.kind || ' ' || r.name || ' ' || r.source || ' ' || r.target || ' ' || r.status || ' ' "
+        "|| r.detail)",
+        "SELECT 'restore', r.entry_id, r.target, r.source, NULL, r.source_hash, m.name, "
+        "r.kind || ' ' || r.name || ': ' || r.status || ' at ' || r.finished_at, r.mirror_id "
+        "FROM restores r LEFT JOIN mirrors m ON m.id = r.mirror_id WHERE {like}{filter}",
+    ),
+    "run": (
+        None,
+        "r",
+        "('run ' || r.run_id || ' ' || r.recipe || ' ' || r.executor || ' ' || r.status || ' ' "
+        "|| COALESCE(r.verdict, '') || ' ' || r.folder)",
+        "SELECT 'run', r.entry_id, r.run_id, NULL, NULL, NULL, m.name, "
+        "r.recipe || ' ' || r.executor || ': ' || r.status || ' ' || COALESCE(r.verdict, ''), r.mirror_id "
+        "FROM runs r LEFT JOIN mirrors m ON m.id = r.mirror_id WHERE {like}{filter}",
+    ),
 }
 
 
@@ -167,7 +186,7 @@ def _search_kind(
 ) -> tuple[list[tuple], int]:
     fts_sql, alias, like_col, like_sql = SEARCH_SQL[kind]
     filt, fargs = entry_filter(alias, scope)
-    match = fts_query(terms)
+    match = fts_query(terms) if fts_sql else None
     if match is not None:
         sql, args = fts_sql.format(filter=filt), [match, *fargs]
     else:

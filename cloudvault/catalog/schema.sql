@@ -178,3 +178,50 @@ CREATE TABLE IF NOT EXISTS seekable_frames (
     raw_size     INTEGER NOT NULL,
     PRIMARY KEY (archive_id, idx)
 ) WITHOUT ROWID;
+
+-- Schema version 3: what vault did with the mirror. Every restore (a conda env unpacked, a docker image loaded)
+-- and every reproduction run is recorded here, so `vault search restored`, `vault show 015` and `vault runs 014`
+-- find them. detail/summary are JSON; they never hold a credential.
+CREATE TABLE IF NOT EXISTS restores (
+    id           INTEGER PRIMARY KEY,
+    kind         TEXT NOT NULL,             -- env | docker
+    mirror_id    INTEGER REFERENCES mirrors(id) ON DELETE SET NULL,
+    entry_id     TEXT NOT NULL,             -- the entry the source came from (015, 017, _docker)
+    name         TEXT NOT NULL,             -- env name, image name
+    source       TEXT NOT NULL,             -- archive path in the mirror, or registry reference
+    source_hash  TEXT,                      -- archive BLAKE3 / sha256, or image digest
+    target       TEXT NOT NULL,             -- prefix restored to, or image id loaded
+    status       TEXT NOT NULL,             -- ok | failed | interrupted
+    detail       TEXT NOT NULL DEFAULT '{}',
+    started_at   TEXT NOT NULL,
+    finished_at  TEXT
+);
+CREATE INDEX IF NOT EXISTS restores_entry ON restores(mirror_id, entry_id);
+
+CREATE TABLE IF NOT EXISTS runs (
+    id           INTEGER PRIMARY KEY,
+    run_id       TEXT NOT NULL UNIQUE,      -- e.g. 014_ss20_temp0-20261203T101500Z
+    recipe       TEXT NOT NULL,
+    recipe_hash  TEXT NOT NULL,
+    mirror_id    INTEGER REFERENCES mirrors(id) ON DELETE SET NULL,
+    entry_id     TEXT NOT NULL,             -- the entry it reproduces
+    executor     TEXT NOT NULL,             -- local | docker | slurm
+    job_id       TEXT,                      -- Slurm job id, container id
+    folder       TEXT NOT NULL,             -- the run folder (provenance.json, compare.csv, REPORT.md)
+    status       TEXT NOT NULL,             -- queued | running | finished | failed | interrupted
+    verdict      TEXT,                      -- REPRODUCED | WITHIN_TOLERANCE | DIVERGED | NOT_COMPARABLE
+    summary      TEXT NOT NULL DEFAULT '{}',
+    started_at   TEXT NOT NULL,
+    finished_at  TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_entry ON runs(mirror_id, entry_id);
+
+-- One row per compared request (or file) of a run: the per-request table of `vault repro` / `vault compare`.
+CREATE TABLE IF NOT EXISTS run_requests (
+    run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    request           TEXT NOT NULL,
+    verdict           TEXT NOT NULL,        -- identical | within_tolerance | diverged | missing | extra
+    first_divergence  INTEGER,              -- index of the first differing output token
+    detail            TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (run_id, request)
+) WITHOUT ROWID;

@@ -1,1 +1,1 @@
-"""The command line: a thin Typer layer over the library."""
+"""The command line: one argparse grammar (main.py), one module per command, output through ui.py."""

@@ -18,7 +18,7 @@ def run(args) -> int:
     from cloudvault import config
     from cloudvault.cli.main import run_command
     from cloudvault.cli.ui import UI
-    from cloudvault.demo.build import build_demo
+    from cloudvault.demo.build import build_demo, demo_parts
 
     dest = Path(args.directory).expanduser() if args.directory else config.data_home() / "cloudvault" / "demo"
     ui = UI(as_json=args.json)
@@ -39,6 +39,9 @@ def run(args) -> int:
         ["extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"],
         ["verify", "--sample", "20%", "--seed", "1"],
     ]
+    for part in demo_parts():
+        if hasattr(part, "journeys"):
+            journeys += part.journeys(dest, root)
     code = errors.OK
     for argv in journeys:
         argv = [_last_member(db) if a == "<last member>" else a for a in argv]

@@ -24,6 +24,7 @@ COMMANDS = {
     "extract": "cloudvault.cli.extract",
     "verify": "cloudvault.cli.verify",
     "optimize": "cloudvault.cli.optimize",
+    "restore": "cloudvault.cli.restore",
     "demo": "cloudvault.cli.demo",
 }
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from cloudvault import errors
 from cloudvault.catalog.query import KINDS
 
-HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members"}
+HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members", "restore": "restores",
+            "run": "runs"}
 
 
 def add_arguments(parser) -> None:
@@ -61,8 +62,10 @@ def _print(ui, result) -> None:
                 ui.line(f"      {' '.join(h.text.split())}")
             elif kind == "file":
                 ui.line(f"  {h.entry or '-':<12.12} {h.path}  {human_size(h.size)}")
-            else:
+            elif kind == "member":
                 ui.line(f"  {h.entry or '-':<12.12} {h.path}  {human_size(h.size)}  in {h.archive}")
+            else:
+                ui.line(f"  {h.entry or '-':<12.12} {h.path}  {h.text}")
     if result.cautions:
         ui.heading("cautions")
         for entry, notes in result.cautions.items():

@@ -54,6 +54,10 @@ def _print_details(ui, d) -> None:
         if flag["member"]:
             where += f" :: {flag['member']}"
         ui.line(f"  ! {flag['kind']:<9} {where} {flag['detail']}".rstrip())
+    for r in d.restores:
+        ui.line(f"  restored {r['kind']} {r['name']} -> {r['target']}: {r['status']} at {r['finished_at']}")
+    for r in d.runs:
+        ui.line(f"  run      {r['run_id']} ({r['executor']}): {r['status']} {r['verdict'] or ''}".rstrip())
     if d.settings:
         ui.heading("settings")
         for key, value in d.settings.items():

@@ -217,6 +217,19 @@ ARCHIVES = [
 ]
 
 
+# Parts of the demo that the restore and repro features add: each module has build(tree) (files inside the
+# Marvell_cloud tree being staged), optionally build_extra(dest) (other mirrors beside it) and
+# journeys(dest, root) (the `vault` argv lists that the demo walks for it).
+DEMO_PARTS = ("cloudvault.demo.envs", "cloudvault.demo.images", "cloudvault.demo.serving")
+
+
+def demo_parts() -> list:
+    import importlib
+    import importlib.util
+
+    return [importlib.import_module(name) for name in DEMO_PARTS if importlib.util.find_spec(name)]
+
+
 def build_demo(dest: Path, seed: int = 20260925) -> Path:
     """Write the demo mirror to dest/Marvell_cloud (replacing an earlier demo there) and return its root."""
     rng = random.Random(seed)
@@ -238,9 +251,14 @@ def build_demo(dest: Path, seed: int = 20260925) -> Path:
         _write(tree / "018_aicluster_breakdown_debugger/logs/verify_summary.txt", "md5 sample check: 10/10 ok\n")
         _write(tree / "019_aicluster_dump_debugger/logs/README.md", "Logs contain HF_TOKEN in plaintext: never share\n")
         _write(tree / "021_aicluster_judge_debugger/logs/judge_dump_sizes.tsv", "session\tbytes\nstandard\t1\n")
+        for part in demo_parts():
+            part.build(tree)
         if root.exists():
             shutil.rmtree(root)
         os.replace(tree, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    for part in demo_parts():
+        if hasattr(part, "build_extra"):
+            part.build_extra(dest)
     return root

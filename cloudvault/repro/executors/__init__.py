@@ -1,0 +1,1 @@
+"""Where a reproduction runs: local processes, a docker container, a Slurm job; one interface."""

@@ -1,0 +1,1 @@
+"""Rebuild what the mirror holds: conda envs (env.py) and docker images (docker.py), verified."""
