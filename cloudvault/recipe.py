@@ -47,7 +47,9 @@ def find_recipe(kind: str, name: str) -> Path:
         close = picked or difflib.get_close_matches(name, names, n=3, cutoff=0.4)
         hint = f"; {'it names several' if len(picked) > 1 else 'did you mean'}: {', '.join(close)}" if close else ""
         raise RecipeNotFound(kind=kind, name=name, hint=hint or f"; known: {', '.join(names) or 'none'}")
-    return next(folder / f"{picked[0]}.toml" for folder in recipe_dirs(kind) if (folder / f"{picked[0]}.toml").is_file())
+    return next(
+        folder / f"{picked[0]}.toml" for folder in recipe_dirs(kind) if (folder / f"{picked[0]}.toml").is_file()
+    )
 
 
 def load_recipe(kind: str, name: str, schema: dict) -> tuple[Path, dict]:
@@ -68,7 +70,9 @@ def check(data: dict, schema: dict, path: Path | str, where: str = "") -> None:
         spec = schema.get(key, schema.get(ANY))
         name = f"{where}{key}"
         if spec is None:
-            raise RecipeInvalid(path=path, detail=f"unknown key {name!r} (known: {', '.join(k for k in schema if k != ANY)})")
+            raise RecipeInvalid(
+                path=path, detail=f"unknown key {name!r} (known: {', '.join(k for k in schema if k != ANY)})"
+            )
         kind = spec[0]
         if isinstance(kind, dict):
             if not isinstance(value, dict):
