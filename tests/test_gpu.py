@@ -1,0 +1,117 @@
+"""GPU fit: arch lists as torch and nvcc write them, CUDA's compatibility rules, nvidia-smi's output."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cloudvault import gpu
+from cloudvault.gpu import Arch
+
+
+def test_torch_arch_list_with_ptx_yields_cubin_and_ptx():
+    assert gpu.parse_arch_list("8.0 9.0 12.0+PTX") == [
+        Arch(8, 0), Arch(9, 0), Arch(12, 0), Arch(12, 0, ptx=True),
+    ]  # fmt: skip
+
+
+def test_nvcc_names_separators_and_named_arches():
+    assert gpu.parse_arch_list("sm_120;compute_120") == [Arch(12, 0), Arch(12, 0, True)]
+    assert gpu.parse_arch_list("sm_86, sm_90a") == [Arch(8, 6), Arch(9, 0, False, "a")]
+    assert gpu.parse_arch_list("Hopper") == [Arch(9, 0), Arch(9, 0, True)]
+    assert gpu.parse_arch_list('"12.0"') == [Arch(12, 0)]
+    assert gpu.parse_arch_list(["8.9", "sm_120"]) == [Arch(8, 9), Arch(12, 0)]
+
+
+def test_unknown_arch_token_is_named():
+    with pytest.raises(ValueError, match="'blackwellish'"):
+        gpu.parse_arch_list("9.0 blackwellish")
+
+
+def test_sm120_only_image_does_not_fit_h200_but_fits_rtx_pro_6000():
+    assert gpu.fits("12.0", "9.0") is False
+    assert gpu.fits("12.0", "12.0") is True
+    assert gpu.fits("sm_120", (12, 0)) is True
+
+
+def test_cubin_runs_forward_within_its_major_only():
+    assert gpu.fits("8.0", "8.6") is True
+    assert gpu.fits("8.6", "8.0") is False
+    assert gpu.fits("9.0", "12.0") is False
+    assert gpu.fits("12.0", "12.1") is True
+
+
+def test_ptx_is_jit_compiled_on_any_newer_gpu_but_not_older():
+    assert gpu.fits("9.0+PTX", "12.0") is True
+    assert gpu.fits("compute_90", "12.0") is True
+    assert gpu.fits("12.0+PTX", "9.0") is False
+
+
+def test_arch_specific_targets_run_only_on_their_own_capability():
+    assert gpu.fits("sm_90a", "9.0") is True
+    assert gpu.fits("compute_90a", "10.0") is False
+    assert gpu.fits("9.0a", "9.1") is False
+
+
+def test_unknown_when_either_side_is_missing():
+    assert gpu.fits(None, "9.0") is None
+    assert gpu.fits("", "9.0") is None
+    assert gpu.fits("12.0", None) is None
+
+
+def test_parse_cap_forms():
+    assert gpu.parse_cap("9.0") == (9, 0)
+    assert gpu.parse_cap(" 12.0 ") == (12, 0)
+    assert gpu.parse_cap("sm_120") == (12, 0)
+    assert gpu.parse_cap("86") == (8, 6)
+    with pytest.raises(ValueError):
+        gpu.parse_cap("nine")
+
+
+def test_describe_names_targets_as_nvcc_does():
+    assert gpu.describe(gpu.parse_arch_list("9.0 12.0+PTX")) == "sm_90 sm_120 compute_120"
+    assert gpu.describe([]) == "none"
+
+
+def test_parse_smi_with_and_without_units():
+    text = "0, NVIDIA H200, 9.0, 0 MiB, 143771 MiB\n1, NVIDIA RTX PRO 6000 Blackwell, 12.0, 512, 97887\n"
+    first, second = gpu.parse_smi(text)
+    assert first == gpu.Gpu(0, "NVIDIA H200", (9, 0), 0, 143771)
+    assert (second.compute_cap, second.memory_used_mib, second.sm, second.cap_text) == ((12, 0), 512, "sm_120", "12.0")
+    assert gpu.parse_smi("No devices were found\n") == []
+
+
+@given(st.integers(1, 12), st.integers(0, 9), st.integers(1, 12), st.integers(0, 9), st.booleans())
+def test_fits_agrees_with_cuda_rules(major, minor, gmajor, gminor, ptx):
+    arch = f"{major}.{minor}" + ("+PTX" if ptx else "")
+    expected = (gmajor, gminor) >= (major, minor) if ptx else (gmajor == major and gminor >= minor)
+    if ptx:
+        expected = expected or (gmajor == major and gminor >= minor)
+    assert gpu.fits(arch, (gmajor, gminor)) is expected
+
+
+def fake_smi(folder, body: str):
+    path = folder / "nvidia-smi"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(folder)
+
+
+def test_local_gpus_reads_a_fake_nvidia_smi_on_path(tmp_path, monkeypatch):
+    folder = fake_smi(tmp_path, "echo '0, NVIDIA H200, 9.0, 3 MiB, 143771 MiB'")
+    monkeypatch.setenv("PATH", folder + os.pathsep + os.environ["PATH"])
+    assert gpu.local_gpus() == [gpu.Gpu(0, "NVIDIA H200", (9, 0), 3, 143771)]
+
+
+def test_local_gpus_is_none_without_nvidia_smi_or_when_it_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert gpu.local_gpus() is None
+    folder = fake_smi(tmp_path, "echo 'NVIDIA-SMI has failed' >&2; exit 9")
+    monkeypatch.setenv("PATH", folder)
+    assert gpu.local_gpus() is None
+    assert gpu.local_gpus(run=lambda *a, **k: subprocess.CompletedProcess(a, 0, "", "")) is None
