@@ -125,6 +125,10 @@ class UnsafeMember(IntegrityError):
     """refusing {path!r}: {why}"""
 
 
+class CatalogDamaged(IntegrityError):
+    """catalog {path} cannot be read ({detail}); restore it from a copy or rebuild it with `vault index`"""
+
+
 class CorruptArchive(IntegrityError):
     """{path}: {detail}"""
 
@@ -165,6 +169,6 @@ class ReproMismatch(VaultError):
 
 # -- interrupted (130) -------------------------------------------------------------------------------------------
 class Interrupted(VaultError):
-    """interrupted; everything committed before is kept, and a re-run continues from there"""
+    """interrupted; what was finished is kept, nothing half-written was left behind"""
 
     exit_code = INTERRUPTED

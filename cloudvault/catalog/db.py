@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cloudvault import __version__
-from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew
+from cloudvault.errors import CatalogBusy, CatalogDamaged, CatalogMissing, CatalogTooNew, UsageError
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
@@ -20,9 +20,12 @@ SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 MIGRATIONS: dict[int, str] = {2: "", 3: ""}
 
 
-def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+def _connect(path: Path, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        from urllib.parse import quote
+
+        flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+        conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?{flags}", uri=True, timeout=30)
     else:
         conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
@@ -61,7 +64,13 @@ def _set_meta(conn: sqlite3.Connection, version: int) -> None:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    """The catalog's schema version; a SQLite file without vault's meta table is not a catalog."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            raise sqlite3.DatabaseError("not a vault catalog (no meta table)") from None
+        raise
     return int(row[0]) if row else 0
 
 
@@ -79,17 +88,30 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def open_catalog(path: Path, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
-    """The catalog at path; created (mode 0600) when asked, else CatalogMissing."""
+    """The catalog at path; created (mode 0600) when asked, else CatalogMissing. A file that is not a catalog,
+    or a damaged one, is CatalogDamaged (one line, never a traceback)."""
+    if path.is_dir():
+        raise UsageError(detail=f"--catalog {path} is a folder; give the catalog file (e.g. {path}/catalog.db)")
     if not path.exists():
         if not create:
             raise CatalogMissing(path=path)
         _create(path)
+    try:
+        return _open_existing(path, readonly)
+    except sqlite3.DatabaseError as exc:
+        raise CatalogDamaged(path=path, detail=str(exc)) from None
+
+
+def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
     if readonly:
-        conn = _connect(path, readonly=True)
+        # a catalog in a folder this user cannot write (a shared, read-only copy): no -shm/-wal can be made there,
+        # so it is opened immutable; nobody can be writing it from here either
+        immutable = not os.access(path.parent, os.W_OK)
+        conn = _connect(path, readonly=True, immutable=immutable)
         found = schema_version(conn)
         if found > SCHEMA_VERSION:
             raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
-        if found < SCHEMA_VERSION and os.access(path, os.W_OK):  # readers see the current schema too
+        if found < SCHEMA_VERSION and os.access(path, os.W_OK) and not immutable:  # readers see the current schema
             conn.close()
             open_catalog(path).close()
             conn = _connect(path, readonly=True)

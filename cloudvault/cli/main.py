@@ -112,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         code = 0
     except SystemExit as exc:  # --help and --version
         code = exc.code if isinstance(exc.code, int) else 0
+    except OSError as exc:  # the system refused something no check foresaw (permissions, a link loop, EIO)
+        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
+        _report(f"{exc.strerror or exc}{where}", errors.ENVIRONMENT, argv)
+        code = errors.ENVIRONMENT
+    except Exception as exc:
+        if type(exc).__module__ != "sqlite3":
+            raise  # a bug: the traceback is wanted
+        _report(f"the catalog cannot be read ({exc}); restore it from a copy or rebuild it", errors.INTEGRITY, argv)
+        code = errors.INTEGRITY
     finally:
         signal.signal(signal.SIGINT, previous)
     return code
