@@ -1,0 +1,212 @@
+"""Compare two runs request by request (or file by file) under a recipe's rules, and give one verdict.
+
+Rules, per column of the per-request table: "exact" (token ids, output length, finish reason must be equal),
+"ignore", or a tolerance {rtol, atol, percentile}: |b - a| <= atol + rtol * |a| must hold for every request, or,
+with a percentile P, for at least P% of them. Run A is the reference (the record), run B the new run.
+Pure functions: the runs arrive as dicts of rows; nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Iterable, Mapping
+
+EXACT = "exact"
+IGNORE = "ignore"
+TOKENS = "output_ids"  # the column holding a request's output token ids
+MARGINS = "top2_margin"  # per output token: logprob of the top token minus the runner-up's, when recorded
+
+REPRODUCED = "REPRODUCED"
+WITHIN_TOLERANCE = "WITHIN_TOLERANCE"
+DIVERGED = "DIVERGED"
+NOT_COMPARABLE = "NOT_COMPARABLE"
+PASSING = (REPRODUCED, WITHIN_TOLERANCE)
+
+
+class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0.0, None))):
+    """|b - a| <= atol + rtol * |a|, for every request or, with percentile P, for P% of them."""
+
+    __slots__ = ()
+
+    def holds(self, a: float, b: float) -> bool:
+        return abs(b - a) <= self.atol + self.rtol * abs(a) + 1e-12
+
+    def __str__(self) -> str:
+        parts = [f"rtol {self.rtol:g}"] if self.rtol else []
+        parts += [f"atol {self.atol:g}"] if self.atol else []
+        parts += [f"p{self.percentile:g}"] if self.percentile is not None else []
+        return " ".join(parts) or "equal"
+
+
+class RequestResult(
+    namedtuple("RequestResult", "request verdict first_divergence shared_prefix deltas failed near_tie notes")
+):
+    """One request: verdict (identical | out_of_tolerance | diverged | missing | extra), the first divergent output
+    token (0-based) and the shared prefix length, per-metric (a, b, b - a, within), the exact rules that failed,
+    near_tie (True/False when logprobs were recorded, None otherwise)."""
+
+    __slots__ = ()
+
+
+class RunComparison(namedtuple("RunComparison", "verdict requests counts tolerances settings_diff unchecked reasons")):
+    """The whole comparison: verdict, per-request results, counts by verdict, per tolerance column
+    (within, compared, holds), settings that differ, rules that could not be checked, and why not reproduced."""
+
+    __slots__ = ()
+
+
+def parse_rule(spec: object) -> str | Tolerance:
+    """A recipe's rule value: "exact", "ignore", or a table with rtol, atol, percentile."""
+    if spec in (EXACT, IGNORE):
+        return spec
+    if isinstance(spec, Mapping) and set(spec) <= {"rtol", "atol", "percentile"} and spec:
+        return Tolerance(float(spec.get("rtol", 0.0)), float(spec.get("atol", 0.0)), spec.get("percentile"))
+    raise ValueError(f"a rule is 'exact', 'ignore' or a table of rtol/atol/percentile, not {spec!r}")
+
+
+def first_divergence(a: list, b: list) -> int | None:
+    """Index of the first differing token; the shorter length when one is a prefix of the other; None if equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def compare_request(
+    key: str, a: Mapping, b: Mapping, rules: Mapping[str, str | Tolerance], near_tie_margin: float = 0.1
+) -> RequestResult:
+    """One request of run A against the same request of run B."""
+    failed, deltas, notes = [], {}, []
+    index = shared = None
+    for column, rule in rules.items():
+        if rule == IGNORE:
+            continue
+        if a.get(column) is None or b.get(column) is None:
+            notes.append(f"{column} not recorded in {'A' if a.get(column) is None else 'B'}")
+            continue
+        if rule == EXACT:
+            if column == TOKENS:
+                index = first_divergence(list(a[column]), list(b[column]))
+                shared = len(a[column]) if index is None else index
+            if _value(a[column]) != _value(b[column]):
+                failed.append(column)
+            continue
+        x, y = float(a[column]), float(b[column])
+        deltas[column] = (x, y, y - x, rule.holds(x, y))
+    near_tie = _near_tie(a, b, index, near_tie_margin) if TOKENS in failed else None
+    if failed:
+        verdict = "diverged"
+    elif not all(within for *_, within in deltas.values()):
+        verdict = "out_of_tolerance"
+    else:
+        verdict = "identical"
+    return RequestResult(key, verdict, index, shared, deltas, failed, near_tie, notes)
+
+
+def _value(value: object) -> object:
+    """Exact comparison ignores representation: '8192' equals 8192, a tuple equals a list."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _near_tie(a: Mapping, b: Mapping, index: int | None, threshold: float) -> bool | None:
+    """Whether the divergence sits where the top two candidates were within threshold (a greedy flip)."""
+    for side in (a, b):
+        margins = side.get(MARGINS)
+        if margins is not None and index is not None and index < len(margins):
+            return float(margins[index]) < threshold
+    return None
+
+
+def compare_runs(
+    a_rows: Mapping[str, Mapping], b_rows: Mapping[str, Mapping], rules: Mapping[str, str | Tolerance], *,
+    settings_diff: Iterable[tuple[str, object, object]] = (), near_tie_margin: float = 0.1,
+) -> RunComparison:  # fmt: skip
+    """Every request of A against B, the tolerance columns judged over all requests, and one verdict."""
+    results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
+    results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows if k not in b_rows]
+    results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows if k not in a_rows]
+    tolerances = {
+        column: _tolerance_outcome(rule, [r.deltas[column][3] for r in results if column in r.deltas])
+        for column, rule in rules.items()
+        if isinstance(rule, Tolerance)
+    }
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
+    verdict, reasons = _verdict(results, counts, tolerances, list(settings_diff))
+    return RunComparison(verdict, results, counts, tolerances, list(settings_diff), unchecked, reasons)
+
+
+def _tolerance_outcome(rule: Tolerance, within: list[bool]) -> tuple[int, int, bool]:
+    """(requests within, requests compared, whether the rule holds at its percentile)."""
+    n_in, n = sum(within), len(within)
+    needed = 100.0 if rule.percentile is None else float(rule.percentile)
+    return n_in, n, n == 0 or n_in * 100 >= needed * n - 1e-9
+
+
+def _verdict(results: list, counts: dict, tolerances: dict, settings_diff: list) -> tuple[str, list[str]]:
+    if settings_diff:
+        return NOT_COMPARABLE, [f"setting {k}: {a!r} vs {b!r}" for k, a, b in settings_diff]
+    if not any(r.verdict not in ("missing", "extra") for r in results):
+        return NOT_COMPARABLE, ["no request in common"]
+    reasons = []
+    for verdict in ("diverged", "missing", "extra"):
+        if counts.get(verdict):
+            reasons.append(f"{counts[verdict]} of {len(results)} requests {verdict}")
+    for column, (n_in, n, holds) in tolerances.items():
+        if not holds:
+            reasons.append(f"{column}: {n_in} of {n} requests within tolerance")
+    if reasons:
+        return DIVERGED, reasons
+    if all(n_in == n for n_in, n, _ in tolerances.values()):
+        return REPRODUCED, []
+    outside = [f"{c}: {n - n_in} of {n} outside, allowed by its percentile" for c, (n_in, n, _) in tolerances.items()
+               if n_in < n]  # fmt: skip
+    return WITHIN_TOLERANCE, outside
+
+
+def settings_differences(a: Mapping, b: Mapping, keys: Iterable[str] | None = None) -> list[tuple[str, object, object]]:
+    """(dotted key, value in A, value in B) for each compared setting that differs; keys None: those in both."""
+    flat_a, flat_b = _flatten(a), _flatten(b)
+    wanted = list(keys) if keys is not None else [k for k in flat_a if k in flat_b]
+    return [(k, flat_a.get(k), flat_b.get(k)) for k in wanted if _value(flat_a.get(k)) != _value(flat_b.get(k))]
+
+
+def _flatten(settings: Mapping, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+FileResult = namedtuple("FileResult", "name verdict first_difference size_a size_b")
+
+
+def compare_files(a: Mapping[str, bytes | None], b: Mapping[str, bytes | None]) -> RunComparison:
+    """Recorded files (A) against regenerated ones (B), byte for byte; a verdict over all of them."""
+    results = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x is None or y is None:
+            verdict = "missing" if y is None else "extra"
+            results.append(FileResult(name, verdict, None, len(x or b""), len(y or b"")))
+            continue
+        index = first_divergence(x, y)
+        results.append(FileResult(name, "identical" if index is None else "diverged", index, len(x), len(y)))
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    bad = [f"{r.name} {r.verdict}" + (f" at byte {r.first_difference}" if r.first_difference is not None else "")
+           for r in results if r.verdict != "identical"]  # fmt: skip
+    verdict = DIVERGED if bad else REPRODUCED if results else NOT_COMPARABLE
+    return RunComparison(verdict, results, counts, {}, [], [], bad or ([] if results else ["no files"]))
