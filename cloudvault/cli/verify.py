@@ -9,11 +9,11 @@ from cloudvault import errors
 
 
 def fraction(text: str) -> float:
-    """'5%' or '0.05' -> 0.05; above 0 and at most 1."""
+    """'5%' or '0.05' -> 0.05; from 0.01% (smaller would check nothing on any real mirror) to 100%."""
     import math
 
     value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    if not (math.isfinite(value) and 0 < value <= 1):
+    if not (math.isfinite(value) and 1e-4 <= value <= 1):
         raise ValueError(text)
     return value
 
