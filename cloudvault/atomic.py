@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from cloudvault.errors import DestinationExists, NoSpace
+from cloudvault.errors import DestinationExists, NoSpace, UsageError
 
 TMP_MARK = ".vault-"
 
@@ -61,10 +61,10 @@ def atomic_path(final: Path, *, force: bool = False, mode: int = 0o600) -> Itera
     """A temp path beside final to fill (created empty with mode); renamed onto final when the block ends
     without error, removed when it does not. final existing is DestinationExists unless force."""
     final = Path(final)
-    if (os.path.lexists(final)) and not force:
+    if final.is_dir() and not final.is_symlink():
+        raise UsageError(detail=f"{final} is a folder; vault never replaces a folder with a file")
+    if os.path.lexists(final) and not force:
         raise DestinationExists(path=final)
-    if force and final.is_dir() and not final.is_symlink():
-        raise DestinationExists(path=f"{final} (a folder)")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(final)
     tmp.unlink(missing_ok=True)

@@ -34,9 +34,10 @@ class VaultError(Exception):
     """{detail}"""
 
     exit_code = USAGE
+    defaults: dict = {}
 
     def __init__(self, **fields: object) -> None:
-        self.fields = fields
+        self.fields = {**self.defaults, **fields}
         super().__init__(self.message)
 
     @property
@@ -153,7 +154,9 @@ class ToolMissing(EnvironmentProblem):
 
 
 class NoSpace(EnvironmentProblem):
-    """no space left writing {path}; nothing was left behind"""
+    """no space left writing {path}; that file was removed{kept}"""
+
+    defaults = {"kept": ""}
 
 
 class MirrorUnreachable(EnvironmentProblem):

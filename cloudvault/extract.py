@@ -12,7 +12,7 @@ from pathlib import Path
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.atomic import atomic_write, is_stale_temp
 from cloudvault.catalog.lookup import EntryMembers
-from cloudvault.errors import AmbiguousMember, DestinationExists, MemberNotFound, UnsafeMember, UsageError
+from cloudvault.errors import AmbiguousMember, DestinationExists, MemberNotFound, NoSpace, UnsafeMember, UsageError
 from cloudvault.members import MemberReader, MemberStream, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -79,6 +79,8 @@ class Destination:
     already written (a chain `up -> ..`, `x -> up/..` cannot climb out)."""
 
     def __init__(self, folder: Path, keep_path: bool, allow_outside_links: bool) -> None:
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(detail=f"-o {folder} is a file; give a folder to write into (or - for stdout)")
         folder.mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(folder)
         self.keep_path = keep_path
@@ -93,11 +95,20 @@ class Destination:
         reason = unsafe_reason(member.path, member.type, link)
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was written")
-        rel = member.path if self.keep_path else posixpath.basename(member.path)
-        out = os.path.join(self.root, rel)
+        rel = local_name(member)
+        out = os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel))
         if not self.inside(os.path.realpath(out)):
             raise UnsafeMember(path=member.path, why="it would land outside the destination")
+        self._refuse_links_on_the_way(member, out)
         return Path(out)
+
+    def _refuse_links_on_the_way(self, member: Member, out: str) -> None:
+        """Nothing is written through a symlink that an earlier member (or anyone) put in the destination."""
+        folder = os.path.dirname(out)
+        while self.inside(folder) and folder != self.root:
+            if os.path.islink(folder):
+                raise UnsafeMember(path=member.path, why=f"it would be written through the symlink {folder}")
+            folder = os.path.dirname(folder)
 
     def check_link(self, member: Member, out: Path) -> None:
         target = member.link_target or ""
@@ -105,6 +116,18 @@ class Destination:
         if (os.path.isabs(target) or not self.inside(resolved)) and not self.allow_outside_links:
             raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the destination "
                                "(--allow-outside-links to create it anyway)")  # fmt: skip
+
+
+def local_name(member: Member) -> str:
+    """The member's path as it should appear on disk: its original bytes when the name is not valid UTF-8."""
+    raw = member.raw_path
+    if raw is None:
+        return member.path
+    if member.archive is None and member.entry_id:  # a plain file's raw path still has its entry folder
+        raw = raw[len(member.entry_id.encode()) + 1 :]
+    while raw.startswith(b"./"):
+        raw = raw[2:]
+    return os.fsdecode(raw.rstrip(b"/"))
 
 
 def _remove_stale_temps(folder: Path) -> None:
@@ -143,6 +166,12 @@ def extract(
                     where.path_for(member).mkdir(parents=True, exist_ok=True)
                 continue
             report.written.append(_extract_one(reader, member, where, force))
+    except NoSpace as exc:
+        kept = [w.dest for w in report.written]
+        if kept:
+            raise NoSpace(path=exc.fields["path"], kept=f"; written before it and kept: {', '.join(kept[:10])}"
+                          + (f" and {len(kept) - 10} more" if len(kept) > 10 else "")) from None  # fmt: skip
+        raise
     finally:
         reader.close()
         report.frames_read = reader.frames_read
@@ -185,8 +214,10 @@ def _write_file(stream: MemberStream, out: Path, force: bool) -> None:
 
 
 def _symlink(target: str, out: Path, force: bool) -> None:
+    if out.is_dir() and not out.is_symlink():
+        raise UsageError(detail=f"{out} is a folder; vault never replaces a folder with a link")
     if os.path.lexists(out):
-        if not force or (out.is_dir() and not out.is_symlink()):
+        if not force:
             raise DestinationExists(path=out)
         os.unlink(out)
     out.parent.mkdir(parents=True, exist_ok=True)

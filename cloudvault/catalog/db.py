@@ -63,6 +63,17 @@ def _set_meta(conn: sqlite3.Connection, version: int) -> None:
     )
 
 
+def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_meta_value(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value)
+    )
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     """The catalog's schema version; a SQLite file without vault's meta table is not a catalog."""
     try:

@@ -72,7 +72,7 @@ def _like_clause(column: str, terms: list[str]) -> tuple[str, list[str]]:
 def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
     """(mirror_id, entry_id, mirror name) of the one entry that query names exactly or by unique prefix."""
     sql = "SELECT e.mirror_id, e.entry_id, m.name FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE "
-    mirror, _, name = query.rpartition(":")
+    mirror, _, name = query.rstrip("/").rpartition(":")  # shell completion adds the slash
     extra, args = ("m.name = ? AND ", [mirror]) if mirror else ("", [])
     rows = conn.execute(sql + extra + "e.entry_id = ? AND e.entry_id != ''", [*args, name]).fetchall()
     if not rows:
@@ -85,8 +85,9 @@ def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
     if not rows:
         import difflib
 
-        names = [r[0] for r in conn.execute("SELECT entry_id FROM entries WHERE entry_id != ''")]
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+        names = [r[0] for r in conn.execute("SELECT entry_id FROM entries WHERE entry_id != '' ORDER BY entry_id")]
+        padded = [n for n in names if name.isdigit() and n.startswith(name.zfill(3))]  # `show 14` means 014
+        close = padded[:3] or difflib.get_close_matches(name, names, n=3, cutoff=0.4)
         raise EntryNotFound(query=query, hint=f"; did you mean {', '.join(close)}?" if close else "")
     labels = [f"{m}:{e}" if len({r[2] for r in rows}) > 1 else e for _, e, m in rows]
     raise AmbiguousEntry(query=query, count=len(rows), candidates=", ".join(labels[:10]))

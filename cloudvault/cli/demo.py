@@ -11,22 +11,20 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import shlex
     import time
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.cli.main import run_command
     from cloudvault.cli.ui import UI
     from cloudvault.demo.build import build_demo, demo_parts
 
     dest = Path(args.directory).expanduser() if args.directory else config.data_home() / "cloudvault" / "demo"
+    db = Path(args.catalog) if args.catalog else dest / "catalog.db"
+    _claim_catalog(db)
     ui = UI(as_json=args.json)
     started = time.monotonic()
     root = build_demo(dest)
-    db = str(Path(args.catalog) if args.catalog else dest / "catalog.db")
     out = str(dest / "extracted")
-    json_flag = ["--json"] if args.json else []
     ui.line(f"built the demo mirror at {root} in {time.monotonic() - started:.1f} s")
     journeys = [
         ["index", "--mirror", "marvell_cloud", str(root)],
@@ -42,17 +40,65 @@ def run(args) -> int:
     for part in demo_parts():
         if hasattr(part, "journeys"):
             journeys += part.journeys(dest, root)
-    code = errors.OK
-    for argv in journeys:
-        argv = [_last_member(db) if a == "<last member>" else a for a in argv]
-        ui.line()
-        ui.heading("$ vault --catalog " + shlex.join([db, *argv]))
-        result = run_command(["--catalog", db, *argv, *json_flag])
-        if argv[0] == "index" and result != errors.OK:
-            code = result
+    walked = [_walk(ui, str(db), argv, args.json) for argv in journeys]
+    if args.json:
+        ui.emit({"mirror": str(root), "catalog": str(db), "journeys": walked})
     ui.line()
-    ui.line(f"try it yourself: export VAULT_CATALOG={shlex.quote(db)}; vault search b16r64")
-    return code
+    ui.line(f"try it yourself: export VAULT_CATALOG={db}; vault search b16r64")
+    return walked[0]["exit_code"]  # the index: 5 if the demo's damage flags were not all expected
+
+
+def _claim_catalog(db) -> None:
+    """The demo writes only into a catalog it created: never into the user's real one."""
+    from cloudvault.catalog.db import meta_value, open_catalog, set_meta_value
+
+    if db.exists():
+        conn = open_catalog(db, readonly=True)
+        try:
+            ours = meta_value(conn, "demo") == "1"
+        finally:
+            conn.close()
+        if not ours:
+            raise errors.UsageError(detail=f"{db} is a catalog that `vault demo` did not create; refusing to write "
+                                    "the demo into it (leave out --catalog, or name a new file)")  # fmt: skip
+        return
+    conn = open_catalog(db, create=True)
+    try:
+        set_meta_value(conn, "demo", "1")
+    finally:
+        conn.close()
+
+
+def _walk(ui, db: str, argv: list[str], as_json: bool) -> dict:
+    """Run one journey as the user would type it; with --json its document is collected, not printed."""
+    import contextlib
+    import io
+    import json
+    import shlex
+
+    from cloudvault.cli.main import run_command
+
+    argv = [_last_member(db) if a == "<last member>" else a for a in argv]
+    ui.line()
+    ui.heading("$ vault --catalog " + shlex.join([db, *argv]))
+    if not as_json:
+        return {"argv": argv, "exit_code": _run_one(run_command, db, argv)}
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = _run_one(run_command, db, [*argv, "--json"])
+    text = captured.getvalue().strip()
+    return {"argv": argv, "exit_code": code, "output": json.loads(text) if text else None}
+
+
+def _run_one(run_command, db: str, argv: list[str]) -> int:
+    """A journey that fails says so on stderr and the walk goes on (the demo shows, it does not stop)."""
+    try:
+        return run_command(["--catalog", db, *argv])
+    except errors.VaultError as exc:
+        import sys
+
+        sys.stderr.write(f"vault: error: {exc.message}\n")
+        return exc.exit_code
 
 
 def _last_member(db: str) -> str:

@@ -16,6 +16,15 @@ def human_size(n: int | None) -> str:
     return f"{n} B"
 
 
+def printable(text: str) -> str:
+    """Text safe for any terminal or pipe: names that are not valid UTF-8 shown as \\xNN escapes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class UI:
     """Plain text on stdout (ANSI bold only on a terminal), one JSON document with --json, errors on stderr."""
 
@@ -26,7 +35,7 @@ class UI:
 
     def line(self, text: str = "") -> None:
         if not self.as_json:
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(printable(text) + "\n")
 
     def heading(self, text: str) -> None:
         self.line(f"\033[1m{text}\033[0m" if self.tty else text)
@@ -38,7 +47,7 @@ class UI:
     def emit(self, document: object) -> None:
         import json
 
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
+        sys.stdout.write(printable(json.dumps(document, ensure_ascii=False, indent=2, default=str)) + "\n")
 
     def progress(self, label: str = "indexing"):
         """A rich progress bar on a terminal; silent otherwise or with --quiet."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import zstandard
 
+from cloudvault.errors import UsageError
 from cloudvault.index.definition import load_manifest, manifest_table
 from cloudvault.models import Entry
 
@@ -217,6 +218,16 @@ ARCHIVES = [
 ]
 
 
+DEMO_MARK = ".vault-demo"
+
+
+def refuse_foreign(dest: Path, path: Path) -> None:
+    """The demo replaces only what an earlier demo built: a folder there that vault did not make is the user's."""
+    if os.path.lexists(path) and not (dest / DEMO_MARK).is_file():
+        raise UsageError(detail=f"{path} exists and was not built by `vault demo`; refusing to replace it "
+                         "(choose another --dir)")  # fmt: skip
+
+
 # Parts of the demo that the restore and repro features add: each module has build(tree) (files inside the
 # Marvell_cloud tree being staged), optionally build_extra(dest) (other mirrors beside it) and
 # journeys(dest, root) (the `vault` argv lists that the demo walks for it).
@@ -235,7 +246,9 @@ def build_demo(dest: Path, seed: int = 20260925) -> Path:
     rng = random.Random(seed)
     entries = load_manifest("marvell_cloud")
     root = dest / "Marvell_cloud"
+    refuse_foreign(dest, root)
     dest.mkdir(parents=True, exist_ok=True)
+    (dest / DEMO_MARK).write_text("built by `vault demo`; vault may replace what it built here\n")
     staging = Path(tempfile.mkdtemp(prefix=".demo-", dir=dest))
     try:
         tree = staging / "Marvell_cloud"
