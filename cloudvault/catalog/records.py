@@ -42,14 +42,17 @@ def record_restore(
     return cur.lastrowid
 
 
+def _select(conn: sqlite3.Connection, table: str, order: str, filters: dict) -> list[tuple]:
+    """Rows of table where every given (not None) column equals its value."""
+    given = {column: value for column, value in filters.items() if value is not None}
+    where = "".join(f" AND {column} = ?" for column in given)
+    return conn.execute(f"SELECT * FROM {table} WHERE 1=1{where} ORDER BY {order}", list(given.values())).fetchall()
+
+
 def restores(conn: sqlite3.Connection, *, mirror_id: int | None = None, entry_id: str | None = None,
              kind: str | None = None) -> list[Restore]:  # fmt: skip
-    sql, args = "SELECT * FROM restores WHERE 1=1", []
-    for column, value in (("mirror_id", mirror_id), ("entry_id", entry_id), ("kind", kind)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            args.append(value)
-    return [Restore(*r) for r in conn.execute(sql + " ORDER BY id", args)]
+    rows = _select(conn, "restores", "id", {"mirror_id": mirror_id, "entry_id": entry_id, "kind": kind})
+    return [Restore(*r) for r in rows]
 
 
 def start_run(
@@ -90,12 +93,8 @@ def finish_run(
 
 def runs(conn: sqlite3.Connection, *, mirror_id: int | None = None, entry_id: str | None = None,
          run_id: str | None = None) -> list[Run]:  # fmt: skip
-    sql, args = "SELECT * FROM runs WHERE 1=1", []
-    for column, value in (("mirror_id", mirror_id), ("entry_id", entry_id), ("run_id", run_id)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            args.append(value)
-    return [Run(*r) for r in conn.execute(sql + " ORDER BY started_at, id", args)]
+    rows = _select(conn, "runs", "started_at, id", {"mirror_id": mirror_id, "entry_id": entry_id, "run_id": run_id})
+    return [Run(*r) for r in rows]
 
 
 def run_requests(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str, int | None, dict]]:
