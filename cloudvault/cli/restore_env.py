@@ -1,4 +1,23 @@
-"""`vault restore env`: being built (issue in progress)."""
+"""Restore the lab's Python envs from the mirror's env archives: at their recorded prefix, or relocated.
+
+RECIPE names where the archives are (nebius: 015 data/miniforge3_tar/*.tar.zst packed at
+/mnt/filesystem-h8/miniforge3; runpod: 017 data/workspace/cs/backup/env-*.tar.zst packed at /workspace/env);
+every archive it finds is an env, named by its folder (envs/NAME). With no ENV, all of them.
+
+  vault restore env nebius --list                                   envs, sizes, python, torch, CUDA build
+  vault restore env nebius --dry-run                                the plan, reading only conda-meta
+  vault restore env nebius sparsespec --prefix ~/envs/sparsespec    one env, relocated
+  vault restore env nebius --to ~/miniforge3                        every env under ROOT/envs/NAME
+
+Each archive is streamed once, every file verified (catalog BLAKE3, conda-meta sha256, pip RECORD) into a
+staging folder beside the target that is renamed into place at the end: Ctrl-C or kill leaves nothing at the
+target. Relocating rewrites text holding the old prefix (long #! lines become conda's /bin/sh trampoline),
+patches binaries NUL-padded within conda's placeholder length, makes ELF run paths $ORIGIN-relative and compiles
+byte-code again with the env's python. The recipe's smoke checks then run inside the env; each restore is
+recorded in the catalog (`vault search restored`, `vault show 015`). Exit 2: target exists (--force), bad recipe,
+or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 5: damaged archive or unsafe member;
+6: no space, prefix not creatable, or a smoke check failed.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +25,176 @@ from cloudvault import errors
 
 
 def add_arguments(parser) -> None:
-    pass
+    parser.add_argument("recipe", help="env recipe: nebius, runpod, your own name under $VAULT_RECIPES/env, or a .toml")
+    parser.add_argument("envs", nargs="*", metavar="ENV", help="env names (default: every env the recipe finds)")
+    parser.add_argument("--list", action="store_true", help="list the envs with sizes, python, torch and CUDA build")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--prefix", help="restore one env at this prefix")
+    where.add_argument("--to", metavar="ROOT", help="restore under ROOT, keeping each env's folder (ROOT/envs/NAME)")
+    parser.add_argument("--force", action="store_true", help="replace an existing target (swapped at the end)")
+    parser.add_argument(
+        "--allow-unpatched",
+        action="store_true",
+        help="place the env even when some file cannot hold the new prefix (they are listed)",
+    )
+    parser.add_argument("--no-checks", action="store_true", help="skip the recipe's smoke checks")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
 def run(args) -> int:
-    raise errors.UsageError(detail="vault restore env is not built yet")
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.cli.ui import UI
+    from cloudvault.restore.env import EnvRecipe, local_caps
+
+    recipe = EnvRecipe(args.recipe)
+    ui = UI(as_json=args.json)
+    read_only = args.list or args.dry_run
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=read_only)
+    try:
+        envs = recipe.pick(recipe.discover(conn), args.envs)
+        if not envs:
+            raise errors.NotFound(
+                detail=f"recipe {recipe.name} finds no env archive matching "
+                f"{recipe.data['archives']!r} in entry {recipe.data['entry']}"
+            )
+        if args.prefix and len(envs) != 1:
+            raise errors.UsageError(
+                detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})"
+            )
+        if args.list:
+            return _list(ui, recipe, conn, envs, local_caps())
+        if args.dry_run:
+            return _dry_run(ui, recipe, conn, envs, args)
+        return _restore(ui, recipe, conn, envs, args)
+    finally:
+        conn.close()
+
+
+def _list(ui, recipe, conn, envs, caps) -> int:
+    from cloudvault.cli.ui import human_size
+    from cloudvault.restore.env import describe
+
+    rows = [describe(conn, env, caps) for env in envs]
+    if ui.as_json:
+        ui.emit({"recipe": recipe.name, "entry": recipe.data["entry"], "envs": rows})
+        return errors.OK
+    ui.heading(f"{recipe.name}: {len(rows)} env(s) in {recipe.data['entry']} {recipe.data['archives']}")
+    for r in rows:
+        torch = r["torch"]
+        build = f"torch {torch['version']} (CUDA {torch['cuda'] or '?'})" if torch else "no torch"
+        ui.line(
+            f"  {r['name']:<14} {r['archive'].rsplit('/', 1)[-1]}  {human_size(r['archive_size'])} "
+            f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
+        )
+        ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
+        for note in (r["gpu"] or {}).get("notes", []):
+            ui.line(f"    ! {note}")
+    return errors.OK
+
+
+def _dry_run(ui, recipe, conn, envs, args) -> int:
+    from cloudvault.cli.ui import human_size
+    from cloudvault.restore.env import target_for
+    from cloudvault.restore.env_restore import plan
+
+    plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to)) for env in envs]
+    if ui.as_json:
+        ui.emit({"recipe": recipe.name, "plan": plans})
+        return errors.OK
+    for p in plans:
+        ui.heading(f"{p['name']}: {p['archive']} -> {p['target']}")
+        ui.line(
+            f"  {human_size(p['archive_size'])} archive, {p['files']} files, about {human_size(p['bytes'])} "
+            f"to write; {human_size(p['free'])} free there{'' if p['enough_space'] else ' (NOT ENOUGH)'}"
+        )
+        if p["relocate"]:
+            ui.line(
+                f"  relocate from {p['old_prefix']}: {p['conda_text_with_prefix']} text and "
+                f"{p['conda_binary_with_prefix']} binary files recorded by conda-meta with the prefix; "
+                f"{p['pip_scripts']} pip scripts and {p['pip_pyc']} pip byte-code files checked while restoring"
+            )
+        else:
+            ui.line("  at the original prefix: files written verbatim, nothing rewritten")
+        ui.line(f"  smoke checks: prefix{''.join(', ' + c for c in p['checks'])}")
+        for risk in p["risks"]:
+            ui.line(f"  ! {risk}")
+    return errors.OK
+
+
+def _restore(ui, recipe, conn, envs, args) -> int:
+    from cloudvault.catalog.records import now
+    from cloudvault.restore.env import ChecksFailed, target_for
+    from cloudvault.restore.env_restore import record, restore
+
+    results = []
+    for env in envs:
+        target = target_for(env, args.prefix, args.to)
+        started = now()
+        progress = ui.progress(f"restoring {env.name}")
+        try:
+            result = restore(
+                conn,
+                recipe,
+                env,
+                target,
+                force=args.force,
+                allow_unpatched=args.allow_unpatched,
+                smoke=not args.no_checks,
+                progress=progress,
+            )
+        except errors.VaultError as exc:
+            if not isinstance(exc, errors.DestinationExists):
+                record(conn, env, target, None, exc.message, started)
+            raise
+        if result["status"] != "already restored":
+            record(conn, env, target, result, None, started)
+        results.append(result)
+        _say(ui, result)
+    if ui.as_json:
+        ui.emit({"recipe": recipe.name, "restored": results})
+    failed = [f"{r['name']}: {c['name']}" for r in results for c in r.get("checks", []) if not c["ok"]]
+    if failed:
+        raise ChecksFailed(
+            name=", ".join(r["name"] for r in results),
+            prefix=", ".join(r["target"] for r in results),
+            failed="; ".join(failed),
+        )
+    return errors.OK
+
+
+def _say(ui, r: dict) -> None:
+    from cloudvault.cli.ui import human_size
+
+    if r["status"] == "already restored":
+        ui.line(f"{r['name']}: already restored at {r['target']} from this archive; nothing to do")
+        return
+    v = r["verified"]
+    ui.heading(f"{r['name']}: restored at {r['target']}")
+    ui.line(
+        f"  {r['files']} files ({human_size(r['bytes'])}), {r['links']} links; verified: {v['blake3_files']} "
+        f"BLAKE3, {v['conda_checked']} conda-meta sha256, {v['record_checked']} pip RECORD sha256"
+    )
+    for what, key in (("differ from conda-meta", "conda_differ"), ("differ from pip RECORD", "record_differ")):
+        if v[key]:
+            ui.warn(f"{r['name']}: {len(v[key])} file(s) {what} (changed after install): {', '.join(v[key][:5])}")
+    if r["old_prefix"] != r["target"]:
+        how = ", ".join(f"{n} {h}" for h, n in sorted(r["rewritten_how"].items())) or "none"
+        ui.line(
+            f"  moved from {r['old_prefix']}: {r['rewritten']} files rewritten ({how}); byte-code: "
+            f"{r['pyc_removed']} removed, {r['pyc_recompiled']} compiled again"
+        )
+    if r["pyc_note"]:
+        ui.warn(f"{r['name']}: {r['pyc_note']}")
+    for u in r["unpatched"]:
+        ui.warn(f"{r['name']}: not moved: {u['path']}: {u['why']}")
+    for c in r["checks"]:
+        ui.line(
+            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
+            + ("" if c["ok"] else f": {c['output'][-200:]}")
+        )
+    for note in (r["gpu"] or {}).get("notes", []):
+        ui.warn(f"{r['name']}: {note}")
+    for pitfall in r["pitfalls"]:
+        ui.line(f"  note: {pitfall}")

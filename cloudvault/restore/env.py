@@ -1,0 +1,200 @@
+"""`vault restore env`: the lab's Python environments out of the mirror's env archives, at their recorded prefix
+or relocated, verified, and never half-written at the target.
+
+A recipe (recipes/env/NAME.toml) names the entry and an archive glob; each archive the glob finds in the catalog
+is one env, named by the folder that holds its conda-meta/ (envs/NAME), so a new archive needs no recipe edit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudvault import errors
+from cloudvault.catalog.lookup import EntryMembers
+from cloudvault.catalog.query import resolve_entry
+from cloudvault.members import MemberReader, read_order
+from cloudvault.models import Member
+from cloudvault.recipe import ANY, load_recipe
+from cloudvault.restore import env_meta
+
+CHECKS = {ANY: (str, False)}
+SCHEMA = {
+    "description": (str, False),
+    "entry": (str, True),  # the mirror entry holding the archives: 015
+    "archives": (str, True),  # glob within the entry: data/miniforge3_tar/*.tar.zst
+    "root": (str, False),  # the folder the archives were packed from: /mnt/filesystem-h8/miniforge3
+    "package_cache": (str, False),  # where the conda package cache lies in the entry (named in the plan)
+    "checks": (CHECKS, False),  # name -> command run inside every restored env
+    "pitfalls": (list, False),  # printed with every plan and restore
+    "envs": ({ANY: ({"prefix": (str, False), "checks": (CHECKS, False), "pitfalls": (list, False)}, False)}, False),
+}
+MARKER = "conda-meta/vault-restore.json"
+SPACE_MARGIN = 1.05  # rewrites and byte-code need a little more than the members' bytes
+
+
+class EnvNotFound(errors.NotFound):
+    """no env {name!r} in recipe {recipe} (entry {entry}){hint}"""
+
+
+class NotEnoughSpace(errors.EnvironmentProblem):
+    """{path} has {free} free; {name} needs about {need}; nothing was written"""
+
+
+class PrefixUnusable(errors.EnvironmentProblem):
+    """cannot create {path} ({why}); restore elsewhere with --prefix PATH or --to ROOT"""
+
+
+class Unpatched(errors.UsageError):
+    """{count} file(s) of {name} cannot be moved to {prefix}: {files}; pick a shorter prefix or pass --allow-unpatched
+    to place the env anyway; nothing was written"""
+
+
+class ChecksFailed(errors.EnvironmentProblem):
+    """{name} is restored at {prefix} but its smoke checks failed: {failed}"""
+
+
+@dataclass
+class EnvSource:
+    """One env the recipe finds: its archive (a files row as Member), the folder inside it, the original prefix."""
+
+    name: str
+    archive: Member
+    folder: str
+    prefix: str | None
+    mirror_id: int
+    entry_id: str
+
+    def members(self, conn: sqlite3.Connection) -> list[Member]:
+        found = EntryMembers(conn, self.mirror_id, self.entry_id, self.archive.path.rsplit("/", 1)[-1]).glob("*")
+        inside = self.folder + "/"
+        return [m for m in found if m.file_id == self.archive.file_id and
+                (not self.folder or m.path == self.folder or m.path.startswith(inside))]  # fmt: skip
+
+
+class EnvRecipe:
+    """A loaded, validated env recipe and the envs it finds in the catalog."""
+
+    def __init__(self, name: str) -> None:
+        self.path, self.data = load_recipe("env", name, SCHEMA)
+        self.name = self.path.stem
+
+    def checks_for(self, env: str) -> dict[str, str]:
+        return dict(self.data.get("checks", {})) | dict(self.data.get("envs", {}).get(env, {}).get("checks", {}))
+
+    def pitfalls_for(self, env: str) -> list[str]:
+        own = self.data.get("envs", {}).get(env, {}).get("pitfalls", [])
+        return [str(p) for p in self.data.get("pitfalls", []) + own]
+
+    def discover(self, conn: sqlite3.Connection) -> list[EnvSource]:
+        mirror_id, entry_id, _ = resolve_entry(conn, self.data["entry"])
+        files = EntryMembers(conn, mirror_id, entry_id).glob(self.data["archives"])
+        envs: dict[str, EnvSource] = {}
+        for archive in (f for f in files if f.archive is None and f.type == "file"):
+            folder = _env_folder(conn, mirror_id, entry_id, archive)
+            if folder is None:
+                continue
+            stem = archive.path.rsplit("/", 1)[-1].removesuffix(".tar.zst")
+            name = folder.rsplit("/", 1)[-1] if folder else stem.removeprefix("env-")
+            envs.setdefault(name, EnvSource(name, archive, folder, self._prefix(name, folder), mirror_id, entry_id))
+        return list(envs.values())
+
+    def _prefix(self, name: str, folder: str) -> str | None:
+        own = self.data.get("envs", {}).get(name, {}).get("prefix")
+        if own:
+            return own.rstrip("/")
+        if "root" in self.data:
+            return "/".join(p for p in (self.data["root"].rstrip("/"), folder or name) if p)
+        return "/" + folder if folder else None  # packed with absolute paths (tar -P): the path is the prefix
+
+    def pick(self, envs: list[EnvSource], names: list[str]) -> list[EnvSource]:
+        """The envs asked for (all when none named); an unknown name is EnvNotFound with the close names."""
+        if not names:
+            return envs
+        by_name = {e.name: e for e in envs}
+        for name in names:
+            if name not in by_name:
+                import difflib
+
+                close = difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.4)
+                hint = f"; did you mean: {', '.join(close)}" if close else f"; it has: {', '.join(by_name) or 'none'}"
+                raise EnvNotFound(name=name, recipe=self.name, entry=self.data["entry"], hint=hint)
+        return [by_name[n] for n in dict.fromkeys(names)]
+
+
+def _env_folder(conn: sqlite3.Connection, mirror_id: int, entry_id: str, archive: Member) -> str | None:
+    """The folder inside the archive that is an env: the shallowest holding conda-meta/ (else bin/python)."""
+    members = EntryMembers(conn, mirror_id, entry_id, archive.path.rsplit("/", 1)[-1])
+    for pattern, marker in (("*conda-meta/*", "conda-meta/"), ("*bin/python*", "bin/python")):
+        folders = set()
+        for m in members.glob(pattern):
+            at = m.path.find(marker)
+            if m.file_id == archive.file_id and (at == 0 or m.path[at - 1 : at] == "/"):
+                folders.add(m.path[:at].rstrip("/"))
+        if folders:
+            return min(folders, key=lambda f: (f.count("/"), f))
+    return None
+
+
+def target_for(env: EnvSource, prefix: str | None, to: str | None) -> Path:
+    """Where env goes: --prefix, ROOT/<its folder> for --to, else its original prefix."""
+    if prefix:
+        return Path(os.path.abspath(os.path.expanduser(prefix)))
+    if to:
+        return Path(os.path.abspath(os.path.expanduser(to))) / (env.folder or env.name)
+    if env.prefix is None:
+        raise errors.UsageError(detail=f"the recipe records no prefix for {env.name}; give --prefix or --to")
+    return Path(env.prefix)
+
+
+def read_marker(target: Path) -> dict | None:
+    try:
+        return json.loads((target / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_documents(conn: sqlite3.Connection, members: list[Member]) -> dict[str, bytes]:
+    """The bytes of small members (conda-meta JSON), read and verified in one forward pass."""
+    out = {}
+    with MemberReader(conn) as reader:
+        for m in read_order(members):
+            out[m.path] = b"".join(reader.open(m))
+    return out
+
+
+def conda_meta_members(members: list[Member], folder: str) -> list[Member]:
+    meta = f"{folder}/conda-meta/" if folder else "conda-meta/"
+    return [m for m in members if m.type == "file" and m.path.startswith(meta) and m.path.endswith(".json")
+            and m.path != f"{meta}vault-restore.json"]  # fmt: skip
+
+
+def free_space(path: Path) -> int:
+    """Free bytes where path would be created (its nearest existing folder)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def local_caps() -> list[tuple[int, int]]:
+    from cloudvault import gpu
+
+    return [g.compute_cap for g in gpu.local_gpus() or []]
+
+
+def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None) -> dict:
+    """What `--list` says of an env, from member names alone: sizes, python, torch build, GPU fit."""
+    members = env.members(conn)
+    paths = [m.path for m in members]
+    torch = env_meta.torch_build(paths)
+    return {
+        "name": env.name, "archive": env.archive.path, "archive_size": env.archive.size,
+        "size": sum(m.size for m in members if m.type == "file"), "files": sum(m.type == "file" for m in members),
+        "prefix": env.prefix, "python": env_meta.python_version(paths), "torch": torch,
+        "conda_packages": len(conda_meta_members(members, env.folder)), "gpu": env_meta.gpu_fit(torch, None, caps),
+    }  # fmt: skip

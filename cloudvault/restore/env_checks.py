@@ -1,0 +1,53 @@
+"""Smoke checks run inside a restored env: its python knows its new prefix, then the recipe's own commands
+(console scripts, compiled-extension imports), each with the env's bin/ first on PATH."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from cloudvault.restore.env_rewrite import env_python
+
+TIMEOUT = 300
+PREFIX_CHECK = "python -c 'import sys; print(sys.prefix)'"
+
+
+def check_env(prefix: Path) -> dict[str, str]:
+    """The environment a check runs in: the env's bin/ first, no PYTHONPATH/PYTHONHOME leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != "VIRTUAL_ENV"}
+    env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["CONDA_PREFIX"] = str(prefix)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a check must not leave byte-code behind
+    return env
+
+
+def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> dict:
+    """One check: exit 0 passes; the last lines of its output are kept."""
+    argv = shlex.split(command)
+    local = prefix / "bin" / argv[0]
+    if local.exists():
+        argv[0] = str(local)
+    try:
+        done = subprocess.run(argv, cwd=prefix, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"name": name, "command": command, "ok": False, "exit_code": None, "output": str(exc)}
+    output = (done.stdout + done.stderr).strip()
+    return {"name": name, "command": command, "ok": done.returncode == 0, "exit_code": done.returncode,
+            "output": output[-400:]}  # fmt: skip
+
+
+def run_checks(prefix: Path, checks: dict[str, str]) -> list[dict]:
+    """The built-in prefix check (when the env has a python), then the recipe's checks in order."""
+    env = check_env(prefix)
+    results = []
+    if env_python(prefix) is not None:
+        result = run_one(prefix, "prefix", PREFIX_CHECK, env)
+        said = result["output"].splitlines()[-1] if result["output"] else ""
+        if result["ok"] and os.path.realpath(said) != os.path.realpath(prefix):
+            result |= {"ok": False, "output": f"sys.prefix is {said!r}, not {str(prefix)!r}"}
+        results.append(result)
+    for name, command in checks.items():
+        results.append(run_one(prefix, name, command, env))
+    return results

@@ -1,0 +1,128 @@
+"""What an env archive says about itself: conda-meta records, pip RECORDs, python and torch builds, GPU fit.
+
+Everything here parses names or small documents already in hand (member paths, conda-meta JSON, torch/version.py),
+so `--list` and `--dry-run` answer from the catalog and conda-meta alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections import namedtuple
+
+# One file as conda recorded it in conda-meta/<pkg>.json paths_data.
+CondaPath = namedtuple("CondaPath", "package file_mode placeholder sha256_in_prefix sha256 size")
+
+_DIST_INFO = re.compile(r"(?:^|/)site-packages/torch-([^/]+?)\.dist-info(?:/|$)")
+_CONDA_TORCH = re.compile(r"(?:^|/)conda-meta/pytorch-(\d[^-]*)-([^/]+)\.json$")
+_CONDA_PYTHON = re.compile(r"(?:^|/)conda-meta/python-(\d[^-]*)-[^/]+\.json$")
+_LIB_PYTHON = re.compile(r"(?:^|/)lib/python(\d+\.\d+)/")
+_CU_TAG = re.compile(r"\+cu(\d+)(\d)$")
+_CUDA_BUILD = re.compile(r"cuda(\d+)\.(\d+)")
+# torch's release wheels: every CUDA build before 12.8 stops at Hopper (sm_90); 12.8 added Blackwell.
+ARCHES_BEFORE_CU128 = "5.0 6.0 7.0 7.5 8.0 8.6 9.0"
+ARCHES_FROM_CU128 = "7.5 8.0 8.6 9.0 10.0 12.0+PTX"
+
+
+def conda_paths(documents: dict[str, bytes]) -> dict[str, CondaPath]:
+    """rel path -> CondaPath from conda-meta JSON documents (name -> bytes); files without paths_data still
+    count through their `files` list."""
+    out: dict[str, CondaPath] = {}
+    for name, raw in documents.items():
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        package = doc.get("name") or name.rsplit("/", 1)[-1].removesuffix(".json")
+        for rel in doc.get("files") or []:
+            out.setdefault(rel, CondaPath(package, None, None, None, None, None))
+        for p in (doc.get("paths_data") or {}).get("paths") or []:
+            if isinstance(p, dict) and "_path" in p:
+                fields = ("file_mode", "prefix_placeholder", "sha256_in_prefix", "sha256", "size_in_bytes")
+                out[p["_path"]] = CondaPath(package, *(p.get(f) for f in fields))
+    return out
+
+
+def record_hashes(record: bytes, site_dir: str) -> dict[str, str]:
+    """env-relative path -> sha256 hex from a pip RECORD (paths relative to site-packages, `../../../bin/x`)."""
+    import csv
+    import io
+    import posixpath
+
+    out = {}
+    for row in csv.reader(io.StringIO(record.decode("utf-8", "replace"))):
+        if len(row) < 2 or not row[1].startswith("sha256="):
+            continue
+        digest = row[1][len("sha256=") :]
+        try:
+            raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+        except ValueError:
+            continue
+        out[posixpath.normpath(posixpath.join(site_dir, row[0]))] = raw.hex()
+    return out
+
+
+def python_version(paths: list[str]) -> str | None:
+    for pattern in (_CONDA_PYTHON, _LIB_PYTHON):
+        found = sorted({m[1] for p in paths if (m := pattern.search(p))})
+        if found:
+            return found[-1]
+    return None
+
+
+def torch_build(paths: list[str]) -> dict | None:
+    """{'version', 'cuda'} of the env's torch from its dist-info folder or conda-meta name, or None."""
+    for p in paths:
+        if m := _DIST_INFO.search(p):
+            version = m[1]
+            cu = _CU_TAG.search(version)
+            cuda = f"{cu[1]}.{cu[2]}" if cu else ("cpu" if version.endswith("+cpu") else None)
+            return {"version": version, "cuda": cuda, "from": "dist-info"}
+        if m := _CONDA_TORCH.search(p):
+            cu = _CUDA_BUILD.search(m[2])
+            return {"version": m[1], "cuda": f"{cu[1]}.{cu[2]}" if cu else ("cpu" if "cpu" in m[2] else None),
+                    "from": "conda-meta"}  # fmt: skip
+    return None
+
+
+def torch_version_file(text: str) -> dict:
+    """torch/version.py's __version__ and cuda (None for a CPU build)."""
+    version = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)", text, re.M)
+    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:['\"]([^'\"]+)['\"]|None)", text, re.M)
+    return {"version": version[1] if version else None, "cuda": cuda[1] if cuda else None, "from": "version.py"}
+
+
+def arch_list_for(cuda: str | None) -> str | None:
+    """The arch list torch's release wheels carry for a CUDA version ('12.1' -> up to sm_90); None if unknown."""
+    if not cuda or cuda == "cpu":
+        return None
+    try:
+        major, minor = (int(x) for x in cuda.split(".")[:2])
+    except ValueError:
+        return None
+    return ARCHES_FROM_CU128 if (major, minor) >= (12, 8) else ARCHES_BEFORE_CU128
+
+
+def gpu_fit(torch: dict | None, arch_text: str | None = None, local_caps: list | None = None) -> dict | None:
+    """Whether the torch build has kernels for sm_120 (RTX PRO 6000) and for each local GPU, said plainly."""
+    from cloudvault import gpu
+
+    if not torch or torch.get("cuda") in (None, "cpu"):
+        return None
+    source = "cuobjdump" if arch_text else f"torch release wheels for CUDA {torch['cuda']}"
+    arch_text = arch_text or arch_list_for(torch["cuda"])
+    if arch_text is None:
+        return None
+    archs = gpu.parse_arch_list(arch_text)
+    caps = {"12.0": (12, 0)} | {gpu.format_cap(c): c for c in (local_caps or [])}
+    fit = {cap: gpu.fits(archs, c) for cap, c in caps.items()}
+    notes = [
+        f"torch {torch['version']} (CUDA {torch['cuda']}) has no kernels for compute capability {cap} "
+        f"(sm_{cap.replace('.', '')}): it cannot run there; install a torch built for it (cu128 or later for sm_120)"
+        for cap, ok in fit.items()
+        if ok is False
+    ]
+    return {"arches": gpu.describe(archs), "arches_from": source, "fits": fit, "notes": notes}

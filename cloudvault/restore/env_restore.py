@@ -1,0 +1,247 @@
+"""Plan and carry out one env restore: staging folder beside the target, one verified pass over the archive,
+relocation, hash checks against conda-meta and pip RECORD, marker, rename into place, smoke checks, catalog row."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+from cloudvault import __version__, errors
+from cloudvault.atomic import fsync_dir
+from cloudvault.catalog.records import now, record_restore
+from cloudvault.members import MemberReader
+from cloudvault.progress import Progress
+from cloudvault.restore import env_meta
+from cloudvault.restore.env import (
+    MARKER,
+    SPACE_MARGIN,
+    EnvRecipe,
+    EnvSource,
+    NotEnoughSpace,
+    PrefixUnusable,
+    Unpatched,
+    conda_meta_members,
+    free_space,
+    read_documents,
+    read_marker,
+)
+from cloudvault.restore.env_checks import run_checks
+from cloudvault.restore.env_rewrite import Relocation, relocate
+from cloudvault.restore.env_stage import Staged, StagingArea, finish_dirs, stage
+
+STAGING_MARK = ".vault-restore-"
+
+
+def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path) -> dict:
+    """What a restore would do, from the catalog and conda-meta alone: bytes, target, space, rewrites, risks."""
+    members = env.members(conn)
+    need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
+    conda = env_meta.conda_paths(read_documents(conn, conda_meta_members(members, env.folder)))
+    old, new = env.prefix or "", str(target)
+    with_prefix = {p: c for p, c in conda.items() if c.placeholder}
+    misfit = sorted(p for p, c in with_prefix.items() if c.file_mode == "binary" and len(new) > len(c.placeholder))
+    in_conda = set(conda)
+    rel = [m.path[len(env.folder) + 1 :] if env.folder else m.path for m in members if m.type == "file"]
+    pip_scripts = [p for p in rel if p.startswith("bin/") and p not in in_conda]
+    pip_pyc = [p for p in rel if p.endswith(".pyc") and p not in in_conda]
+    risks = recipe.pitfalls_for(env.name)
+    if os.path.lexists(target):
+        risks.append(f"{target} exists: it is kept unless you pass --force")
+    if misfit:
+        shown = ", ".join(misfit[:5])
+        risks.append(f"{len(misfit)} binary file(s) recorded with a placeholder shorter than {new}: {shown}")
+    free = free_space(target.parent)
+    if free < need:
+        risks.append(f"not enough space: {free} bytes free, {need} needed")
+    return {
+        "name": env.name, "archive": env.archive.path, "archive_blake3": env.archive.blake3,
+        "archive_size": env.archive.size, "bytes": need, "files": len(rel), "target": new, "old_prefix": old,
+        "relocate": old != new, "free": free, "enough_space": free >= need, "exists": os.path.lexists(target),
+        "conda_files": len(conda), "conda_text_with_prefix": sum(c.file_mode == "text" for c in with_prefix.values()),
+        "conda_binary_with_prefix": sum(c.file_mode == "binary" for c in with_prefix.values()),
+        "binary_misfits": misfit, "pip_scripts": len(pip_scripts), "pip_pyc": len(pip_pyc),
+        "package_cache": recipe.data.get("package_cache"), "checks": list(recipe.checks_for(env.name)),
+        "risks": risks,
+    }  # fmt: skip
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def remove_stale_staging(target: Path) -> None:
+    """Staging folders of a restore that was killed (its pid gone) are vault's own: removed before a new one."""
+    if not target.parent.is_dir():
+        return
+    for path in target.parent.glob(f".{target.name}{STAGING_MARK}*"):
+        pid = path.name.rsplit(STAGING_MARK, 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and _pid_gone(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _prepare(env: EnvSource, target: Path, need: int, force: bool) -> Path:
+    """The staging folder beside target, after the checks that must pass before anything is written."""
+    if os.path.lexists(target) and not force:
+        raise errors.DestinationExists(path=target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrefixUnusable(path=target.parent, why=exc.strerror or str(exc)) from None
+    remove_stale_staging(target)
+    free = shutil.disk_usage(target.parent).free
+    if free < need:
+        raise NotEnoughSpace(path=target.parent, free=_gib(free), name=env.name, need=_gib(need))
+    staging = target.parent / f".{target.name}{STAGING_MARK}{os.getpid()}"
+    try:
+        staging.mkdir(mode=0o700)
+    except OSError as exc:
+        raise PrefixUnusable(path=staging, why=exc.strerror or str(exc)) from None
+    return staging
+
+
+def _swap(staging: Path, target: Path) -> None:
+    """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed."""
+    aside = None
+    if os.path.lexists(target):
+        aside = target.with_name(f".{target.name}.vault-replaced-{os.getpid()}")
+        os.rename(target, aside)
+    os.rename(staging, target)
+    fsync_dir(target.parent)
+    if aside is not None:
+        shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
+
+
+def check_recorded(root: Path, staged: Staged, conda: dict) -> dict:
+    """The archive's bytes against what conda-meta (sha256_in_prefix) and pip RECORD files say was installed."""
+    out = {"conda_checked": 0, "conda_differ": [], "conda_missing": 0, "record_checked": 0, "record_differ": []}
+    for rel, c in conda.items():
+        want = c.sha256_in_prefix or (None if c.placeholder else c.sha256)
+        got = staged.sha256.get(rel)
+        if want and got is None and not os.path.islink(root / rel):
+            out["conda_missing"] += 1
+        elif want and got:
+            out["conda_checked"] += 1
+            if got != want:
+                out["conda_differ"].append(rel)
+    for rel in [r for r in staged.sha256 if r.endswith(".dist-info/RECORD")]:
+        site = os.path.dirname(os.path.dirname(rel))
+        for path, want in env_meta.record_hashes((root / rel).read_bytes(), site).items():
+            if path in staged.sha256:
+                out["record_checked"] += 1
+                if staged.sha256[path] != want:
+                    out["record_differ"].append(path)
+    return out
+
+
+def _write_marker(root: Path, env: EnvSource, recipe: EnvRecipe, old: str, new: str, moved: Relocation,
+                  verified: dict) -> None:  # fmt: skip
+    doc = {
+        "vault_version": __version__, "recipe": recipe.name, "env": env.name, "entry": env.entry_id,
+        "source": env.archive.path, "source_blake3": env.archive.blake3, "original_prefix": env.prefix,
+        "old_prefix": old, "prefix": new, "restored_at": now(), "rewritten": moved.rewritten,
+        "unpatched": moved.unpatched, "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled,
+        "verified": verified,
+    }  # fmt: skip
+    (root / "conda-meta").mkdir(exist_ok=True)
+    (root / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, *, force: bool = False,
+            allow_unpatched: bool = False, smoke: bool = True, progress: Progress | None = None) -> dict:  # fmt: skip
+    """Restore env at target (its prefix from now on); returns what was done. Nothing is at target unless all of
+    it is: the env is built in a staging folder beside target and renamed into place at the end."""
+    progress = progress or Progress()
+    if env.prefix is None:
+        why = f"the recipe records no original prefix for {env.name}: add envs.{env.name}.prefix"
+        raise errors.UsageError(detail=why)
+    old, new = env.prefix, str(target)
+    marker = read_marker(target) if os.path.isdir(target) else None
+    if marker and not force and marker.get("source_blake3") == env.archive.blake3 and marker.get("prefix") == new:
+        return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}
+    members = env.members(conn)
+    need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
+    staging = _prepare(env, target, need, force)
+    try:
+        progress.start(need, sum(m.type == "file" for m in members))
+        with MemberReader(conn, on_data=progress.advance) as reader:
+            staged = stage(reader, members, StagingArea(staging, env.folder, old, new), progress)
+        conda = env_meta.conda_paths(_conda_documents(staging))
+        verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+        moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
+        if moved.unpatched and not allow_unpatched:
+            files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
+            raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
+        _write_marker(staging, env, recipe, old, new, moved, verified)
+        finish_dirs(staging, staged)
+        os.sync()  # every file durable before the rename makes the env visible
+        _swap(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        progress.finish()
+    checks = run_checks(target, recipe.checks_for(env.name)) if smoke else []
+    return {
+        "name": env.name, "status": "ok", "target": new, "old_prefix": old, "archive": env.archive.path,
+        "archive_blake3": env.archive.blake3, "files": staged.files, "links": staged.links, "bytes": staged.bytes,
+        "rewritten": len(moved.rewritten), "rewritten_how": _count_how(moved.rewritten),
+        "unpatched": moved.unpatched,
+        "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled, "pyc_note": moved.pyc_note,
+        "verified": verified, "checks": checks, "gpu": installed_gpu_fit(target),
+        "pitfalls": recipe.pitfalls_for(env.name),
+    }  # fmt: skip
+
+
+def _conda_documents(root: Path) -> dict[str, bytes]:
+    meta = root / "conda-meta"
+    return {p.name: p.read_bytes() for p in sorted(meta.glob("*.json")) if p.name != "vault-restore.json"}
+
+
+def _count_how(rewritten: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rewritten:
+        out[r["how"]] = out.get(r["how"], 0) + 1
+    return out
+
+
+def installed_gpu_fit(prefix: Path) -> dict | None:
+    """The restored env's torch build from torch/version.py (arch list by cuobjdump when it is installed)."""
+    import subprocess
+
+    from cloudvault.restore.env import local_caps
+
+    found = sorted(prefix.glob("lib/python*/site-packages/torch/version.py"))
+    if not found:
+        return None
+    torch = env_meta.torch_version_file(found[-1].read_text(errors="replace"))
+    arch_text = None
+    lib = found[-1].parent / "lib" / "libtorch_cuda.so"
+    if shutil.which("cuobjdump") and lib.is_file():
+        done = subprocess.run(["cuobjdump", "--list-elf", str(lib)], capture_output=True, text=True, check=False)
+        arch_text = " ".join(sorted(set(re.findall(r"\bsm_\d+[af]?\b", done.stdout)))) or None
+    fit = env_meta.gpu_fit(torch, arch_text, local_caps())
+    return {"torch": torch, **fit} if fit else {"torch": torch}
+
+
+def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result: dict | None, error: str | None,
+           started: str) -> None:  # fmt: skip
+    """One restores row: ok, failed or interrupted, with what was checked (never an environment variable)."""
+    status = "ok" if error is None else ("interrupted" if "interrupted" in error else "failed")
+    detail = {"error": error} if error else {k: v for k, v in (result or {}).items() if k not in ("name", "target")}
+    record_restore(conn, kind="env", mirror_id=env.mirror_id, entry_id=env.entry_id, name=env.name,
+                   source=env.archive.path, source_hash=env.archive.blake3, target=str(target), status=status,
+                   detail=detail, started_at=started)  # fmt: skip

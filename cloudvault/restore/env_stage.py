@@ -1,0 +1,153 @@
+"""Stream one env archive's members into a staging folder: paths kept inside it, bytes verified as they pass
+(BLAKE3 by `members`, sha256 kept for conda-meta and pip RECORD), files holding the old prefix noted."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudvault.archive.paths import unsafe_reason
+from cloudvault.errors import NoSpace, UnsafeMember
+from cloudvault.members import MemberReader, read_order
+from cloudvault.models import Member
+from cloudvault.progress import Progress
+from cloudvault.restore.prefix import PrefixScanner
+
+SKIPPED_TYPES = ("fifo",)
+
+
+@dataclass
+class Staged:
+    """What landed in staging: counts, sha256 per file, and the files that hold the old prefix (rel -> has NUL)."""
+
+    files: int = 0
+    dirs: int = 0
+    links: int = 0
+    bytes: int = 0
+    sha256: dict[str, str] = field(default_factory=dict)
+    holding_prefix: dict[str, bool] = field(default_factory=dict)
+    dir_modes: dict[str, int] = field(default_factory=dict)
+
+
+def env_relative(member_path: str, folder: str) -> str | None:
+    """The member's path inside the env folder ('' for the folder itself), None when it lies outside it."""
+    if not folder:
+        return member_path
+    if member_path == folder:
+        return ""
+    return member_path[len(folder) + 1 :] if member_path.startswith(folder + "/") else None
+
+
+class StagingArea:
+    """The staging folder; every path written is checked to resolve inside it (links already written included)."""
+
+    def __init__(self, root: Path, folder: str, old: str, new: str) -> None:
+        self.root = os.path.realpath(root)
+        self.folder = folder
+        self.old, self.new = old, new
+        self.scan = old != new
+
+    def path_for(self, member: Member, rel: str) -> str:
+        reason = unsafe_reason(member.path, "file", None)
+        if reason:
+            raise UnsafeMember(path=member.path, why=reason + "; nothing was restored")
+        out = os.path.join(self.root, rel)
+        parent = os.path.realpath(os.path.dirname(out))
+        if parent != self.root and not parent.startswith(self.root + os.sep):
+            raise UnsafeMember(path=member.path, why="it would land outside the env; nothing was restored")
+        return out
+
+    def link_target(self, member: Member, rel: str) -> str:
+        """The symlink's target, moved to the new prefix when it pointed into the old one; never out of the env."""
+        target = member.link_target or ""
+        if os.path.isabs(target):
+            if target == self.old or target.startswith(self.old + "/"):
+                return self.new + target[len(self.old) :]
+            raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+        if resolved == ".." or resolved.startswith("../"):
+            raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
+        return target
+
+
+def stage(reader: MemberReader, members: list[Member], area: StagingArea, progress: Progress) -> Staged:
+    """Write members (one forward pass) under area; raises UnsafeMember, HashMismatch, NoSpace."""
+    staged = Staged()
+    try:
+        for member in read_order(members):
+            rel = env_relative(member.path, area.folder)
+            if rel is None or member.type in SKIPPED_TYPES:
+                continue
+            _stage_one(reader, member, rel, area, staged, progress)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(path=area.root) from None
+        raise
+    return staged
+
+
+def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea, staged: Staged,
+               progress: Progress) -> None:  # fmt: skip
+    out = area.path_for(member, rel) if rel else area.root
+    if member.type == "dir":
+        os.makedirs(out, mode=0o700, exist_ok=True)
+        staged.dir_modes[rel] = member.mode & 0o7777
+        staged.dirs += 1
+        return
+    if member.type not in ("file", "symlink", "hardlink"):
+        raise UnsafeMember(path=member.path, why=f"{member.type} members do not belong in an env")
+    os.makedirs(os.path.dirname(out), mode=0o700, exist_ok=True)
+    if os.path.lexists(out) and not os.path.isdir(out):
+        os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
+    if member.type == "symlink":
+        os.symlink(area.link_target(member, rel), out)
+        staged.links += 1
+    elif member.type == "hardlink":
+        _hardlink(member, out, area, staged)
+    else:
+        progress.current(rel)
+        _write_file(reader, member, rel, out, area, staged)
+    os.utime(out, (member.mtime, member.mtime), follow_symlinks=False)
+
+
+def _hardlink(member: Member, out: str, area: StagingArea, staged: Staged) -> None:
+    rel_target = env_relative(member.link_target or "", area.folder)
+    if not rel_target or unsafe_reason(member.link_target or "", "file", None):
+        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r} lies outside the env")
+    source = os.path.join(area.root, rel_target)
+    if not os.path.isfile(source) or os.path.islink(source):
+        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r}, which is not a file")
+    os.link(source, out)
+    rel = os.path.relpath(out, area.root)
+    staged.sha256[rel] = staged.sha256.get(rel_target, "")
+    if rel_target in staged.holding_prefix:
+        staged.holding_prefix[rel] = staged.holding_prefix[rel_target]
+    staged.links += 1
+
+
+def _write_file(reader: MemberReader, member: Member, rel: str, out: str, area: StagingArea, staged: Staged) -> None:
+    digest = hashlib.sha256()
+    scanner = PrefixScanner(area.old.encode()) if area.scan else None
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        for chunk in reader.open(member):
+            fh.write(chunk)
+            digest.update(chunk)
+            if scanner:
+                scanner.feed(chunk)
+        os.fchmod(fh.fileno(), member.mode & 0o1777)  # setuid/setgid bits are not restored
+    staged.sha256[rel] = digest.hexdigest()
+    if scanner and scanner.found:
+        staged.holding_prefix[rel] = scanner.has_nul
+    staged.files += 1
+    staged.bytes += member.size
+
+
+def finish_dirs(root: Path, staged: Staged) -> None:
+    """Folder modes last (a read-only folder would have refused the files written into it), deepest first."""
+    for rel in sorted(staged.dir_modes, key=len, reverse=True):
+        os.chmod(os.path.join(root, rel), staged.dir_modes[rel] | 0o700)
