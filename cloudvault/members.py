@@ -58,9 +58,12 @@ class MemberStream:
 class MemberReader:
     """Opens members in read order; keeps one ArchiveReader per archive so a pass never goes back."""
 
-    def __init__(self, conn: sqlite3.Connection, on_data: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, on_data: Callable[[int], None] | None = None, *, originals: bool = False
+    ) -> None:
         self.conn = conn
         self.on_data = on_data
+        self.originals = originals  # verify reads the mirror's own archives, not the seekable copies
         self._readers: dict[int, ArchiveReader] = {}
         self.frames_read = 0
         self.bytes_decompressed = 0
@@ -88,7 +91,7 @@ class MemberReader:
     def _reader(self, file_id: int) -> ArchiveReader:
         reader = self._readers.get(file_id)
         if reader is None:
-            opener, frames = archive_source(self.conn, file_id)
+            opener, frames = archive_source(self.conn, file_id, use_copy=not self.originals)
             reader = self._readers[file_id] = ArchiveReader(opener, frames, self.on_data)
         return reader
 
@@ -126,7 +129,7 @@ def open_plain(root: str, path: str, raw: bytes | None):
     return os.fdopen(fd, "rb")
 
 
-def archive_source(conn: sqlite3.Connection, file_id: int):
+def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True):
     """How to open the archive to read members from, and its frame table: the seekable copy if it is there and
     whole, else the original, which must be as indexed (size, mtime) or the catalog's offsets are not trusted."""
     loc = archive_location(conn, file_id)
@@ -137,7 +140,7 @@ def archive_source(conn: sqlite3.Connection, file_id: int):
     if now is not None and now != (loc.size, loc.mtime_ns):
         what = f"size {loc.size} -> {now[0]}" if now[0] != loc.size else "mtime changed"
         raise StaleArchive(path=loc.path, what=what, entry=loc.entry_id)
-    if loc.copy_path and os.path.exists(loc.copy_path) and os.path.getsize(loc.copy_path) == loc.copy_size:
+    if use_copy and loc.copy_path and os.path.exists(loc.copy_path) and os.path.getsize(loc.copy_path) == loc.copy_size:
         return partial(open, loc.copy_path, "rb"), frame_table(conn, loc.archive_id, seekable_copy=True)
     if now is None:
         raise IntegrityError(detail=f"{loc.path} is gone from the mirror and has no seekable copy")

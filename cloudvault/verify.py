@@ -1,4 +1,10 @@
-"""Re-hash what the catalog recorded: whole entries, or a random sample across the mirror (bit-rot check)."""
+"""Re-hash what the catalog recorded: whole entries, or a random sample across the mirror (bit-rot check).
+
+The catalog itself is checked first (SQLite's integrity check). A whole-entry check re-hashes every file; an
+archive whose hash changed is scanned again and its members compared with the catalog's by offset, and members
+the scan could not reach (it stops at the first damaged frame) are read one by one through the frame table, so
+exactly the members whose bytes are damaged are named. A sample reads members through `MemberReader`.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,26 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-import blake3
-
-from cloudvault.archive.reader import ArchiveReader
-from cloudvault.archive.zstdframes import ZstdFormatError
-from cloudvault.catalog.query import entry_filter
+from cloudvault.archive.scan import ArchiveScan
+from cloudvault.catalog.integrity import (
+    HashedFile,
+    all_hashed_members,
+    hashed_files,
+    hashed_member_count,
+    hashed_members,
+    integrity_problem,
+    unhashed_files,
+    unhashed_member_count,
+)
 from cloudvault.errors import IntegrityError
-from cloudvault.index.archive import scan_archive
-from cloudvault.members import archive_source
+from cloudvault.members import MemberReader
 from cloudvault.mirrorfs import open_mirror
+from cloudvault.models import Member
+
+
+class CatalogDamaged(IntegrityError):
+    """the catalog fails SQLite's integrity check ({detail}); its hashes cannot be trusted: restore it from a
+    backup or index the mirror into a new catalog"""
 
 
 @dataclass(frozen=True)
@@ -32,126 +49,123 @@ class VerifyReport:
     checked_files: int = 0
     checked_members: int = 0
     bytes_hashed: int = 0
+    unchecked: int = 0  # files and members the catalog holds no hash for: nothing to compare with
+    unchecked_examples: list[str] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches
+        return not self.mismatches and not self.unchecked
 
     def to_json(self) -> dict:
         return {**{k: v for k, v in asdict(self).items() if k != "mismatches"}, "ok": self.ok,
                 "mismatches": [asdict(m) for m in self.mismatches]}  # fmt: skip
 
 
-def _files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[tuple]:
-    sql = (
-        "SELECT f.id, m.root, f.path, f.raw_path, f.size, f.mtime_ns, f.blake3, a.id FROM files f "
-        "JOIN mirrors m ON m.id = f.mirror_id LEFT JOIN archives a ON a.file_id = f.id "
-        "WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
-    )
-    where, args = entry_filter("f", scope)
-    return conn.execute(sql + where + " ORDER BY f.path", args).fetchall()
+def check_catalog(conn: sqlite3.Connection) -> None:
+    """CatalogDamaged when SQLite finds the catalog file itself damaged."""
+    problem = integrity_problem(conn)
+    if problem:
+        raise CatalogDamaged(detail=problem)
 
 
-def _check_file(report: VerifyReport, root: str, path: str, raw: bytes | None, size: int, expected: str) -> bool:
+def _count_unchecked(conn: sqlite3.Connection, report: VerifyReport, scope: tuple[int, str] | None) -> None:
+    never = unhashed_files(conn, scope)
+    report.unchecked = len(never) + unhashed_member_count(conn, scope)
+    report.unchecked_examples = never[:5]
+
+
+def _check_file(report: VerifyReport, f: HashedFile) -> bool:
     report.checked_files += 1
     try:
-        found = open_mirror(root).hash(path, raw)
+        found = open_mirror(f.root).hash(f.path, f.raw_path)
     except FileNotFoundError:
-        report.mismatches.append(Mismatch(path, None, expected, None, "missing"))
+        report.mismatches.append(Mismatch(f.path, None, f.blake3, None, "missing"))
         return False
     except OSError as exc:
-        report.mismatches.append(Mismatch(path, None, expected, None, f"unreadable: {exc.strerror}"))
+        report.mismatches.append(Mismatch(f.path, None, f.blake3, None, f"unreadable: {exc.strerror}"))
         return False
-    report.bytes_hashed += size
-    if found != expected:
-        report.mismatches.append(Mismatch(path, None, expected, found, "content changed"))
+    report.bytes_hashed += f.size
+    if found != f.blake3:
+        report.mismatches.append(Mismatch(f.path, None, f.blake3, found, "content changed"))
         return False
     return True
 
 
-def _check_archive_members(
-    conn: sqlite3.Connection, report: VerifyReport, archive_id: int, root: str, path: str, raw: bytes | None
-) -> None:
-    """One pass over the archive: every member's BLAKE3 against the catalog, by data offset."""
-    shard = sqlite3.connect(":memory:")
-    shard.execute("CREATE TABLE members (path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, "
-                  "link_target, header_offset, data_offset, blake3)")  # fmt: skip
-    with open_mirror(root).open(path, raw) as fh:
-        scan = scan_archive(fh, shard, None)
-    found = {off: digest for off, digest in shard.execute("SELECT data_offset, blake3 FROM members")}
-    for member, offset, expected in conn.execute(
-        "SELECT path, data_offset, blake3 FROM members WHERE archive_id = ? AND blake3 IS NOT NULL AND type = 'file'",
-        (archive_id,),
-    ):
+def _check_archive_members(conn: sqlite3.Connection, report: VerifyReport, f: HashedFile) -> None:
+    """Scan the changed archive; compare its member records by data offset; read the members past the point
+    where the scan stopped through the frame table."""
+    with open_mirror(f.root).open(f.path, f.raw_path) as fh:
+        scan = ArchiveScan(fh)
+        found = {rec.data_offset: rec.blake3 for rec in scan if rec.blake3 is not None}
+    unreached = []
+    for member in hashed_members(conn, f.archive_id):
+        if member.data_offset not in found:
+            unreached.append(member)
+            continue
         report.checked_members += 1
-        if found.get(offset) != expected:
-            why = "member damaged" if offset in found else f"member unreadable ({scan.status})"
-            report.mismatches.append(Mismatch(member, path, expected, found.get(offset), why))
+        if found[member.data_offset] != member.blake3:
+            report.mismatches.append(Mismatch(member.path, f.path, member.blake3, found[member.data_offset],
+                                              "member damaged"))  # fmt: skip
+    _read_members(conn, report, unreached)
+
+
+def _read_members(conn: sqlite3.Connection, report: VerifyReport, members: list[Member]) -> None:
+    """Each member read and hashed through MemberReader (the mirror's archive, entered at the member's frame);
+    a changed or unreadable archive is named for its members and the check goes on."""
+    broken: dict[int, str] = {}  # file id -> why its archive cannot be read at all
+    with MemberReader(conn, originals=True) as reader:
+        for member in members:
+            report.checked_members += 1
+            if member.file_id in broken:
+                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None,
+                                                  broken[member.file_id]))  # fmt: skip
+                continue
+            try:
+                stream = reader.open(member)
+            except (IntegrityError, OSError) as exc:
+                broken[member.file_id] = str(exc)
+                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None, str(exc)))
+                continue
+            try:
+                for _ in stream:
+                    pass
+            except IntegrityError as exc:
+                why = "member damaged" if stream.blake3 else str(exc)
+                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, stream.blake3, why))
+                continue
+            report.bytes_hashed += stream.size
 
 
 def verify_entries(
     conn: sqlite3.Connection, scope: tuple[int, str] | None, on_file: Callable[[str], None] | None = None
 ) -> VerifyReport:
     """Every plain file and archive of the scope re-hashed; a damaged archive's members are checked one by one."""
+    check_catalog(conn)
     report = VerifyReport()
-    for _fid, root, path, raw, size, _mtime, expected, archive_id in _files(conn, scope):
+    _count_unchecked(conn, report, scope)
+    for f in hashed_files(conn, scope):
         if on_file:
-            on_file(path)
-        if _check_file(report, root, path, raw, size, expected) or archive_id is None:
-            if archive_id is not None:  # the archive is intact, so are its members
-                report.checked_members += conn.execute(
-                    "SELECT count(*) FROM members WHERE archive_id = ? AND type = 'file'", (archive_id,)
-                ).fetchone()[0]
+            on_file(f.path)
+        intact = _check_file(report, f)
+        if f.archive_id is None:
             continue
-        if open_mirror(root).stat(path, raw) is not None:
-            _check_archive_members(conn, report, archive_id, root, path, raw)
+        if intact:  # the archive is as indexed, so are its members
+            report.checked_members += hashed_member_count(conn, f.archive_id)
+        elif open_mirror(f.root).stat(f.path, f.raw_path) is not None:
+            _check_archive_members(conn, report, f)
     return report
 
 
 def verify_sample(conn: sqlite3.Connection, fraction: float, seed: int | None = None) -> VerifyReport:
     """A random fraction of plain files and of archive members across every mirror, members read by seeking."""
+    check_catalog(conn)
     rng = random.Random(seed)
     report = VerifyReport()
-    for _fid, root, path, raw, size, _mtime, expected, archive_id in _files(conn, None):
-        if archive_id is None and rng.random() < fraction:
-            _check_file(report, root, path, raw, size, expected)
-    members = conn.execute(
-        "SELECT mb.path, mb.data_offset, mb.size, mb.blake3, f.path, f.id FROM members mb "
-        "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
-        "WHERE mb.type = 'file' AND mb.blake3 IS NOT NULL AND a.status = 'ok' ORDER BY f.path, mb.data_offset"
-    ).fetchall()
-    picked = [m for m in members if rng.random() < fraction]
-    readers: dict[int, ArchiveReader | None] = {}
-    try:
-        for member, offset, size, expected, archive, file_id in picked:
-            report.checked_members += 1
-            if file_id not in readers:
-                readers[file_id] = _open_reader(conn, file_id, report)
-            reader = readers[file_id]
-            if reader is None:
-                report.mismatches.append(Mismatch(member, archive, expected, None, "archive missing or changed"))
-                continue
-            h = blake3.blake3()
-            try:
-                for chunk in reader.chunks(offset, size):
-                    h.update(chunk)
-            except (IntegrityError, ZstdFormatError) as exc:
-                report.mismatches.append(Mismatch(member, archive, expected, None, str(exc)))
-                continue
-            report.bytes_hashed += size
-            if h.hexdigest() != expected:
-                report.mismatches.append(Mismatch(member, archive, expected, h.hexdigest(), "member damaged"))
-    finally:
-        for reader in readers.values():
-            if reader:
-                reader.close()
+    _count_unchecked(conn, report, None)
+    for f in hashed_files(conn, None):
+        if f.archive_id is None and rng.random() < fraction:
+            _check_file(report, f)
+    picked = [m for m in all_hashed_members(conn) if rng.random() < fraction]
+    _read_members(conn, report, picked)
     return report
-
-
-def _open_reader(conn: sqlite3.Connection, file_id: int, report: VerifyReport) -> ArchiveReader | None:
-    try:
-        source, frames = archive_source(conn, file_id)
-    except (OSError, IntegrityError):
-        return None
-    return ArchiveReader(source, frames)

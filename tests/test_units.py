@@ -14,7 +14,7 @@ from cloudvault.archive.tar import iter_members, parse_number, parse_pax
 from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_for_offset, frame_header_size
 from cloudvault.index.listing import compare_listing, parse_listing
 from cloudvault.index.plan import plan_index
-from cloudvault.index.secrets import DEFAULT_RULES, SecretScanner, compile_rules, redact
+from cloudvault.index.secrets import DEFAULT_RULES, SecretRules, SecretScanner, prefilter, top_level_branches
 from cloudvault.models import FileStat, Frame
 
 
@@ -161,15 +161,39 @@ def test_plan_separates_new_changed_unchanged_deleted():
 
 
 def test_secret_scanner_sees_a_token_split_across_chunks_and_keeps_no_value():
-    pattern = compile_rules(DEFAULT_RULES)
-    scanner = SecretScanner(pattern)
+    rules = SecretRules(DEFAULT_RULES)
+    scanner = SecretScanner(rules)
     text = b"line1\nline2\nexport HF_TOKEN=hf_" + b"A" * 34 + b"\n"
     for i in range(0, len(text), 7):
         scanner.feed(text[i : i + 7])
     assert [(h.rule, h.line) for h in scanner.hits][:1] == [("hf_token_assignment", 3)]
-    assert "hf_AAAA" not in repr(scanner.hits)
-    assert "hf_AAAA" not in redact(text.decode(), pattern)
-    assert re.search(r"\[redacted \w+\]", redact(text.decode(), pattern))
+    assert "hf_AAAA" not in repr(scanner.hits) and "hf_AAAA" not in repr(scanner.findings())
+    assert "hf_AAAA" not in rules.redact(text.decode())
+    assert re.search(r"\[redacted \w+\]", rules.redact(text.decode()))
+
+
+GITHUB = {"github": r"ghp_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40,}"}
+
+
+def test_a_rule_with_a_top_level_bar_prefilters_on_every_branch():
+    assert top_level_branches(r"a(b|c)[|]\|d|e") == [r"a(b|c)[|]\|d", "e"]
+    assert prefilter(GITHUB) == (b"ghp_", b"github_pat_")
+    assert prefilter({"any": r"(?i)token|secret"}) is None  # a branch with no literal: the regex always runs
+    token = b"github_pat_" + b"Z" * 50
+    for chunk_size in (7, 4096):
+        scanner = SecretScanner(SecretRules(GITHUB))
+        text = b"x" * 5000 + b"\nGH=" + token + b"\n"
+        for i in range(0, len(text), chunk_size):
+            scanner.feed(text[i : i + chunk_size])
+        assert [(h.rule, h.line) for h in scanner.hits] == [("github", 2)]
+        assert token.decode() not in repr(scanner.findings())
+
+
+@given(st.sampled_from(["train.log.1", "env.bak", "run.stdout", "job.err", "job.out", "notes", "x.json"]))
+def test_text_is_scanned_whatever_its_name_and_binary_is_not(name):
+    rules = SecretRules(DEFAULT_RULES)
+    assert rules.inspector(name.encode(), 100, b"HF_TOKEN=abc\n") is not None
+    assert rules.inspector(name.encode(), 100, b"\0\1binary") is None
 
 
 def test_parallel_stream_gives_the_same_bytes_and_frames_and_stops_early(tmp_path):

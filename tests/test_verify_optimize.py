@@ -106,3 +106,87 @@ def test_index_optimize_writes_the_copy_in_the_same_pass(tmp_path, vault):
     out = vault("--catalog", str(db), "extract", "018", "dumps/part00.bin", "-o", str(tmp_path / "x"), "--json")
     assert json.loads(out.out)["bytes_decompressed"] <= 8 << 20
     assert (tmp_path / "x/part00.bin").read_bytes() == (src / "dumps/part00.bin").read_bytes()
+
+
+def _multiframe_mirror(tmp_path, vault, how: str = "python"):
+    """An archive of 12 random 300 KB files in ~1 MiB frames (Python's compressor), indexed."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(12):
+        (src / f"f{i:02d}.bin").write_bytes(os.urandom(300_000))
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    gnu_tar(src, tmp_path / "a.tar", "gnu")
+    archive = compress(tmp_path / "a.tar", tmp_path / "m/018_x/a.tar.zst", how)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    return db, archive
+
+
+def _damage_frame(db, archive, idx: int) -> set[str]:
+    """Make frame idx undecodable (a reserved block type in its first block), size and mtime kept; the members
+    whose data lies (partly) in that frame, which are exactly the ones whose bytes are now lost."""
+    conn = sqlite3.connect(db)
+    frames = conn.execute("SELECT comp_offset, raw_offset, raw_size FROM frames ORDER BY idx").fetchall()
+    assert len(frames) > idx + 1
+    comp, raw, raw_size = frames[idx]
+    st = archive.stat()
+    data = bytearray(archive.read_bytes())
+    from cloudvault.archive.zstdframes import frame_header_size
+
+    data[comp + frame_header_size(data[comp + 4])] |= 0x06  # block type 3: reserved, refused by every decoder
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    members = conn.execute("SELECT path, data_offset, size FROM members WHERE type = 'file'").fetchall()
+    return {p for p, off, size in members if off < raw + raw_size and off + size > raw}
+
+
+def test_verify_and_sample_name_exactly_the_members_of_a_damaged_frame(tmp_path, vault):
+    require("tar")
+    db, archive = _multiframe_mirror(tmp_path, vault)
+    damaged = _damage_frame(db, archive, 1)
+    assert damaged and len(damaged) < 12
+    full = vault("--catalog", str(db), "verify", "018", "--json")
+    assert full.code == 5
+    named = {m["path"] for m in json.loads(full.out)["mismatches"] if m["archive"]}
+    assert named == damaged
+    sample = vault("--catalog", str(db), "verify", "--sample", "100%", "--json")
+    assert sample.code == 5
+    doc = json.loads(sample.out)
+    assert {m["path"] for m in doc["mismatches"]} == damaged
+    assert doc["checked_members"] == 12
+
+
+def test_verify_sample_names_a_changed_archive_and_goes_on(tmp_path, vault):
+    require("zstd")
+    db, archive = _multiframe_mirror(tmp_path, vault)
+    other = tmp_path / "m/019_y/b.tar.zst"
+    other.parent.mkdir()
+    other.write_bytes(archive.read_bytes())
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    with open(archive, "ab") as fh:
+        fh.write(b"appended later")
+    r = vault("--catalog", str(db), "verify", "--sample", "100%", "--json")
+    assert r.code == 5
+    doc = json.loads(r.out)
+    assert doc["checked_members"] == 24
+    assert {m["archive"] for m in doc["mismatches"]} == {"018_x/a.tar.zst"}
+    assert all("changed since it was indexed" in m["why"] for m in doc["mismatches"])
+    text = vault("--catalog", str(db), "verify", "--sample", "100%")
+    assert text.code == 5 and "018_x/a.tar.zst" in text.out and "Traceback" not in text.err
+
+
+def test_verify_checks_the_catalog_first_and_counts_what_it_could_not_check(tmp_path, vault):
+    db, _ = _multiframe_mirror(tmp_path, vault)
+    assert vault("--catalog", str(db), "verify").code == 0
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE files SET blake3 = NULL WHERE path LIKE '%a.tar.zst'")  # as an unreadable file leaves it
+    conn.commit()
+    r = vault("--catalog", str(db), "verify")
+    assert r.code == 5 and "1 never hashed" in r.out and "all match" not in r.out
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX files_entry ON files(entry_id, mirror_id)' "
+                 "WHERE name = 'files_entry'")  # fmt: skip
+    conn.commit()
+    conn.close()
+    broken = vault("--catalog", str(db), "verify")
+    assert broken.code == 5 and "integrity check" in broken.err and "Traceback" not in broken.err

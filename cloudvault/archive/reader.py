@@ -49,7 +49,11 @@ class ArchiveReader:
         try:
             yield from self._read(offset, size)
         except zstandard.ZstdError as exc:
+            self._reader = None  # the next read enters its own frame afresh: damage stays in the frames it hit
             raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
+        except IntegrityError:
+            self._reader = None
+            raise
 
     def _read(self, offset: int, size: int) -> Iterator[bytes]:
         view = memoryview(self._scratch)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import zstandard
 
 from cloudvault.models import Frame
@@ -45,3 +48,19 @@ class SeekableWriter:
 def needs_copy(frames: list[Frame]) -> bool:
     """Worth a copy: some frame holds far more than one seekable frame would (e.g. `zstd -T0`'s single frame)."""
     return bool(frames) and max(f.raw_size for f in frames) > 2 * FRAME_RAW
+
+
+def private_folder(folder: Path) -> None:
+    """folder and any missing folders above it, made 0700: seekable copies hold the mirror's data (a decompressed
+    token included), so they are as private as the catalog."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for p in reversed(missing):
+        p.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(p, 0o700)  # mkdir's mode is cut by the umask
+
+
+def open_private(path: str | Path):
+    """A new file for a copy, 0600 whatever the umask."""
+    fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+    os.fchmod(fd, 0o600)  # a stale file of that name keeps its own mode otherwise
+    return os.fdopen(fd, "wb")

@@ -1,9 +1,11 @@
-"""Writes to the catalog: mirrors, entries, files, archives with their members, flags, seekable copies.
+"""Writes to the catalog: mirrors, entries, files, archives with their members, flags, seekable copies; and the
+shard files that indexing workers fill with one archive's members.
 
 Callers own transactions, except record_copy, which is one."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -19,6 +21,36 @@ MEMBER_COLUMNS = (
 # An indexing worker writes an archive's members to a shard file of this shape; the parent copies them over.
 SHARD_SCHEMA = f"CREATE TABLE members ({MEMBER_COLUMNS})"
 SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 14)})"
+SHARD_BATCH = 2000
+RETRY_KINDS = ("unreadable", "changed_while_indexing")  # files read again on the next run whatever their stat
+
+
+def open_shard(path: str) -> sqlite3.Connection:
+    """A fresh shard file for one archive's members, inside an open transaction (no journal: a failed shard is
+    thrown away whole)."""
+    shard = sqlite3.connect(path, isolation_level=None)
+    shard.execute("PRAGMA journal_mode = OFF")
+    shard.execute("PRAGMA synchronous = OFF")
+    shard.execute(SHARD_SCHEMA)
+    shard.execute("BEGIN")
+    return shard
+
+
+def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
+    """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
+    it = iter(records)
+    while batch := list(itertools.islice(it, SHARD_BATCH)):
+        shard.executemany(SHARD_INSERT, batch)
+
+
+def resolve_shard_hardlinks(shard: sqlite3.Connection) -> None:
+    """A hardlink member carries its target's BLAKE3: extracting it yields the target's data."""
+    if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' LIMIT 1").fetchone():
+        shard.execute("CREATE INDEX members_path ON members(path)")
+        shard.execute(
+            "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
+            "AND t.type = 'file') WHERE type = 'hardlink'"
+        )
 
 
 def upsert_mirror(conn: sqlite3.Connection, name: str, root: str, manifest: str | None) -> int:
@@ -132,6 +164,14 @@ def insert_archive(
         (archive_id,),
     )
     return archive_id
+
+
+def clear_flags(conn: sqlite3.Connection, mirror_id: int, kind: str, file_id: int | None = None) -> None:
+    """Drop flags of a kind that a step is about to re-check: the mirror's, or one file's."""
+    if file_id is None:
+        conn.execute("DELETE FROM flags WHERE mirror_id = ? AND kind = ?", (mirror_id, kind))
+    else:
+        conn.execute("DELETE FROM flags WHERE file_id = ? AND kind = ?", (file_id, kind))
 
 
 def set_list_status(conn: sqlite3.Connection, archive_id: int, status: str | None) -> None:

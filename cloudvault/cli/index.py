@@ -2,7 +2,9 @@
 
 MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). With none, the catalog's known
 mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,
-corrupt, unreadable, unsafe member paths, listing mismatch). Secrets found are flagged, never stored.
+corrupt, unreadable, changed while read, unsafe member paths, listing mismatch), 6 when a known mirror root
+vanished, is empty or lost over half its files (unmounted?) and --prune was not given. Secrets found are
+flagged, never stored.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workers", type=positive_int, help="worker processes for archives (default 2 if many)")
     parser.add_argument("--wait", action="store_true", help="wait for another indexer on this catalog to finish")
     parser.add_argument("--optimize", action="store_true", help="also write seekable copies, in the same pass")
+    parser.add_argument(
+        "--prune", action="store_true", help="a root that vanished, emptied or lost over half its files: drop them"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -46,7 +51,8 @@ def run(args) -> int:
         try:
             cache = config.cache_dir(path) if args.optimize else None
             roots = roots_to_index(conn, args.mirrors, args.definition)
-            report = index_mirrors(conn, roots, workers=args.workers, progress=ui.progress(), copy_cache=cache)
+            report = index_mirrors(conn, roots, workers=args.workers, progress=ui.progress(), copy_cache=cache,
+                                   prune=args.prune)  # fmt: skip
         finally:
             conn.close()
     if args.json:

@@ -1,6 +1,7 @@
 """Re-hash what the catalog recorded and name every mismatch: `vault verify 018`, `vault verify --sample 5%`.
 
-Exit 0 when everything checked matches, 5 when something does not.
+The catalog itself is checked first (SQLite's integrity check). Exit 0 when everything matches; 5 when something
+does not, when the catalog is damaged, or when files or members were never hashed (they cannot be checked).
 """
 
 from __future__ import annotations
@@ -50,7 +51,14 @@ def run(args) -> int:
         for m in report.mismatches:
             where = f"{m.archive} :: {m.path}" if m.archive else m.path
             ui.line(f"MISMATCH {where}: {m.why}; expected {m.expected or '-'}, found {m.found or '-'}")
-        verdict = "all match" if report.ok else f"{len(report.mismatches)} mismatch(es)"
         ui.line(f"verified {report.checked_files} files and {report.checked_members} archive members "
-                f"({human_size(report.bytes_hashed)} hashed): {verdict}")  # fmt: skip
+                f"({human_size(report.bytes_hashed)} hashed): {_verdict(report)}")  # fmt: skip
     return errors.OK if report.ok else errors.INTEGRITY
+
+
+def _verdict(report) -> str:
+    parts = [f"{len(report.mismatches)} mismatch(es)"] if report.mismatches else []
+    if report.unchecked:
+        examples = f" (e.g. {', '.join(report.unchecked_examples)})" if report.unchecked_examples else ""
+        parts.append(f"{report.unchecked} never hashed, so not checked{examples}; re-index to hash them")
+    return "; ".join(parts) or "all match"

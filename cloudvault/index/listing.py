@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import re
 
+from cloudvault.catalog import write
+from cloudvault.catalog.db import transaction
+from cloudvault.catalog.indexing import archive_at, member_paths
+from cloudvault.index.context import MirrorContext
+from cloudvault.index.plan import is_archive, listing_for
+from cloudvault.models import FileStat, Flag
+
 VERBOSE = re.compile(rb"^[-dlhcbps][rwxsStT-]{9}\S*\s+\S+\s+\d+\s+\S+\s+\S+\s+(.*)$")
 
 
@@ -32,3 +39,32 @@ def compare_listing(listed: list[str], members: list[str]) -> tuple[list[str], l
     """(listed but not in the archive, in the archive but not listed), each sorted."""
     a, b = set(listed), {normalize(m) for m in members}
     return sorted(a - b), sorted(b - a)
+
+
+def check_listings(ctx: MirrorContext, walked: list[FileStat], read_now: set[str]) -> None:
+    """Each archive with a .tar.zst.list beside it whose archive or listing was just read: do they agree?
+    The flag's detail names a few paths, redacted: a listing line can hold what a member name would."""
+    paths = {st.path: st for st in walked}
+    for path in sorted(p for p in paths if is_archive(p)):
+        listing = listing_for(path)
+        found = archive_at(ctx.conn, ctx.mirror_id, path)
+        if listing not in paths or not ({path, listing} & read_now) or found is None:
+            continue
+        archive_id, file_id = found
+        try:
+            with ctx.mirror.open(listing, paths[listing].raw_path) as fh:
+                listed = parse_listing(fh.read())
+        except OSError:
+            continue
+        missing, extra = compare_listing(listed, member_paths(ctx.conn, archive_id))
+        with transaction(ctx.conn):
+            write.clear_flags(ctx.conn, ctx.mirror_id, "list_mismatch", file_id)
+            write.set_list_status(ctx.conn, archive_id, "mismatch" if missing or extra else "match")
+            if missing or extra:
+                detail = (
+                    f"{listing.rsplit('/', 1)[-1]} lists {len(missing)} path(s) not in the archive "
+                    f"(e.g. {missing[:3]}) and omits {len(extra)} member(s) (e.g. {extra[:3]})"
+                )
+                flag = Flag("list_mismatch", ctx.rules.redact(detail))
+                write.insert_flags(ctx.conn, ctx.mirror_id, ctx.entry_for(path), file_id, [flag])
+                ctx.report.count([flag])

@@ -12,6 +12,16 @@ from cloudvault.index.definition import MirrorDefinition, builtin_definition, gu
 from cloudvault.mirrorfs import LocalMirror, is_url, open_mirror, require_mirror
 
 
+class MirrorRootGone(errors.EnvironmentProblem):
+    """mirror root {root} is missing (unmounted?) but the catalog holds {known} files of it; nothing was changed. \
+Mount it, or pass --prune to drop them"""
+
+
+class MirrorShrank(errors.EnvironmentProblem):
+    """mirror root {root} now has {now} of the {before} files indexed last time (emptied or half-mounted?); \
+nothing was changed. Pass --prune if they really are gone"""
+
+
 @dataclass(frozen=True)
 class MirrorRoot:
     mirror: LocalMirror  # or FsspecMirror: the same methods
@@ -25,8 +35,9 @@ def resolve_root(
     knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is named after its
     directory, with a suffix when that name is taken by another root."""
     mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
-    require_mirror(mirror)
     known = known or {}
+    if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
+        require_mirror(mirror)
     if definition is None and mirror.root in known:
         name, manifest = known[mirror.root]
         definition = _definition_named(name, mirror.root, manifest)

@@ -14,23 +14,41 @@ DEFAULT_RULES = {
 }
 OVERLAP = 512  # a match split across two chunks is still seen
 MAX_HITS = 20
+TEXT_SNIFF = 8192
+MAX_SCANNED = 256 << 20
 
 
-@dataclass(frozen=True)
-class SecretHit:
-    rule: str
-    line: int
-
-    def describe(self) -> str:
-        return f"{self.rule} at line {self.line} (value not stored)"
+def worth_scanning(size: int, first: bytes) -> bool:
+    """Text of any name (`train.log.1`, `env.bak`, `run.stdout` hold tokens as often as `.log` does): judged by
+    its first bytes holding no NUL, which also passes over data dumps cheaply."""
+    return size <= MAX_SCANNED and b"\0" not in first[:TEXT_SNIFF]
 
 
-def compile_rules(rules: dict[str, str]) -> re.Pattern[bytes]:
-    return re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in rules.items()).encode())
+def top_level_branches(regex: str) -> list[str]:
+    """The alternatives of a regex split at its top-level `|` (not inside a group, a class or after a `\\`)."""
+    branches, start, depth, in_class, i = [], 0, 0, False, 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+        i += 1
+    return [*branches, regex[start:]]
 
 
 def leading_literal(regex: str) -> bytes | None:
-    """The plain characters a rule's regex must start with (3 or more), for a fast pre-check; None if unsure."""
+    """The plain characters a regex (one branch) must start with (3 or more), for a fast pre-check; None if unsure."""
     out = []
     for ch in regex:
         if ch in "\\.^$*+?{}[]|()":
@@ -42,53 +60,95 @@ def leading_literal(regex: str) -> bytes | None:
     return text.encode() if len(text) >= 3 else None
 
 
-def prefilter(pattern: re.Pattern[bytes]) -> tuple[bytes, ...] | None:
-    """Literals one of which any match must contain; None when some rule has none (then always run the regex)."""
+def prefilter(rules: dict[str, str]) -> tuple[bytes, ...] | None:
+    """Literals one of which any match must contain (one per top-level branch of every rule); None when some
+    branch has none (then the regex always runs)."""
     literals = []
-    for alternative in re.findall(r"\(\?P<\w+>(.*?)\)(?=\||$)", pattern.pattern.decode()):
-        literal = leading_literal(alternative)
-        if literal is None:
-            return None
-        literals.append(literal)
+    for regex in rules.values():
+        for branch in top_level_branches(regex):
+            literal = leading_literal(branch)
+            if literal is None:
+                return None
+            literals.append(literal)
     return tuple(literals) or None
+
+
+@dataclass(frozen=True)
+class SecretRules:
+    """A mirror definition's secret rules, compiled once: one pattern whose group names are the rule names."""
+
+    rules: dict[str, str]
+    pattern: re.Pattern[bytes] = field(init=False, compare=False)
+    literals: tuple[bytes, ...] = field(init=False, compare=False)  # bytes.find runs at memory speed, re does not
+
+    def __post_init__(self) -> None:
+        joined = "|".join(f"(?P<{name}>{rx})" for name, rx in self.rules.items())
+        object.__setattr__(self, "pattern", re.compile(joined.encode()))
+        object.__setattr__(self, "literals", prefilter(self.rules) or ())
+
+    def scanner(self, size: int, first: bytes) -> SecretScanner | None:
+        """A scanner for a file or member whose first bytes are first, if it is worth scanning."""
+        return SecretScanner(self) if self.rules and worth_scanning(size, first) else None
+
+    def inspector(self, name: bytes, size: int, first: bytes) -> SecretScanner | None:
+        """The archive scan's hook (see cloudvault.archive.scan.Inspect)."""
+        return self.scanner(size, first)
+
+    def redact(self, text: str) -> str:
+        """The text with every secret-looking match replaced, for storing docs, names and details."""
+        if not self.rules:
+            return text
+        text_pattern = re.compile(self.pattern.pattern.decode())
+        return text_pattern.sub(lambda m: f"[redacted {m.lastgroup}]", text)
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        if not self.rules:
+            return data
+        return self.pattern.sub(lambda m: f"[redacted {m.lastgroup}]".encode(), data)
+
+    def found_in(self, text: str) -> list[str]:
+        """The rules that match text (a name, a listing line): what to flag, never the value."""
+        if not self.rules:
+            return []
+        return sorted({m.lastgroup for m in self.pattern.finditer(text.encode("utf-8", "surrogateescape"))})
+
+
+@dataclass(frozen=True)
+class SecretHit:
+    rule: str
+    line: int
+
+    def describe(self) -> str:
+        return f"{self.rule} at line {self.line} (value not stored)"
 
 
 @dataclass
 class SecretScanner:
     """Fed a stream chunk by chunk; remembers which rule matched on which line, nothing more."""
 
-    pattern: re.Pattern[bytes]
+    rules: SecretRules
     hits: list[SecretHit] = field(default_factory=list)
-    literals: tuple[bytes, ...] | None = None  # see prefilter(); bytes.find runs at memory speed, re does not
     _tail: bytes = b""
     _line: int = 1  # line number at the start of _tail
     _seen: set = field(default_factory=set)
 
-    def __post_init__(self) -> None:
-        if self.literals is None:
-            self.literals = _PREFILTERS.setdefault(self.pattern.pattern, prefilter(self.pattern)) or ()
-
     def feed(self, chunk: bytes) -> None:
         data = self._tail + chunk if self._tail else chunk
-        if not self.literals or any(lit in data for lit in self.literals):
+        literals = self.rules.literals
+        if not literals or any(lit in data for lit in literals):
             self._search(data)
         keep = data[-OVERLAP:] if len(data) > OVERLAP else data
         self._line += data.count(b"\n", 0, len(data) - len(keep))
         self._tail = keep
 
     def _search(self, data: bytes) -> None:
-        for m in self.pattern.finditer(data):
+        for m in self.rules.pattern.finditer(data):
             line = self._line + data.count(b"\n", 0, m.start())
             key = (m.lastgroup, line)
             if key not in self._seen and len(self.hits) < MAX_HITS:
                 self._seen.add(key)
                 self.hits.append(SecretHit(m.lastgroup, line))
 
-
-_PREFILTERS: dict[bytes, tuple[bytes, ...] | None] = {}
-
-
-def redact(text: str, pattern: re.Pattern[bytes]) -> str:
-    """The text with every secret-looking match replaced, for storing docs in the catalog."""
-    text_pattern = re.compile(pattern.pattern.decode())
-    return text_pattern.sub(lambda m: f"[redacted {m.lastgroup}]", text)
+    def findings(self) -> list[tuple[str, str]]:
+        """(flag kind, detail) for each hit: the rule and line, never the value."""
+        return [("secret", hit.describe()) for hit in self.hits]

@@ -1,0 +1,172 @@
+"""The byte scan of one .tar.zst: frame table, archive BLAKE3, and every member's header, offsets and BLAKE3.
+
+Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive order; once the iteration ends its
+`result` holds the frames, the archive's hash, the status and the flags. Nothing here knows about SQLite:
+`vault index` writes the records, `vault verify` compares them with the catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+
+import blake3
+
+from cloudvault.archive.paths import unsafe_reason
+from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
+from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
+from cloudvault.hashing import BackgroundHasher
+from cloudvault.mirrorfs import text_path
+from cloudvault.models import Flag, Frame
+
+MAX_FLAGS_PER_KIND = 50
+DATA_TYPES = ("file", "sparse", "other")  # members whose data is hashed; a hardlink's is its target's
+MEMBER_FIELDS = "path raw_path type size mode mtime uid gid uname gname link_target header_offset data_offset blake3"
+
+
+class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
+    """One tar member as the catalog stores it; blake3 is None for members without data (and for hardlinks,
+    whose hash is their target's: the writer resolves it)."""
+
+    __slots__ = ()
+
+
+class Inspector(Protocol):
+    """Looks at a member's bytes as they pass (a secret scanner); reports (flag kind, detail) pairs at the end."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    def findings(self) -> list[tuple[str, str]]: ...
+
+
+# (member name, size, first chunk of its data) -> an Inspector for this member, or None to let it pass
+Inspect = Callable[[bytes, int, bytes], Inspector | None]
+
+
+@dataclass
+class ScanResult:
+    """What one pass over an archive found besides its members."""
+
+    status: str = "ok"
+    blake3: str = ""
+    raw_size: int = 0
+    member_count: int = 0
+    frames: list[Frame] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    flag_counts: dict[str, int] = field(default_factory=dict)
+
+    def flag(self, kind: str, detail: str, member: str | None = None) -> None:
+        self.flag_counts[kind] = self.flag_counts.get(kind, 0) + 1
+        if self.flag_counts[kind] <= MAX_FLAGS_PER_KIND:
+            self.flags.append(Flag(kind, detail, member))
+
+
+def member_path(name: bytes) -> tuple[str, bytes | None]:
+    """Catalog path of a tar name: leading './' and trailing '/' dropped; raw bytes kept if they differ."""
+    norm = name
+    while norm.startswith(b"./"):
+        norm = norm[2:]
+    norm = norm.rstrip(b"/") or (b"/" if name.startswith(b"/") else b".")
+    text, raw = text_path(norm)
+    return text, (name if raw is not None or norm != name else None)
+
+
+class ArchiveScan:
+    """One forward pass over an archive. With an opener (more handles on the same file), the frames of a
+    multi-frame archive are decoded two at a time; on_raw sees every decompressed byte (a seekable copy)."""
+
+    def __init__(
+        self,
+        fh: BinaryIO,
+        *,
+        inspect: Inspect | None = None,
+        on_bytes: Callable[[int], None] | None = None,
+        on_raw: Callable[[bytes], None] | None = None,
+        opener: Callable[[], BinaryIO] | None = None,
+    ) -> None:
+        self._fh = fh
+        self._inspect = inspect
+        self._on_bytes = on_bytes
+        self._on_raw = on_raw
+        self._opener = opener
+        self.result = ScanResult()
+
+    def __iter__(self) -> Iterator[MemberRecord]:
+        archive_hash = BackgroundHasher()
+
+        def on_compressed(chunk: bytes) -> None:
+            archive_hash.update(chunk)
+            if self._on_bytes:
+                self._on_bytes(len(chunk))
+
+        stream = self._stream(on_compressed)
+        try:
+            for header, data in iter_members(stream):
+                yield self._record(header, data)
+            stream.drain()
+        except (ZstdFormatError, TarFormatError) as exc:
+            self.result.status = exc.kind
+            self.result.flag(exc.kind, str(exc))
+            _finish_after_error(stream, self._fh, on_compressed)
+        finally:
+            stream.close()
+            self.result.frames = stream.frames
+            self.result.raw_size = stream.pos
+            self.result.blake3 = archive_hash.hexdigest()
+
+    def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
+        if self._opener is not None and _many_frames(self._fh):
+            return ParallelFrameStream(self._fh, self._opener, on_compressed=on_compressed, on_raw=self._on_raw)
+        return ThreadedFrameStream(self._fh, on_compressed=on_compressed, on_raw=self._on_raw)
+
+    def _record(self, header: TarHeader, data: MemberData) -> MemberRecord:
+        path, raw = member_path(header.name)
+        link = None
+        if header.type == "symlink":
+            link = text_path(header.linkname)[0]
+        elif header.type == "hardlink":
+            link = member_path(header.linkname)[0]  # hardlinks name another member: same form as paths
+        digest, findings = self._hash(header, data) if header.type in DATA_TYPES else (None, ())
+        self.result.member_count += 1
+        reason = unsafe_reason(path, header.type, link)
+        if reason:
+            self.result.flag("unsafe_member", reason, path)
+        if raw is not None and text_path(raw)[1] is not None:
+            self.result.flag("non_utf8_name", "member name is not valid UTF-8 (raw bytes kept)", path)
+        for kind, detail in findings:
+            self.result.flag(kind, detail, path)
+        h = header
+        return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
+                            h.header_offset, h.data_offset, digest)  # fmt: skip
+
+    def _hash(self, header: TarHeader, data: MemberData) -> tuple[str, list[tuple[str, str]]]:
+        h = blake3.blake3()
+        inspector, first = None, True
+        for chunk in data.chunks():
+            if first and self._inspect is not None:
+                inspector = self._inspect(header.name, header.size, chunk)
+            first = False
+            h.update(chunk)
+            if inspector:
+                inspector.feed(chunk)
+        return h.hexdigest(), (inspector.findings() if inspector else [])
+
+
+def _many_frames(fh: BinaryIO) -> bool:
+    head = fh.read(32)
+    size = fh.seek(0, 2)
+    fh.seek(0)
+    return looks_multi_frame(head, size)
+
+
+def _finish_after_error(stream: ThreadedFrameStream, fh: BinaryIO, on_compressed: Callable[[bytes], None]) -> None:
+    """A damaged archive is still hashed whole, so a later verify can tell whether it changed again: let the
+    decompressing thread run to the end (tar damage), or read the rest of the file here (zstd damage)."""
+    with contextlib.suppress(ZstdFormatError):
+        stream.drain()
+    stream.close()
+    while chunk := fh.read(1 << 20):
+        on_compressed(chunk)

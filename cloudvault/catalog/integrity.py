@@ -1,0 +1,67 @@
+"""Reads that `vault verify` needs: the catalog's own health, what was hashed, and archive members to re-check."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+
+from cloudvault.catalog.query import entry_filter
+from cloudvault.models import Member
+
+HashedFile = namedtuple("HashedFile", "file_id root path raw_path size blake3 archive_id")
+
+_MEMBERS = (
+    "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
+    "mb.link_target, f.path, f.id, mb.data_offset FROM members mb JOIN archives a ON a.id = mb.archive_id "
+    "JOIN files f ON f.id = a.file_id WHERE mb.type = 'file' AND mb.blake3 IS NOT NULL"
+)
+
+
+def integrity_problem(conn: sqlite3.Connection) -> str | None:
+    """What SQLite's own integrity check finds wrong with the catalog file, or None when it is sound."""
+    rows = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
+    return None if rows == ["ok"] else "; ".join(rows)
+
+
+def hashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[HashedFile]:
+    """Plain files and archives of the scope with a recorded BLAKE3, by path; archive_id set for archives."""
+    sql = (
+        "SELECT f.id, m.root, f.path, f.raw_path, f.size, f.blake3, a.id FROM files f "
+        "JOIN mirrors m ON m.id = f.mirror_id LEFT JOIN archives a ON a.file_id = f.id "
+        "WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
+    )
+    where, args = entry_filter("f", scope)
+    return [HashedFile(*r) for r in conn.execute(sql + where + " ORDER BY f.path", args)]
+
+
+def unhashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[str]:
+    """Regular files of the scope that were never hashed (unreadable when indexed, or a name that held a
+    credential): verify cannot check them."""
+    where, args = entry_filter("f", scope)
+    sql = "SELECT f.path FROM files f WHERE f.kind = 'file' AND f.blake3 IS NULL" + where + " ORDER BY f.path"
+    return [r[0] for r in conn.execute(sql, args)]
+
+
+def hashed_members(conn: sqlite3.Connection, archive_id: int) -> list[Member]:
+    """The archive's file members with a recorded BLAKE3, in archive order."""
+    sql = _MEMBERS + " AND a.id = ? ORDER BY mb.data_offset"
+    return [Member(*r) for r in conn.execute(sql, (archive_id,))]
+
+
+def all_hashed_members(conn: sqlite3.Connection) -> list[Member]:
+    """Every file member with a recorded BLAKE3 of every archive read whole, in read order."""
+    sql = _MEMBERS + " AND a.status = 'ok' ORDER BY f.path, mb.data_offset"
+    return [Member(*r) for r in conn.execute(sql)]
+
+
+def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
+    """File members without a BLAKE3 (a hardlink whose target is not a file, members of a damaged archive)."""
+    where, args = entry_filter("f", scope)
+    sql = ("SELECT count(*) FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
+           "WHERE mb.type IN ('file', 'hardlink') AND mb.blake3 IS NULL")  # fmt: skip
+    return conn.execute(sql + where, args).fetchone()[0]
+
+
+def hashed_member_count(conn: sqlite3.Connection, archive_id: int) -> int:
+    sql = "SELECT count(*) FROM members WHERE archive_id = ? AND type = 'file' AND blake3 IS NOT NULL"
+    return conn.execute(sql, (archive_id,)).fetchone()[0]

@@ -1,0 +1,200 @@
+"""Index .tar.zst archives: each is scanned (by a worker process when there are several) into a shard file of
+its members, then committed with its frames and flags in one transaction."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
+from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
+from cloudvault.catalog import write
+from cloudvault.catalog.db import transaction
+from cloudvault.catalog.indexing import copies_of_files
+from cloudvault.config import seekable_copy_path
+from cloudvault.index.context import MirrorContext
+from cloudvault.index.secrets import SecretRules
+from cloudvault.mirrorfs import open_mirror
+from cloudvault.models import FileStat, Frame
+
+
+@dataclass
+class ShardOutcome:
+    """What a worker hands back besides the shard file: the scan's result and the seekable copy it wrote."""
+
+    scan: ScanResult
+    copy_tmp: str | None = None  # a seekable copy written in the same pass (vault index --optimize)
+    copy_frames: list[Frame] = field(default_factory=list)
+
+
+def redacted(records: Iterable[MemberRecord], rules: SecretRules, scan: ScanResult) -> Iterator[MemberRecord]:
+    """Member records whose name or link target holds a credential, stored with it redacted (and flagged)."""
+    for rec in records:
+        found = rules.found_in(rec.path) + (rules.found_in(rec.link_target) if rec.link_target else [])
+        if found:
+            scan.flag("secret", f"{', '.join(sorted(set(found)))} in the member's name or link (stored redacted)",
+                      rules.redact(rec.path))  # fmt: skip
+            raw = rules.redact_bytes(rec.raw_path) if rec.raw_path is not None else None
+            link = rules.redact(rec.link_target) if rec.link_target else rec.link_target
+            rec = rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link)
+        yield rec
+
+
+def scan_to_shard(
+    source: tuple[str, str, bytes | None],
+    shard_path: str,
+    rules: dict[str, str],
+    on_bytes=None,
+    copy_tmp: str | None = None,
+) -> ShardOutcome:
+    """One archive (source: mirror root, path, raw path) into a fresh shard file; the rest comes back as the
+    result. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
+    shard = write.open_shard(shard_path)
+    copy_fh = open_private(copy_tmp) if copy_tmp else None
+    writer = SeekableWriter(copy_fh) if copy_fh else None
+    outcome = None
+    try:
+        secret_rules = SecretRules(rules)
+        try:
+            root, path, raw = source
+            mirror = open_mirror(root)
+            opener = None if mirror.remote else partial(mirror.open, path, raw)
+            with mirror.open(path, raw) as fh:
+                scan = ArchiveScan(fh, inspect=secret_rules.inspector, on_bytes=on_bytes,
+                                   on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
+                write.add_shard_members(shard, redacted(scan, secret_rules, scan.result))
+            outcome = ShardOutcome(scan.result)
+        except OSError as exc:
+            outcome = ShardOutcome(ScanResult(status="unreadable"))
+            outcome.scan.flag("unreadable", f"cannot read: {exc.strerror}")
+        write.resolve_shard_hardlinks(shard)
+        shard.execute("COMMIT")
+        if writer and outcome.scan.status == "ok" and needs_copy(outcome.scan.frames):
+            outcome.copy_frames = writer.close()
+            copy_fh.flush()
+            os.fsync(copy_fh.fileno())
+            outcome.copy_tmp = copy_tmp
+        return outcome
+    finally:
+        shard.close()
+        if copy_fh:
+            copy_fh.close()
+            if outcome is None or outcome.copy_tmp is None:
+                Path(copy_tmp).unlink(missing_ok=True)
+
+
+# -- worker processes -----------------------------------------------------------------------------------------
+_shared_counter = None
+
+
+def _init_worker(counter) -> None:
+    global _shared_counter
+    _shared_counter = counter
+
+
+def _count_bytes(n: int) -> None:
+    with _shared_counter.get_lock():
+        _shared_counter.value += n
+
+
+def _pool_task(source: tuple, shard_path: str, rules: dict[str, str], copy_tmp: str | None) -> ShardOutcome:
+    return scan_to_shard(source, shard_path, rules, _count_bytes, copy_tmp)
+
+
+def default_workers(n_archives: int) -> int:
+    """2 processes when there are several archives and cores for them."""
+    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 else 1
+
+
+def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | None) -> None:
+    """Every archive scanned and committed, one transaction each; shards live beside the catalog meanwhile."""
+    if not archives:
+        return
+    # a remote mirror's connection cannot be shared by forked processes: one process reads it
+    workers = 1 if ctx.mirror.remote else (workers or default_workers(len(archives)))
+    catalog = Path(ctx.conn.execute("PRAGMA database_list").fetchone()[2])
+    prefix = f".{catalog.name}.shards-"
+    for stale in catalog.parent.glob(prefix + "*"):  # left by a killed run; we hold the writer lock
+        shutil.rmtree(stale, ignore_errors=True)
+    shard_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=catalog.parent))
+    try:
+        if workers <= 1:
+            for st in archives:
+                ctx.progress.current(st.path)
+                shard = str(shard_dir / "inline.db")
+                outcome = scan_to_shard(ctx.source(st), shard, ctx.rules.rules, ctx.progress.advance, ctx.copy_tmp(0))
+                commit_archive(ctx, st, outcome, shard)
+                os.unlink(shard)
+        else:
+            _read_archives_pool(ctx, archives, workers, shard_dir)
+    finally:
+        shutil.rmtree(shard_dir, ignore_errors=True)
+
+
+def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], workers: int, shard_dir: Path) -> None:
+    import multiprocessing  # only when there is a pool: the CLI starts faster without it
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    mp = multiprocessing.get_context("fork")
+    counter = mp.Value("q", 0)
+    pending: dict = {}  # future -> (file, shard path)
+    seen = 0
+    with ProcessPoolExecutor(workers, mp_context=mp, initializer=_init_worker, initargs=(counter,)) as pool:
+        try:
+            for i, st in enumerate(archives):
+                shard = str(shard_dir / f"{i}.db")
+                fut = pool.submit(_pool_task, ctx.source(st), shard, ctx.rules.rules, ctx.copy_tmp(i))
+                pending[fut] = (st, shard)
+            while pending:
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                with counter.get_lock():
+                    now = counter.value
+                ctx.progress.advance(now - seen)
+                seen = now
+                for fut in done:
+                    st, shard = pending.pop(fut)
+                    ctx.progress.current(st.path)
+                    commit_archive(ctx, st, fut.result(), shard)
+                    Path(shard).unlink(missing_ok=True)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shard: str) -> None:
+    """The archive's file row, archive row, frames, members and flags: one transaction."""
+    scan = outcome.scan
+    entry = ctx.entry_for(st.path)
+    if scan.status != "unreadable" and ctx.changed_since_walk(st):
+        scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
+    old_copies = copies_of_files(ctx.conn, ctx.mirror_id, [st.path])
+    have_shard = os.path.exists(shard)
+    if have_shard:
+        ctx.conn.execute("ATTACH DATABASE ? AS shard", (shard,))
+    try:
+        with transaction(ctx.conn):
+            file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+            if have_shard:
+                archive_id = write.insert_archive(ctx.conn, file_id, status=scan.status, raw_size=scan.raw_size,
+                                                  member_count=scan.member_count, frames=scan.frames,
+                                                  shard_alias="shard")  # fmt: skip
+            write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+            if outcome.copy_tmp and have_shard:
+                final = seekable_copy_path(ctx.copy_cache, scan.blake3)
+                write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
+    finally:
+        if outcome.copy_tmp:
+            Path(outcome.copy_tmp).unlink(missing_ok=True)
+        if have_shard:
+            ctx.conn.execute("DETACH DATABASE shard")
+    ctx.remove_unrecorded(old_copies)
+    ctx.report.count(scan.flag_counts)
+    ctx.report.archives_read += 1
+    ctx.report.files_read += 1
+    ctx.report.members_indexed += scan.member_count
+    ctx.report.bytes_read += st.size

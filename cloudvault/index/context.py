@@ -1,0 +1,93 @@
+"""What one mirror's indexing steps share: the catalog, the mirror, its rules, the report and the progress."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudvault.archive.seekable import private_folder
+from cloudvault.catalog.indexing import copy_recorded
+from cloudvault.config import seekable_dir
+from cloudvault.index.definition import MirrorDefinition
+from cloudvault.index.secrets import SecretRules
+from cloudvault.index.walk import entry_of
+from cloudvault.mirrorfs import LocalMirror
+from cloudvault.models import FileStat, Flag
+from cloudvault.progress import Progress
+
+# flag kinds that make `vault index` exit 5: something in the mirror is damaged or could not be read whole
+DAMAGE = {
+    "not_zstd",
+    "corrupt_frame",
+    "truncated",
+    "not_tar",
+    "corrupt_header",
+    "unreadable",
+    "changed_while_indexing",
+    "list_mismatch",
+    "unsafe_member",
+    "walk_error",
+}
+
+
+@dataclass
+class IndexReport:
+    mirrors: list[str] = field(default_factory=list)
+    files_seen: int = 0
+    files_read: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    archives_read: int = 0
+    members_indexed: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    flags: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def damaged(self) -> bool:
+        return any(kind in DAMAGE for kind in self.flags)
+
+    def count(self, flags: list[Flag] | dict[str, int]) -> None:
+        items = flags.items() if isinstance(flags, dict) else ((f.kind, 1) for f in flags)
+        for kind, n in items:
+            self.flags[kind] = self.flags.get(kind, 0) + n
+
+
+@dataclass
+class MirrorContext:
+    conn: sqlite3.Connection
+    mirror_id: int
+    mirror: LocalMirror  # or FsspecMirror: the same methods
+    definition: MirrorDefinition
+    rules: SecretRules
+    report: IndexReport
+    progress: Progress
+    copy_cache: Path | None = None  # vault index --optimize: seekable copies go here
+    secret_named: set[str] = field(default_factory=set)  # paths stored redacted: their real name is not known here
+
+    def source(self, st: FileStat) -> tuple[str, str, bytes | None]:
+        """What a worker process needs to open the file itself."""
+        return (self.mirror.root, st.path, st.raw_path)
+
+    def entry_for(self, path: str) -> str:
+        entry = entry_of(path)
+        return entry if self.definition.is_entry(entry) else ""
+
+    def changed_since_walk(self, st: FileStat) -> bool:
+        """The file's size or mtime now differ from the walk's: it changed while vault read it."""
+        return self.mirror.stat(st.path, st.raw_path) != (st.size, st.mtime_ns)
+
+    def remove_unrecorded(self, copies: list[str]) -> None:
+        """Seekable copies whose rows were just replaced or deleted: vault wrote them and nothing names them now."""
+        for path in copies:
+            if not copy_recorded(self.conn, path):
+                Path(path).unlink(missing_ok=True)
+
+    def copy_tmp(self, i: int) -> str | None:
+        if self.copy_cache is None:
+            return None
+        folder = seekable_dir(self.copy_cache)
+        private_folder(folder)
+        return str(folder / f".indexing-{os.getpid()}-{i}.tmp")
