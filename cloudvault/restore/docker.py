@@ -1,0 +1,516 @@
+"""`vault restore docker`: the mirror's docker images back into a daemon, verified, from archive or registry.
+
+A recipe (`recipes/docker/NAME.toml`) names the image's archive in the mirror, its SHA256SUMS, the tags it
+should hold and its registry repository. Before any byte is loaded, `preflight` looks at everything that can
+stop a restore (the GPU against the image's CUDA arch list, the daemon, the free space in its data root, tags
+held by other images) from the catalog and the archive's two small members (manifest.json and the image config).
+`restore` then streams the archive into the daemon (see docker_stream) or pulls repo@digest, proves the image
+is the archive's, applies the tags, and records the restore in the catalog.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudvault import gpu
+from cloudvault.errors import IntegrityError, NotFound, RecipeInvalid, UsageError, VaultError
+from cloudvault.models import Member
+from cloudvault.restore import docker_daemon as dd
+from cloudvault.restore.docker_errors import (
+    ArchiveNotIndexed,
+    ArchiveNotInSums,
+    DaemonNoSpace,
+    GpuMismatch,
+    ImageMismatch,
+    NoGpu,
+    TagConflict,
+)
+from cloudvault.restore.oci import ImageConfig, parse_config, parse_manifest, parse_sha256sums, sums_entry
+
+KIND = "docker"
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+SCHEMA = {
+    "description": (str, False),
+    "entry": (str, True),
+    "archive": (str, True),
+    "sha256sums": (str, False),
+    "tags": (list, True),
+    "config_digest": (str, False),
+    "cuda_version": (str, False),
+    "arch_list": (str, False),
+    "built_on": (str, False),
+    "registry": ({"repository": (str, True), "tag": (str, False), "manifest_digest": (str, False)}, False),
+}
+LOAD_FACTOR = 2  # docker load unpacks the tar in its data root, then the layers: about twice the raw size
+
+
+@dataclass(frozen=True)
+class DockerRecipe:
+    name: str
+    path: Path
+    entry: str
+    archive: str
+    sha256sums: str
+    tags: tuple[str, ...]
+    config_digest: str | None = None
+    cuda_version: str | None = None
+    arch_list: str | None = None
+    description: str = ""
+    built_on: str | None = None
+    repository: str | None = None
+    registry_tag: str | None = None
+    manifest_digest: str | None = None
+
+
+def load_docker_recipe(name: str) -> DockerRecipe:
+    """The recipe, validated: schema (recipe.py), then tags, digests and arch list (RecipeInvalid, exit 2)."""
+    from cloudvault.recipe import load_recipe
+
+    path, data = load_recipe(KIND, name, SCHEMA)
+    registry = data.get("registry", {})
+    if not all(isinstance(t, str) and t for t in data["tags"]):
+        raise RecipeInvalid(path=path, detail="'tags' must be a list of image references such as 'repo:tag'")
+    for key, value in (("config_digest", data.get("config_digest")),
+                       ("registry.manifest_digest", registry.get("manifest_digest"))):  # fmt: skip
+        if value is not None and not DIGEST.fullmatch(value):
+            raise RecipeInvalid(path=path, detail=f"{key!r} must be sha256:<64 hex digits>, not {value!r}")
+    if data.get("arch_list"):
+        try:
+            gpu.parse_arch_list(data["arch_list"])
+        except ValueError as exc:
+            raise RecipeInvalid(path=path, detail=f"'arch_list': {exc}") from None
+    return DockerRecipe(
+        name=path.stem, path=path, entry=data["entry"], archive=data["archive"],
+        sha256sums=data.get("sha256sums", "SHA256SUMS"), tags=tuple(data["tags"]),
+        config_digest=data.get("config_digest"), cuda_version=data.get("cuda_version"),
+        arch_list=data.get("arch_list"), description=data.get("description", ""), built_on=data.get("built_on"),
+        repository=registry.get("repository"), registry_tag=registry.get("tag"),
+        manifest_digest=registry.get("manifest_digest"),
+    )  # fmt: skip
+
+
+def recipe_names() -> list[str]:
+    from cloudvault.recipe import recipe_names as names
+
+    return names(KIND)
+
+
+# -- the archive as the catalog knows it ---------------------------------------------------------------------------
+@dataclass
+class ArchiveInfo:
+    """The recipe's archive in the catalog, and what its manifest.json and config say (read, not loaded)."""
+
+    mirror_id: int
+    entry_id: str
+    file: Member
+    raw_size: int
+    member_count: int
+    config: ImageConfig | None = None
+    repo_tags: tuple[str, ...] = ()
+    problem: str | None = None  # why the config could not be read
+
+    @property
+    def mirror_path(self) -> str:
+        return f"{self.entry_id}/{self.file.path}" if self.entry_id else self.file.path
+
+
+def archive_info(conn: sqlite3.Connection, recipe: DockerRecipe, *, read_config: bool = True) -> ArchiveInfo:
+    """Find the archive in the catalog; read manifest.json and the config through the verified member reader.
+
+    Only those two members are read: on a multi-frame (or optimized) archive that is a seek to their frames."""
+    from cloudvault.catalog.lookup import EntryMembers
+    from cloudvault.catalog.query import resolve_entry
+
+    mirror_id, entry_id, _ = resolve_entry(conn, recipe.entry)
+    files = [m for m in EntryMembers(conn, mirror_id, entry_id).exact(recipe.archive) if m.archive is None]
+    if not files:
+        raise ArchiveNotIndexed(path=recipe.archive, entry=entry_id)
+    inside = EntryMembers(conn, mirror_id, entry_id, archive=recipe.archive)
+    members = [m for m in inside.glob("*") if m.file_id == files[0].file_id]
+    info = ArchiveInfo(mirror_id, entry_id, files[0], sum(m.size for m in members), len(members))
+    if read_config:
+        try:
+            manifest = parse_manifest(_read(conn, _one(members, "manifest.json")))
+            config_bytes = _read(conn, _one(members, manifest[0].config))
+            info.config = parse_config(config_bytes, "sha256:" + _sha256(config_bytes))
+            info.repo_tags = manifest[0].repo_tags
+        except (VaultError, ValueError, IndexError) as exc:
+            info.problem = str(exc)
+    return info
+
+
+def _one(members: list[Member], path: str) -> Member:
+    found = [m for m in members if m.path == path]
+    if not found:
+        raise ValueError(f"{path} is not in the archive")
+    return found[0]
+
+
+def _read(conn: sqlite3.Connection, member: Member) -> bytes:
+    from cloudvault.members import MemberReader
+
+    with MemberReader(conn) as reader:
+        return b"".join(reader.open(member))
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def expected_sha256(conn: sqlite3.Connection, recipe: DockerRecipe, info: ArchiveInfo) -> str:
+    """The archive's line in the entry's SHA256SUMS (read verified from the catalog); exit 5 when there is none."""
+    from cloudvault.catalog.lookup import EntryMembers
+
+    found = [m for m in EntryMembers(conn, info.mirror_id, info.entry_id).exact(recipe.sha256sums) if not m.archive]
+    if not found:
+        raise ArchiveNotIndexed(path=recipe.sha256sums, entry=info.entry_id)
+    sums = parse_sha256sums(_read(conn, found[0]).decode("utf-8", "replace"))
+    sums_dir = recipe.sha256sums.rpartition("/")[0]
+    hex_ = sums_entry(sums, recipe.archive, sums_dir)
+    if hex_ is None:
+        raise ArchiveNotInSums(sums=f"{info.entry_id}/{recipe.sha256sums}", path=recipe.archive)
+    return hex_
+
+
+# -- GPU fit -------------------------------------------------------------------------------------------------------
+@dataclass
+class GpuFit:
+    verdict: str  # fits | mismatch | no_gpu | unknown
+    archs: str  # as nvcc names them, or '' when unknown
+    source: str  # where the arch list came from
+    gpus: list[gpu.Gpu] = field(default_factory=list)
+    misfits: list[gpu.Gpu] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "archs": self.archs, "source": self.source,
+                "gpus": [{"index": g.index, "name": g.name, "compute_cap": g.cap_text} for g in self.gpus],
+                "misfits": [g.index for g in self.misfits]}  # fmt: skip
+
+
+def arch_source(recipe: DockerRecipe, config: ImageConfig | None) -> tuple[str | None, str]:
+    """The image's arch list and where it was found: its config first, else the recipe."""
+    if config is not None and config.arch_list:
+        key = next((k for k in ("TORCH_CUDA_ARCH_LIST", "CUDA_ARCH_LIST", "CUDAARCHS") if config.env.get(k)), None)
+        where = f"{key}={config.arch_list} in the image config" if key else "a label of the image config"
+        return config.arch_list, where
+    if recipe.arch_list:
+        return recipe.arch_list, f"arch_list in recipe {recipe.name}"
+    return None, "recorded nowhere"
+
+
+def gpu_fit(arch_list: str | None, source: str, gpus: list[gpu.Gpu] | None) -> GpuFit:
+    """Every local GPU against the arch list (pure: gpus come from gpu.local_gpus())."""
+    try:
+        archs = gpu.parse_arch_list(arch_list) if arch_list else []
+    except ValueError as exc:
+        archs, source = [], f"{source}, unreadable: {exc}"
+    described = gpu.describe(archs) if archs else ""
+    if not gpus:
+        return GpuFit("no_gpu", described, source)
+    if not archs:
+        return GpuFit("unknown", described, source, gpus)
+    misfits = [g for g in gpus if not gpu.fits(archs, g.compute_cap)]
+    return GpuFit("mismatch" if misfits else "fits", described, source, gpus, misfits)
+
+
+def gpu_problem(name: str, fit: GpuFit, *, require_gpu: bool, ignore_gpu: bool) -> VaultError | None:
+    """The error a fit is, given the flags (None: go on)."""
+    if fit.verdict == "mismatch" and not ignore_gpu:
+        g = fit.misfits[0]
+        return GpuMismatch(name=name, archs=fit.archs, source=fit.source, gpu=f"GPU {g.index} ({g.name})",
+                           cap=g.cap_text, sm=g.sm)  # fmt: skip
+    if fit.verdict == "no_gpu" and require_gpu:
+        why = "not found" if _no_smi() else "reports no GPU"
+        return NoGpu(why=why, name=name, archs=fit.archs or "an unknown arch list")
+    return None
+
+
+def _no_smi() -> bool:
+    import shutil
+
+    return shutil.which("nvidia-smi") is None
+
+
+# -- preflight: everything that can stop a restore, before any byte is loaded --------------------------------------
+@dataclass
+class Plan:
+    """What a restore would do and what stands in its way (problems: the errors it would end in, in order)."""
+
+    recipe: DockerRecipe
+    source: str  # archive | registry
+    archive: ArchiveInfo | None = None
+    sha256: str | None = None
+    ref: str | None = None  # repository@digest for a registry pull
+    expected_config: str | None = None
+    gpu: GpuFit | None = None
+    daemon: dd.Daemon | None = None
+    free: int | None = None
+    need: int | None = None
+    holders: dict[str, str | None] = field(default_factory=dict)
+    problems: list[VaultError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        archive_tags = self.archive.repo_tags if self.archive and self.source == "archive" else ()
+        return tuple(dict.fromkeys([*archive_tags, *self.recipe.tags]))
+
+
+def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: str = "archive",
+              digest: str | None = None, require_gpu: bool = False, ignore_gpu: bool = False, gpu_only: bool = False,
+              retag: bool = False) -> Plan:  # fmt: skip
+    """GPU fit first (from the catalog alone), then the daemon, its free space and the tags."""
+    plan = Plan(recipe, source)
+    if conn is not None:
+        _source_checks(conn, plan, digest)
+    else:
+        plan.notes.append("no catalog: the arch list comes from the recipe")
+    config = plan.archive.config if plan.archive else None
+    arch_list, where = arch_source(recipe, config)
+    plan.gpu = gpu_fit(arch_list, where, gpu.local_gpus())
+    problem = gpu_problem(recipe.name, plan.gpu, require_gpu=require_gpu, ignore_gpu=ignore_gpu)
+    if problem:
+        plan.problems.append(problem)
+    if gpu_only:
+        return plan
+    try:
+        plan.daemon = dd.connect(timeout=10)
+    except VaultError as exc:
+        plan.problems.append(exc)
+        return plan
+    _space_check(plan)
+    _tag_check(plan, retag)
+    return plan
+
+
+def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None) -> None:
+    """The archive in the catalog and its SHA256SUMS line; for a registry pull, the reference and the config
+    digest the pulled image must have."""
+    recipe = plan.recipe
+    try:
+        plan.archive = archive_info(conn, recipe)
+    except NotFound as exc:
+        if plan.source == "archive":
+            plan.problems.append(exc)
+        else:
+            plan.notes.append(f"archive: {exc}")
+    if plan.archive and plan.archive.problem:
+        plan.problems.append(IntegrityError(detail=f"{plan.archive.mirror_path}: {plan.archive.problem}"))
+    found = plan.archive.config.digest if plan.archive and plan.archive.config else None
+    if recipe.config_digest and found and found != recipe.config_digest:
+        what = f"{plan.archive.mirror_path} holds config {found}, recipe {recipe.name} expects {recipe.config_digest}"
+        plan.problems.append(ImageMismatch(what=what, action="fix the recipe or the mirror; nothing was loaded"))
+    plan.expected_config = recipe.config_digest or found
+    if plan.source == "archive" and plan.archive and not plan.problems:
+        try:
+            plan.sha256 = expected_sha256(conn, recipe, plan.archive)
+        except VaultError as exc:
+            plan.problems.append(exc)
+    if plan.source == "registry":
+        _registry_ref(plan, digest)
+
+
+def _registry_ref(plan: Plan, digest: str | None) -> None:
+    recipe = plan.recipe
+    digest = digest or recipe.manifest_digest
+    if not recipe.repository:
+        plan.problems.append(UsageError(detail=f"recipe {recipe.name} names no [registry] repository"))
+    elif not digest:
+        plan.problems.append(UsageError(
+            detail=f"recipe {recipe.name} records no registry manifest digest; pass --digest sha256:... "
+                   "(vault pulls by digest, never by a tag that can move)"))  # fmt: skip
+    elif not DIGEST.fullmatch(digest):
+        plan.problems.append(UsageError(detail=f"--digest must be sha256:<64 hex digits>, not {digest!r}"))
+    else:
+        plan.ref = f"{recipe.repository}@{digest}"
+    if plan.expected_config is None:
+        plan.problems.append(UsageError(
+            detail=f"no config digest to prove {recipe.name} against: index the mirror's archive or add "
+                   "config_digest to the recipe"))  # fmt: skip
+
+
+def _space_check(plan: Plan) -> None:
+    plan.free = dd.free_space(plan.daemon)
+    plan.need = plan.archive.raw_size * LOAD_FACTOR if plan.archive else None
+    if plan.free is None:
+        plan.notes.append(f"free space: the data root of {plan.daemon.host} is not on this machine; not checked")
+    elif plan.need is not None and plan.free < plan.need:
+        plan.problems.append(DaemonNoSpace(root=plan.daemon.root_dir, free=_mib(plan.free), name=plan.recipe.name,
+                                           need=_mib(plan.need)))  # fmt: skip
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _tag_check(plan: Plan, retag: bool) -> None:
+    """A tag held by a different image is refused (docker load would silently take it away), or with --retag
+    noted as moving."""
+    plan.holders = dd.tag_holders(plan.daemon, plan.tags)
+    expected = _accepted_ids(plan)
+    for tag, holder in plan.holders.items():
+        if holder is None or not expected or holder in expected:
+            continue
+        if retag:
+            plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
+        else:
+            plan.problems.append(TagConflict(tag=tag, holder=holder[:19], name=plan.recipe.name,
+                                             image=(plan.expected_config or "?")[:19]))  # fmt: skip
+
+
+def _accepted_ids(plan: Plan) -> set[str]:
+    """Ids the restored image may have: its config digest (classic store) or, on the containerd store, its
+    manifest digest."""
+    ids = {plan.expected_config} if plan.expected_config else set()
+    if plan.ref:
+        ids.add(plan.ref.split("@", 1)[1])
+    return ids
+
+
+# -- restore -------------------------------------------------------------------------------------------------------
+@dataclass
+class Restored:
+    """A finished restore: the image id and what was proven about it."""
+
+    name: str
+    source: str
+    image_id: str
+    config_digest: str
+    tags: list[str]
+    layers: int
+    sha256: str | None = None
+    manifest_digest: str | None = None
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0.0
+    moved_tags: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> Restored:
+    """Load (or pull) the planned image, prove it, tag it, and record the restore (failed ones too)."""
+    from cloudvault.catalog.records import now, record_restore
+
+    if plan.problems:
+        raise plan.problems[0]
+    started, clock = now(), time.monotonic()
+    source = plan.archive.mirror_path if plan.source == "archive" else plan.ref
+    try:
+        done = _from_archive(conn, plan, timeout, progress) if plan.source == "archive" else _from_registry(plan)
+    except VaultError as exc:
+        _record(conn, plan, record_restore, source, None, "failed", {"error": str(exc), "exit_code": exc.exit_code},
+                started)  # fmt: skip
+        raise
+    except KeyboardInterrupt:
+        _record(conn, plan, record_restore, source, None, "interrupted", {}, started)
+        raise
+    done.seconds = round(time.monotonic() - clock, 3)
+    _record(conn, plan, record_restore, source, done, "ok", done.to_json() | {"gpu": plan.gpu.to_json()}, started)
+    return done
+
+
+def _record(conn, plan: Plan, record_restore, source: str, done: Restored | None, status: str, detail: dict,
+            started: str) -> None:  # fmt: skip
+    mirror_id = plan.archive.mirror_id if plan.archive else None
+    entry_id = plan.archive.entry_id if plan.archive else plan.recipe.entry
+    source_hash = (done.sha256 or done.manifest_digest) if done else (plan.sha256 or plan.ref)
+    record_restore(conn, kind=KIND, mirror_id=mirror_id, entry_id=entry_id, name=plan.recipe.name, source=source,
+                   source_hash=source_hash, target=done.image_id if done else "", status=status, detail=detail,
+                   started_at=started)  # fmt: skip
+
+
+def _archive_opener(conn: sqlite3.Connection, info: ArchiveInfo):
+    from cloudvault.catalog.lookup import file_location
+    from cloudvault.mirrorfs import open_mirror
+
+    root, path, raw, _, _ = file_location(conn, info.file.file_id)
+    mirror = open_mirror(root)
+    return lambda: mirror.open(path, raw)
+
+
+def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, progress) -> Restored:
+    from cloudvault.restore.docker_stream import VerifiedBody
+
+    info, recipe = plan.archive, plan.recipe
+    if progress is not None:
+        progress.start(info.file.size, info.member_count)
+    body = VerifiedBody(_archive_opener(conn, info), label=info.mirror_path, expected_sha256=plan.sha256,
+                        sums_label=f"{info.entry_id}/{recipe.sha256sums}", progress=progress)  # fmt: skip
+    before = dd.image(plan.daemon, plan.expected_config) if plan.expected_config else None
+    # the read timeout covers the daemon registering layers after the last byte: size it to the archive
+    plan.daemon.client.timeout = timeout or max(300.0, info.raw_size / (20 << 20))
+    try:
+        dd.load(plan.daemon, recipe.name, body)
+    finally:
+        if progress is not None:
+            progress.finish()
+    image = body.image
+    found = dd.image(plan.daemon, image.config.digest)
+    accepted = {image.config.digest, *image.manifest_digests}
+    problem = _loaded_problem(found, image.config, accepted, recipe)
+    if problem:
+        if before is None and found is not None:
+            dd.remove(plan.daemon, found["Id"])
+        raise ImageMismatch(what=problem, action="removed what was loaded" if before is None else "kept the image "
+                            "that was there before")  # fmt: skip
+    tags = _apply_tags(plan, found["Id"])
+    return Restored(recipe.name, "archive", found["Id"], image.config.digest, tags, len(image.config.diff_ids),
+                    sha256=image.sha256, bytes_in=info.file.size, bytes_out=body.bytes_out,
+                    moved_tags=[n for n in plan.notes if n.startswith("tag ")])  # fmt: skip
+
+
+def _loaded_problem(found: dict | None, config: ImageConfig, accepted: set[str], recipe: DockerRecipe) -> str | None:
+    """Why the image in the daemon is not the one the archive proved (None: it is)."""
+    if found is None:
+        return f"the daemon reports no image {config.digest} after loading {recipe.name}"
+    if found["Id"] not in accepted:
+        return f"the daemon loaded {recipe.name} as {found['Id']}, the archive's config is {config.digest}"
+    layers = tuple((found.get("RootFS") or {}).get("Layers") or ())
+    if layers != config.diff_ids:
+        return f"the daemon's layers of {recipe.name} are not the archive's diff_ids ({len(layers)} vs " \
+               f"{len(config.diff_ids)})"  # fmt: skip
+    if recipe.config_digest and config.digest != recipe.config_digest:
+        return f"the archive's config is {config.digest}, recipe {recipe.name} expects {recipe.config_digest}"
+    return None
+
+
+def _apply_tags(plan: Plan, image_id: str) -> list[str]:
+    for ref in plan.recipe.tags:
+        dd.tag(plan.daemon, image_id, ref)
+    found = dd.image(plan.daemon, image_id) or {}
+    return sorted(found.get("RepoTags") or ())
+
+
+def _from_registry(plan: Plan) -> Restored:
+    """Pull repository@digest, then prove it is the archive's image (same config digest, same layers)."""
+    recipe = plan.recipe
+    repository, digest = plan.ref.split("@", 1)
+    before = dd.image(plan.daemon, plan.ref)
+    dd.pull(plan.daemon, repository, digest)
+    found = dd.image(plan.daemon, plan.ref)
+    archive_config = plan.archive.config if plan.archive else None
+    expected_layers = archive_config.diff_ids if archive_config else None
+    layers = tuple((found or {}).get("RootFS", {}).get("Layers") or ())
+    problem = None
+    if found is None:
+        problem = f"the daemon reports no image {plan.ref} after pulling it"
+    elif found["Id"] != plan.expected_config and not (plan.daemon.containerd_store and layers == expected_layers):
+        problem = f"{plan.ref} is image {found['Id']}, but the archive's config is {plan.expected_config}"
+    elif expected_layers is not None and layers != expected_layers:
+        problem = f"the layers of {plan.ref} are not the archive's diff_ids"
+    if problem:
+        if before is None and found is not None:
+            dd.remove(plan.daemon, found["Id"])
+        raise ImageMismatch(what=problem, action="removed the pulled image" if before is None else "it was there "
+                            "before and is kept")  # fmt: skip
+    tags = _apply_tags(plan, found["Id"])
+    return Restored(recipe.name, "registry", found["Id"], plan.expected_config, tags, len(layers),
+                    manifest_digest=digest, moved_tags=[n for n in plan.notes if n.startswith("tag ")])  # fmt: skip

@@ -1,0 +1,192 @@
+"""The docker daemon's side of a restore, through docker-py: connect, look (space, tags, images), load, pull.
+
+Everything that talks to dockerd is here, so the rest of restore can be tested without one. Registry
+credentials are whatever the user's docker config or credential helper holds; docker-py reads them at pull
+time and vault never writes or prints them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cloudvault.restore.docker_errors import (
+    DaemonUnreachable,
+    LoadEnvironmentFailed,
+    LoadFailed,
+    RegistryFailed,
+    RegistryImageMissing,
+    RegistryLoginNeeded,
+)
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+LOGIN_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied", "401")
+MISSING_WORDS = ("manifest unknown", "not found", "does not exist")
+ENVIRONMENT_WORDS = ("no space left", "read-only file system", "permission denied", "too many open files")
+
+
+def docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """A daemon that answered: its client, where it is, its data root and image store."""
+
+    client: object  # docker.APIClient
+    host: str
+    version: str
+    root_dir: str
+    containerd_store: bool
+
+    @property
+    def local(self) -> bool:
+        return self.host.startswith("unix://")
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a connection failure, in a few words."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    text = str(exc) or type(exc).__name__
+    for known in ("No such file or directory", "Connection refused", "Permission denied", "timed out"):
+        if known.lower() in text.lower():
+            return known.lower()
+    return text[:160]
+
+
+def connect(timeout: float = 60) -> Daemon:
+    """The daemon DOCKER_HOST (or the default socket) names; DaemonUnreachable (exit 6) if it does not answer."""
+    import requests
+
+    import docker
+
+    host = docker_host()
+    try:
+        client = docker.APIClient(version="auto", timeout=timeout, **docker.utils.kwargs_from_env())
+        info = client.info()
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        raise DaemonUnreachable(host=host, detail=_reason(exc)) from None
+    drivers = " ".join(str(v) for pair in info.get("DriverStatus") or () for v in pair)
+    return Daemon(client, host, info.get("ServerVersion", "?"), info.get("DockerRootDir", ""),
+                  "io.containerd.snapshotter" in drivers)  # fmt: skip
+
+
+def daemon_reachable(timeout: float = 3) -> bool:
+    try:
+        connect(timeout)
+    except DaemonUnreachable:
+        return False
+    return True
+
+
+def free_space(daemon: Daemon) -> int | None:
+    """Bytes free in the daemon's data root, when it is on this machine; None when that cannot be seen."""
+    if not daemon.local or not daemon.root_dir or not os.path.isdir(daemon.root_dir):
+        return None
+    st = os.statvfs(daemon.root_dir)
+    return st.f_bavail * st.f_frsize
+
+
+def image(daemon: Daemon, ref: str) -> dict | None:
+    """docker inspect of an image by id, tag or repo@digest; None when there is none."""
+    import docker
+
+    try:
+        return daemon.client.inspect_image(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as exc:
+        if exc.status_code in (400, 404):  # an id that is not a valid reference is simply not there
+            return None
+        raise
+
+
+def tag_holders(daemon: Daemon, tags: Iterable[str]) -> dict[str, str | None]:
+    """Each tag -> the id of the image that holds it now, or None."""
+    holders = {}
+    for tag in tags:
+        found = image(daemon, tag)
+        holders[tag] = found["Id"] if found else None
+    return holders
+
+
+def load(daemon: Daemon, name: str, body: Iterable[bytes]) -> list[str]:
+    """POST the body to /images/load; the daemon's lines ('Loaded image: ...'). Errors the daemon reports
+    inside its 200 stream (`errorDetail`) become one line: LoadFailed (5), or LoadEnvironmentFailed (6)."""
+    import requests
+
+    import docker
+
+    lines = []
+    try:
+        for item in daemon.client.load_image(body):
+            message = _stream_error(item)
+            if message:
+                raise _load_error(name, message)
+            if item.get("stream", "").strip():
+                lines.append(item["stream"].strip())
+    except docker.errors.APIError as exc:
+        raise _load_error(name, exc.explanation or str(exc)) from None
+    except requests.RequestException as exc:
+        raise LoadEnvironmentFailed(name=name, detail=f"the daemon closed the connection ({_reason(exc)})") from None
+    return lines
+
+
+def _stream_error(item: dict) -> str | None:
+    if "errorDetail" in item:
+        return (item["errorDetail"] or {}).get("message") or item.get("error") or "unknown error"
+    if "error" in item:
+        return str(item["error"])
+    if set(item) == {"message"}:  # an HTTP error body, which docker-py hands over as a stream item
+        return str(item["message"])
+    return None
+
+
+def _load_error(name: str, message: str) -> Exception:
+    message = " ".join(message.split())
+    if any(word in message.lower() for word in ENVIRONMENT_WORDS):
+        return LoadEnvironmentFailed(name=name, detail=message)
+    return LoadFailed(name=name, detail=message)
+
+
+def pull(daemon: Daemon, repository: str, digest: str) -> None:
+    """docker pull repository@digest with the user's own login; login, missing and other failures are one line."""
+    import docker
+
+    ref = f"{repository}@{digest}"
+    registry = repository.split("/", 1)[0] if "." in repository.split("/", 1)[0] or ":" in repository else "docker.io"
+    try:
+        for item in daemon.client.pull(repository, tag=digest, stream=True, decode=True):
+            message = _stream_error(item)
+            if message:
+                raise _pull_error(registry, ref, message)
+    except docker.errors.APIError as exc:
+        raise _pull_error(registry, ref, exc.explanation or str(exc)) from None
+
+
+def _pull_error(registry: str, ref: str, message: str) -> Exception:
+    message = " ".join(message.split())
+    lower = message.lower()
+    if any(word in lower for word in LOGIN_WORDS):
+        return RegistryLoginNeeded(registry=registry, ref=ref, detail=message)
+    if any(word in lower for word in MISSING_WORDS):
+        return RegistryImageMissing(registry=registry, ref=ref, detail=message)
+    return RegistryFailed(ref=ref, detail=message)
+
+
+def remove(daemon: Daemon, image_id: str) -> None:
+    """Remove an image vault itself just loaded or pulled (with all its tags)."""
+    import docker
+
+    with contextlib.suppress(docker.errors.NotFound):
+        daemon.client.remove_image(image_id, force=True)
+
+
+def tag(daemon: Daemon, image_id: str, ref: str) -> None:
+    repository, _, version = ref.rpartition(":")
+    if "/" in version or not repository:  # 'host:5000/name' has no tag: docker's default applies
+        repository, version = ref, "latest"
+    daemon.client.tag(image_id, repository, version, force=True)

@@ -1,0 +1,83 @@
+"""The errors `vault restore docker` can end in: each one line naming the image and what to do, with its exit code.
+
+They subclass the groups of `cloudvault.errors`, so the exit-code table stays the one there: a damaged or
+mismatching image is integrity (5); a daemon, GPU, tag, disk or login problem is environment (6).
+"""
+
+from __future__ import annotations
+
+from cloudvault.errors import EnvironmentProblem, IntegrityError, NotFound
+
+
+class OneLine:
+    """Mixin: the docstring template may wrap in the source; the message is one line."""
+
+    fields: dict
+
+    @property
+    def message(self) -> str:
+        return " ".join((self.__doc__ or "").split()).format(**self.fields)
+
+
+class DaemonUnreachable(OneLine, EnvironmentProblem):
+    """cannot reach the docker daemon at {host} ({detail}); start dockerd, or point DOCKER_HOST at a running one"""
+
+
+class DaemonNoSpace(OneLine, EnvironmentProblem):
+    """the docker data root {root} has {free} free; loading {name} needs about {need} (the layers are unpacked
+    there); free some space or move the data root"""
+
+
+class TagConflict(OneLine, EnvironmentProblem):
+    """tag {tag} is held by image {holder}, not by {name} ({image}); pass --retag to move it to {name}, or
+    `docker tag`/`docker rmi` it yourself"""
+
+
+class GpuMismatch(OneLine, EnvironmentProblem):
+    """{name} has kernels for {archs} only ({source}); {gpu} is compute capability {cap} ({sm}), where it would
+    fail with "no kernel image is available for execution"; use a GPU it was built for, or pass --ignore-gpu"""
+
+
+class NoGpu(OneLine, EnvironmentProblem):
+    """no NVIDIA GPU found (nvidia-smi {why}) and --require-gpu was given; {name} is built for {archs}"""
+
+
+class LoadFailed(OneLine, IntegrityError):
+    """docker refused {name}: {detail}; nothing of it was kept"""
+
+
+class LoadEnvironmentFailed(OneLine, EnvironmentProblem):
+    """docker could not load {name}: {detail}"""
+
+
+class ArchiveHashMismatch(OneLine, IntegrityError):
+    """sha256 of {path} is {found}, but {sums} says {expected}; the daemon got a cut-off stream and loaded nothing"""
+
+
+class ArchiveNotInSums(OneLine, IntegrityError):
+    """{sums} has no line for {path}, so it cannot be verified; add one (sha256sum) or fix the recipe's archive"""
+
+
+class ArchiveDamaged(OneLine, IntegrityError):
+    """{path}: {detail}; the daemon got a cut-off stream and loaded nothing"""
+
+
+class ImageMismatch(OneLine, IntegrityError):
+    """{what}; {action}"""
+
+
+class RegistryLoginNeeded(OneLine, EnvironmentProblem):
+    """{registry} refused the pull of {ref} ({detail}); log in with `docker login {registry}`: vault uses your own
+    docker login at run time and never stores credentials"""
+
+
+class RegistryImageMissing(OneLine, NotFound):
+    """{registry} has no {ref} ({detail}); check the recipe's registry digest or pass --digest"""
+
+
+class RegistryFailed(OneLine, EnvironmentProblem):
+    """pulling {ref} failed: {detail}"""
+
+
+class ArchiveNotIndexed(OneLine, NotFound):
+    """{path} is not in the catalog of {entry}; index the mirror that holds it (`vault index MIRROR`)"""

@@ -1,0 +1,240 @@
+"""`vault restore docker` without a daemon: recipes, --list, the GPU check, and the verified stream's cut-off."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+
+import pytest
+
+from cloudvault.demo import images
+from cloudvault.restore import oci
+from cloudvault.restore.docker_errors import ArchiveDamaged, ArchiveHashMismatch
+from cloudvault.restore.docker_stream import VerifiedBody
+
+H200 = "0, NVIDIA H200, 9.0, 0 MiB, 143771 MiB"
+RTX_PRO_6000 = "0, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 3 MiB, 97887 MiB"
+
+
+@pytest.fixture
+def no_daemon(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+
+
+def fake_gpu(monkeypatch, folder, line: str | None) -> None:
+    """A fake nvidia-smi on PATH printing line (None: no nvidia-smi at all)."""
+    folder.mkdir(exist_ok=True)
+    if line is not None:
+        smi = folder / "nvidia-smi"
+        smi.write_text(f"#!/bin/sh\necho '{line}'\n")
+        smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin:/bin")
+
+
+# -- recipes ---------------------------------------------------------------------------------------------------------
+def write_recipe(tmp_path, monkeypatch, name: str, text: str):
+    folder = tmp_path / "recipes" / "docker"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.toml").write_text(text)
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+    return folder / f"{name}.toml"
+
+
+def test_shipped_recipes_load_and_name_the_mirrors_images():
+    from cloudvault.restore.docker import load_docker_recipe, recipe_names
+
+    assert recipe_names() == ["headinfer", "neo", "tandemspec"]
+    recipe = load_docker_recipe("tandemspec")
+    assert (recipe.entry, recipe.archive, recipe.sha256sums) == ("_docker", "images/tandemspec.tar.zst", "SHA256SUMS")
+    assert recipe.tags == ("junhyeong0724/marvell-tandemspec:tandemspec",)
+    assert recipe.repository == "docker.io/junhyeong0724/marvell-tandemspec" and recipe.arch_list == "12.0"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('entry = "_docker"\narchive = "a.tar.zst"\ntags = ["x:y"]\nimage = "z"\n', "'image'"),
+        ('entry = "_docker"\ntags = ["x:y"]\n', "'archive'"),
+        ('entry = "_docker"\narchive = "a"\ntags = ["x:y"]\nconfig_digest = "sha256:12"\n', "'config_digest'"),
+        ('entry = "_docker"\narchive = "a"\ntags = ["x:y"]\narch_list = "12.0 blackwell"\n', "'arch_list'"),
+        ('entry = "_docker"\narchive = "a"\ntags = [1]\n', "'tags'"),
+        ('entry = "_docker"\narchive = "a"\ntags = ["x:y"]\n[registry]\nrepo = "r"\n', "registry.repo"),
+    ],
+)
+def test_bad_recipe_exits_2_naming_the_key(tmp_path, monkeypatch, vault, text, named):
+    write_recipe(tmp_path, monkeypatch, "bad", text)
+    result = vault("restore", "docker", "bad", "--check-gpu")
+    assert result.code == 2
+    assert named in result.err and "bad.toml" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_unknown_recipe_exits_3_with_the_known_ones(vault):
+    result = vault("restore", "docker", "tandem-spec", "--check-gpu")
+    assert result.code == 3 and "tandemspec" in result.err
+
+
+# -- --list --------------------------------------------------------------------------------------------------------
+def test_list_shows_archive_tags_config_cuda_and_arch_from_the_catalog(demo_catalog, vault):
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "--list", "--json")
+    assert result.code == 0, result.err
+    rows = {r["name"]: r for r in json.loads(result.out)["images"]}
+    assert set(rows) == {"tandemspec", "neo", "headinfer"}
+    neo = rows["neo"]
+    expected_config = "sha256:" + hashlib.sha256(_config_bytes(images.demo_image("neo"))).hexdigest()
+    assert neo["config_digest"] == expected_config
+    assert (neo["cuda_version"], neo["arch_list"]) == ("12.8.1", "12.0")
+    assert neo["arch_source"] == "TORCH_CUDA_ARCH_LIST=12.0 in the image config"
+    assert neo["tags"] == ["junhyeong0724/marvell-tandemspec:neo"] and neo["problem"] is None
+    assert neo["size"] == len(images.compress(images.demo_image("neo")))
+    human = vault("--catalog", str(demo_catalog), "restore", "docker", "--list")
+    assert "_docker/images/tandemspec.tar.zst" in human.out and expected_config[:19] in human.out
+
+
+def _config_bytes(tar: bytes) -> bytes:
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        manifest = json.load(t.extractfile("manifest.json"))
+        return t.extractfile(manifest[0]["Config"]).read()
+
+
+def test_list_without_a_catalog_shows_the_recipes(vault, tmp_path):
+    result = vault("--catalog", str(tmp_path / "none.db"), "restore", "docker", "--list")
+    assert result.code == 0 and "tandemspec" in result.out and "arch_list in recipe tandemspec" in result.out
+
+
+# -- the GPU check -------------------------------------------------------------------------------------------------
+def test_sm120_image_on_an_h200_exits_6_naming_both(demo_catalog, vault, tmp_path, monkeypatch, no_daemon):
+    fake_gpu(monkeypatch, tmp_path / "bin", H200)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "tandemspec", "--check-gpu")
+    assert result.code == 6
+    assert "sm_120" in result.err and "9.0" in result.err and "sm_90" in result.err and "H200" in result.err
+    assert "CANNOT RUN" in result.out
+    restore = vault("--catalog", str(demo_catalog), "restore", "docker", "tandemspec")
+    assert restore.code == 6 and "sm_120" in restore.err  # before the daemon is even asked
+
+
+def test_sm120_image_fits_an_rtx_pro_6000(demo_catalog, vault, tmp_path, monkeypatch):
+    fake_gpu(monkeypatch, tmp_path / "bin", RTX_PRO_6000)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "neo", "--check-gpu", "--json")
+    assert result.code == 0, result.err
+    fit = json.loads(result.out)["gpu"]
+    assert fit["verdict"] == "fits" and fit["gpus"][0]["compute_cap"] == "12.0" and fit["archs"] == "sm_120"
+
+
+def test_no_gpu_is_said_and_passes_unless_required(demo_catalog, vault, tmp_path, monkeypatch):
+    fake_gpu(monkeypatch, tmp_path / "bin", None)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "neo", "--check-gpu")
+    assert result.code == 0 and "no NVIDIA GPU here" in result.out
+    required = vault("--catalog", str(demo_catalog), "restore", "docker", "neo", "--check-gpu", "--require-gpu")
+    assert required.code == 6 and "no NVIDIA GPU found" in required.err
+
+
+def test_check_gpu_runs_without_a_catalog_from_the_recipe(vault, tmp_path, monkeypatch):
+    fake_gpu(monkeypatch, tmp_path / "bin", H200)
+    result = vault("--catalog", str(tmp_path / "none.db"), "restore", "docker", "headinfer", "--check-gpu")
+    assert result.code == 6 and "arch_list in recipe headinfer" in result.err
+
+
+def test_ignore_gpu_lets_a_dry_run_go_on_to_the_daemon(demo_catalog, vault, tmp_path, monkeypatch, no_daemon):
+    fake_gpu(monkeypatch, tmp_path / "bin", H200)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "neo", "--dry-run", "--ignore-gpu")
+    assert result.code == 6 and "cannot reach the docker daemon" in result.err and "no-such.sock" in result.err
+
+
+def test_dry_run_json_lists_every_problem(demo_catalog, vault, tmp_path, monkeypatch, no_daemon):
+    fake_gpu(monkeypatch, tmp_path / "bin", H200)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "neo", "--dry-run", "--json")
+    doc = json.loads(result.out)
+    assert result.code == 6 and doc["exit_code"] == 6 and len(doc["problems"]) == 2
+    assert doc["gpu"]["verdict"] == "mismatch" and doc["sha256"] == _demo_sha("neo")
+
+
+def _demo_sha(name: str) -> str:
+    return hashlib.sha256(images.compress(images.demo_image(name))).hexdigest()
+
+
+# -- the verified stream -------------------------------------------------------------------------------------------
+def _body(data: bytes, expected: str | None = None) -> VerifiedBody:
+    expected = expected or hashlib.sha256(data).hexdigest()
+    return VerifiedBody(lambda: io.BytesIO(data), label="x.tar.zst", expected_sha256=expected, sums_label="SUMS")
+
+
+def _drain(body: VerifiedBody) -> tuple[bytes, Exception | None]:
+    sent = []
+    try:
+        for piece in body:
+            sent.append(piece)
+    except Exception as exc:  # what the daemon would see: the body stops here
+        return b"".join(sent), exc
+    return b"".join(sent), None
+
+
+def test_stream_passes_the_tar_through_unchanged_and_proves_the_image():
+    tar = images.demo_image("neo")
+    sent, error = _drain(body := _body(images.compress(tar)))
+    assert error is None and sent == tar
+    assert body.image.config.digest == "sha256:" + hashlib.sha256(_config_bytes(tar)).hexdigest()
+    assert body.image.repo_tags == ("junhyeong0724/marvell-tandemspec:neo",)
+    assert body.image.config.arch_list == "12.0"
+
+
+def test_lying_sums_cut_the_stream_before_manifest_json():
+    tar = images.demo_image("neo")
+    sent, error = _drain(_body(images.compress(tar), expected="0" * 64))
+    assert isinstance(error, ArchiveHashMismatch) and error.exit_code == 5
+    assert tar.startswith(sent) and len(sent) < len(tar)
+    assert tar.index(b"manifest.json") > len(sent)  # docker never saw what it needs to load anything
+
+
+def test_a_blob_that_does_not_hash_to_its_name_cuts_the_stream_at_that_blob():
+    tar = bytearray(images.demo_image("neo"))
+    at = tar.index(b"BUILD.md")  # inside the app layer blob, which comes after the busybox layer
+    tar[at + 600] ^= 0x01
+    sent, error = _drain(_body(images.compress(bytes(tar))))
+    assert isinstance(error, ArchiveDamaged) and "not the digest it is named by" in str(error)
+    assert len(sent) < len(tar)
+
+
+def test_a_layer_that_is_not_its_diff_id_is_refused(tmp_path):
+    layers = [images.root_layer(), images.app_layer("x", "y")]
+    config = images.image_config([layers[0], images.app_layer("other", "z")], images.BUILD_ENV, {})
+    tar = images.save_archive("x/y:z", layers, config)
+    sent, error = _drain(_body(images.compress(tar)))
+    assert isinstance(error, ArchiveDamaged) and "diff_id" in str(error)
+    assert b"manifest.json" not in sent[-4096:]
+
+
+def test_not_a_docker_archive_is_damaged():
+    tar = images.tar_bytes([("hello.txt", b"hi\n", None)])
+    _, error = _drain(_body(images.compress(tar)))
+    assert isinstance(error, ArchiveDamaged) and "manifest.json is missing" in str(error)
+
+
+def test_classic_docker_save_layout_is_checked_too():
+    """docker < 25 writes <id>/layer.tar and <config hex>.json; the layer is checked against its diff_id."""
+    layers = [images.root_layer()]
+    config = images.image_config(layers, images.BUILD_ENV, {})
+    config_hex = hashlib.sha256(config).hexdigest()
+    manifest = json.dumps([{"Config": f"{config_hex}.json", "RepoTags": ["a/b:c"], "Layers": ["abc/layer.tar"]}])
+    members = [(f"{config_hex}.json", config, None), ("abc/", None, None), ("abc/layer.tar", layers[0], None)]
+    tar = images.tar_bytes([*members, ("manifest.json", manifest.encode(), None)])
+    sent, error = _drain(body := _body(images.compress(tar)))
+    assert error is None and sent == tar and body.image.config.digest == f"sha256:{config_hex}"
+
+
+def test_sha256sums_lines_are_found_by_path_or_unique_base_name():
+    sums = oci.parse_sha256sums(f"{'a' * 64}  images/neo.tar.zst\n{'B' * 64} *headinfer.tar.zst\nnoise\n")
+    assert oci.sums_entry(sums, "images/neo.tar.zst", "") == "a" * 64
+    assert oci.sums_entry(sums, "images/headinfer.tar.zst", "") == "b" * 64
+    assert oci.sums_entry(sums, "images/tandemspec.tar.zst", "") is None
+
+
+def test_config_arch_list_and_cuda_version_come_from_env_or_labels():
+    cfg = oci.ImageConfig("sha256:x", (), env={"NVIDIA_REQUIRE_CUDA": "cuda>=12.8 brand=tesla"},
+                          labels={"org.example.cuda_arch_list": "9.0 12.0"})  # fmt: skip
+    assert (cfg.arch_list, cfg.cuda_version) == ("9.0 12.0", "12.8")
+    assert oci.ImageConfig("sha256:x", ()).arch_list is None
