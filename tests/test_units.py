@@ -232,3 +232,37 @@ def test_multi_frame_guess_from_the_first_bytes():
     assert len(streamed) > 6 and not looks_multi_frame(streamed, 10**9)
     assert looks_multi_frame(b"\x50\x2a\x4d\x18" + bytes(8), 100)  # pzstd's leading skippable frame
     assert not looks_multi_frame(b"not zstd at all", 100)
+
+
+def test_frame_stream_read_zero_does_not_end_the_frame():
+    cctx = zstandard.ZstdCompressor(write_checksum=True)
+    parts = [b"a" * 1000, b"b" * 1000]
+    stream = FrameStream(io.BytesIO(b"".join(cctx.compress(p) for p in parts)))
+    assert stream.read(10) == b"a" * 10
+    assert stream.read(0) == b""
+    assert stream.read_some(0) == b""
+    assert stream.read(2000) == b"a" * 990 + b"b" * 1000
+    assert [f.raw_size for f in stream.frames] == [1000, 1000]
+
+
+def test_a_file_named_tar_zst_that_is_another_format_is_named(tmp_path):
+    import bz2
+    import gzip
+    import lzma
+
+    from cloudvault.archive.zstdframes import sniff_format
+
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as t:
+        t.addfile(tarfile.TarInfo("x"), io.BytesIO(b""))
+    cases = {"gzip": gzip.compress(tar.getvalue()), "xz": lzma.compress(tar.getvalue()),
+             "bzip2": bz2.compress(tar.getvalue()), "uncompressed tar": tar.getvalue()}  # fmt: skip
+    for name, blob in cases.items():
+        assert name in sniff_format(blob[:512])
+        try:
+            FrameStream(io.BytesIO(blob)).read(10)
+        except ZstdFormatError as exc:
+            assert exc.kind == "not_zstd" and name in str(exc) and "0x" not in str(exc)
+        else:
+            raise AssertionError(f"{name} read as zstd")
+    assert sniff_format(b"plain text, no magic") is None

@@ -67,6 +67,26 @@ def looks_multi_frame(head: bytes, file_size: int) -> bool:
     return content <= 64 << 20 and file_size > 2 * (content // 8 + 1)
 
 
+FOREIGN_MAGIC = (  # what a file named .tar.zst really is, when it is something else (by its first bytes)
+    (b"\x1f\x8b", "gzip (`tar -xzf` reads it)"),
+    (b"\xfd7zXZ\x00", "xz (`tar -xJf` reads it)"),
+    (b"BZh", "bzip2 (`tar -xjf` reads it)"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+    (b"PK\x03\x04", "zip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+)
+
+
+def sniff_format(head: bytes) -> str | None:
+    """Name the format of a file that is not zstd, from its first 512 bytes; None if unknown."""
+    for magic, what in FOREIGN_MAGIC:
+        if head.startswith(magic):
+            return what
+    if head[257:262] == b"ustar":
+        return "an uncompressed tar archive (`tar -xf` reads it)"
+    return None
+
+
 def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
     """The frame whose decompressed bytes hold raw_offset (binary search over the frame table)."""
     lo, hi = 0, len(frames) - 1
@@ -153,9 +173,13 @@ class _FrameSource:
                 self._advance_to(start + 8 + length)
                 self.first = False
                 continue
+            if magic != ZSTD_MAGIC and self.first:
+                self._have(start + 512)
+                what = sniff_format(self._bytes(start, min(512, self._end - start)))
+                detail = f"not zstd but {what}" if what else f"not zstd (bad frame magic {magic:#010x})"
+                raise ZstdFormatError("not_zstd", start, detail)
             if magic != ZSTD_MAGIC:
-                kind = "not_zstd" if self.first else "corrupt_frame"
-                raise ZstdFormatError(kind, start, f"bad frame magic {magic:#010x}")
+                raise ZstdFormatError("corrupt_frame", start, f"bad frame magic {magic:#010x}")
             if not self._have(start + 5):
                 raise ZstdFormatError("truncated", start, "frame header cut short")
             descriptor = self._byte(start + 4)
@@ -264,7 +288,10 @@ class FrameStream:
         self._reader = None
 
     def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
-        """One read from the current frame, moving across frame ends; b''/0 only at the end of the file."""
+        """One read from the current frame, moving across frame ends; b''/0 only at the end of the file (or for
+        n = 0, which must not end the frame: the tar parser asks for 0 bytes of padding after some members)."""
+        if n <= 0:
+            return 0 if into is not None else b""
         while not self._done:
             if self._reader is None and not self._next_reader():
                 break

@@ -62,14 +62,14 @@ def run(args) -> int:
 
 
 def _status(ui, conn, cache) -> int:
+    from cloudvault.catalog.copies import copy_bytes_used, copy_status
     from cloudvault.cli.ui import human_size
-    from cloudvault.optimize import bytes_used, status
 
-    rows = status(conn)
+    rows = copy_status(conn)
     if ui.as_json:
-        ui.emit({"cache": str(cache), "bytes_used": bytes_used(conn), "copies": rows})
+        ui.emit({"cache": str(cache), "bytes_used": copy_bytes_used(conn), "copies": rows})
     for r in rows:
         ui.line(f"{r['archive']}: {human_size(r['archive_bytes'])} -> copy {human_size(r['copy_bytes'])}, "
                 f"{r['frames']} frames{'' if r['present'] else ' (MISSING)'}")  # fmt: skip
-    ui.line(f"{len(rows)} seekable copies, {human_size(bytes_used(conn))} used in {cache}")
+    ui.line(f"{len(rows)} seekable copies, {human_size(copy_bytes_used(conn))} used in {cache}")
     return errors.OK
