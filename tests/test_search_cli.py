@@ -76,7 +76,8 @@ def test_ls_lists_files_and_members_with_hashes(demo_catalog, vault):
     assert hits and all(h["path"].startswith("dumps/") and h["path"].endswith(".json") for h in hits)
     assert {h["archive"].rsplit("/", 1)[-1] for h in hits} >= {"breakdown_b8_n81.tar.zst", "compaction_n84.tar.zst"}
     plain = json.loads(vault("--catalog", str(demo_catalog), "ls", "014", "data/*/per_request.csv", "--json").out)
-    assert [h["path"] for h in plain["results"]] == ["data/20260925_070231/per_request.csv"]
+    assert [h["path"] for h in plain["results"]] == [  # the first run, and its rep2 (a GLOB's * spans folders)
+        "data/20260925_070231/per_request.csv", "data/ss20_temp0_c1024_rep2/20260925_072725/per_request.csv"]
     assert vault("--catalog", str(demo_catalog), "ls", "014", "nothing*").code == 1
 
 

@@ -25,6 +25,9 @@ COMMANDS = {
     "verify": "cloudvault.cli.verify",
     "optimize": "cloudvault.cli.optimize",
     "restore": "cloudvault.cli.restore",
+    "repro": "cloudvault.cli.repro",
+    "compare": "cloudvault.cli.compare",
+    "runs": "cloudvault.cli.runs",
     "demo": "cloudvault.cli.demo",
 }
 

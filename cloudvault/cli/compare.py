@@ -1,0 +1,100 @@
+"""Compare two runs request by request: token ids, output lengths, finish reasons exactly; timings within tolerance.
+
+RUN_A is the reference, RUN_B the run judged against it. Each is a result folder (a `vault repro` run folder or
+any folder with per_request.csv / requests.jsonl), a run id from `vault runs`, or an entry: `014` is the folder
+its repro recipe records, `014/data/ss20_temp0_c1024_rep2/20260925_072725` a folder of that entry, read through
+the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recipe` to choose). Nothing is
+written unless --out names a folder for compare.csv and REPORT.md. Exit 0 when reproduced (REPRODUCED or
+WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE).
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run_a", metavar="RUN_A", help="reference: folder, run id, ENTRY or ENTRY/FOLDER")
+    parser.add_argument("run_b", metavar="RUN_B", help="compared run: folder, run id, ENTRY or ENTRY/FOLDER")
+    parser.add_argument("--recipe", help="take the compare rules and settings from this repro recipe")
+    parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
+    parser.add_argument("--out", help="write compare.csv and REPORT.md into this (new or empty) folder")
+    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.cli.ui import UI
+    from cloudvault.repro import report, sources
+    from cloudvault.repro.compare import PASSING, compare_runs, settings_differences
+    from cloudvault.repro.plan import DEFAULT_RULES
+
+    ui = UI(as_json=args.json)
+    conns = []
+
+    def connect():
+        if not conns:
+            conns.append(open_catalog(config.catalog_path(args.catalog), readonly=True))
+        return conns[0]
+
+    a = sources.resolve(args.run_a, connect)
+    b = sources.resolve(args.run_b, connect)
+    rules, keys, margin = _rules(args.recipe, a, connect, DEFAULT_RULES)
+    diff = settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
+    cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin)
+    totals = (a.totals(), b.totals())
+    if args.out:
+        _write(Path(args.out), cmp, a, b, totals)
+    if args.json:
+        ui.emit(report.document(cmp, a.where, b.where, totals))
+    else:
+        ui.line(f"A {a.where}")
+        ui.line(f"B {b.where}")
+        ui.heading(report.headline(cmp))
+        for reason in cmp.reasons:
+            ui.line(f"  {reason}")
+        for column in cmp.unchecked:
+            ui.line(f"  not checked: {column} (not recorded on one side)")
+        report.print_table(cmp, all_rows=args.all_rows)
+        ui.line(_totals_line(totals))
+    return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+
+
+def _rules(name, a, connect, default):
+    """The compare rules, the settings compared and the near-tie margin: --recipe, else RUN_A's entry's recipe."""
+    from cloudvault.repro import sources
+    from cloudvault.repro.recipe import load
+
+    recipe = load(name) if name else None
+    if recipe is None and a.entry:
+        found = [r for r in sources.recipes_for(a.entry) if r.kind == "harness"]
+        recipe = found[0] if found else None
+    if recipe is None:
+        return dict(default), None, 0.1
+    from cloudvault.repro.compare import parse_rule
+
+    section = recipe.section("compare")
+    rules = {c: parse_rule(s) for c, s in section.get("rules", {}).items()} or dict(default)
+    return rules, section.get("settings"), float(section.get("near_tie_margin", 0.1))
+
+
+def _totals_line(totals) -> str:
+    a, b = totals
+    return (f"totals (measured): A {a['output_tokens']:,} tok, {a['tokens_per_s']} tok/s, TTFT {a['ttft_mean_s']}/"
+            f"{a['ttft_median_s']} s, TPOT {a['tpot_mean_ms']}/{a['tpot_median_ms']} ms, {a['hit_cap']} at cap; "
+            f"B {b['output_tokens']:,} tok, {b['tokens_per_s']} tok/s, TTFT {b['ttft_mean_s']}/{b['ttft_median_s']} s, "
+            f"TPOT {b['tpot_mean_ms']}/{b['tpot_median_ms']} ms, {b['hit_cap']} at cap")  # fmt: skip
+
+
+def _write(out, cmp, a, b, totals) -> None:
+    from cloudvault.atomic import atomic_write
+    from cloudvault.repro import report
+
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "compare.csv", mode=0o644) as fh:
+        fh.write(report.compare_csv(cmp).encode())
+    with atomic_write(out / "REPORT.md", mode=0o644) as fh:
+        fh.write(report.report_md(cmp, "vault compare", a.where, b.where, totals).encode())

@@ -1,0 +1,174 @@
+"""Re-run a recorded experiment from a recipe, compare it with the record request by request, and say whether it
+reproduced.
+
+`vault repro --list` lists the recipes (recipes/repro/*.toml and $VAULT_RECIPES/repro/), the entry each
+reproduces and its last run's verdict. `vault repro NAME --dry-run` prints the full plan (settings from the
+catalog, code@commit, model, inputs, commands, env vars, GPU and CPU assignment, outputs, compare rules) and the
+preflight results. `vault repro NAME` stages the inputs from the mirror (verified), runs the processes with the
+local executor in a new run folder (default: the XDG data dir's cloudvault/runs/, or --out), compares the outputs
+with the recorded folder and writes provenance.json, logs/, compare.csv and REPORT.md there; the run and its
+verdict go into the catalog (`vault runs`, `vault search`). `--standin` runs the project's CPU stand-in of the
+harness (same flags and files) where there is no GPU or model. A failed preflight exits 6 (`--force-preflight`
+runs anyway and records it); Ctrl-C stops the processes and records the run as interrupted (exit 130).
+Exit 0 when reproduced (REPRODUCED, WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE).
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("name", nargs="?", metavar="NAME", help="recipe name, unique prefix, or path to a .toml")
+    parser.add_argument("--list", action="store_true", help="list the recipes and their last verdicts")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and the preflight; run nothing")
+    parser.add_argument("--standin", action="store_true", help="run the CPU stand-in of the harness")
+    parser.add_argument("--out", help="folder for the new run folder (default: XDG data dir cloudvault/runs)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
+    parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
+    parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.cli.ui import UI
+
+    ui = UI(as_json=args.json)
+    if args.list:
+        return _list(args, ui)
+    if not args.name:
+        raise errors.UsageError(detail="vault repro: name a recipe, or --list (see `vault repro --help`)")
+    from pathlib import Path
+
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.repro.recipe import load
+
+    recipe = load(args.name)
+    overrides = dict(_pair(text) for text in args.env)
+    base = Path(args.out).expanduser().resolve() if args.out else config.data_home() / "cloudvault" / "runs"
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=args.dry_run)
+    if args.dry_run:
+        return _dry_run(conn, recipe, base, args, overrides, ui)
+    from cloudvault.repro import report
+    from cloudvault.repro.compare import PASSING
+    from cloudvault.repro.executors.local import LocalExecutor
+    from cloudvault.repro.run import reproduce
+
+    cmp, prov = reproduce(conn, recipe, base, out_explicit=bool(args.out), executor=LocalExecutor(),
+                          standin=args.standin, env_overrides=overrides, force_preflight=args.force_preflight,
+                          on_line=None if args.json else ui.warn)  # fmt: skip
+    if args.json:
+        ui.emit({**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
+                 "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
+    else:
+        ui.heading(report.headline(cmp))
+        for reason in cmp.reasons:
+            ui.line(f"  {reason}")
+        for column in cmp.unchecked:
+            ui.line(f"  not checked: {column} (not recorded on one side)")
+        report.print_table(cmp, all_rows=args.all_rows)
+        ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
+    return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise errors.UsageError(detail=f"--env wants KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def _list(args, ui) -> int:
+    from cloudvault import config
+    from cloudvault.recipe import recipe_names
+    from cloudvault.repro.recipe import KIND, load
+
+    last = _last_runs(config.catalog_path(args.catalog))
+    rows = []
+    for name in recipe_names(KIND):
+        recipe = load(name)
+        run = last.get(name)
+        rows.append({"recipe": name, "entry": recipe.entry, "kind": recipe.kind,
+                     "description": recipe.data.get("description", ""), "last_run": run and run.run_id,
+                     "status": run and run.status, "verdict": run and run.verdict})  # fmt: skip
+    if args.json:
+        ui.emit(rows)
+    for r in rows:
+        verdict = f"{r['verdict'] or r['status']} ({r['last_run']})" if r["last_run"] else "never run"
+        ui.line(f"{r['recipe']:<22} {r['entry']:<16} {r['kind']:<8} {verdict}")
+        ui.line(f"    {r['description']}")
+    return errors.OK
+
+
+def _last_runs(catalog) -> dict:
+    """recipe name -> its latest run, when there is a catalog."""
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.records import runs
+
+    if not catalog.exists():
+        return {}
+    conn = open_catalog(catalog, readonly=True)
+    try:
+        return {r.recipe: r for r in runs(conn)}
+    finally:
+        conn.close()
+
+
+def _dry_run(conn, recipe, base, args, overrides, ui) -> int:
+    from cloudvault.repro import plan as planning
+    from cloudvault.repro.executors.local import LocalExecutor
+    from cloudvault.repro.preflight import run_checks
+    from cloudvault.repro.run import new_run_dir
+
+    run_id, run_dir = new_run_dir(base, recipe, _root(conn, recipe))
+    plan = planning.build(conn, recipe, run_dir, standin=args.standin, env_overrides=overrides)
+    checks = run_checks(conn, plan, out_explicit=bool(args.out))
+    doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
+    if args.json:
+        ui.emit(doc)
+    else:
+        _print_plan(ui, doc, LocalExecutor().describe(plan))
+    return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
+
+
+def _root(conn, recipe) -> str:
+    from cloudvault.repro.run import _mirror_root
+
+    return _mirror_root(conn, recipe)
+
+
+def _print_plan(ui, doc: dict, commands: list[str]) -> None:
+    ui.heading(f"{doc['recipe']} reproduces {doc['entry']} ({doc['kind']}; runner: {doc['runner']})")
+    ui.line(f"  record     {doc['entry']}/{doc['record']['folder']} {' '.join(doc['record']['files'])}".rstrip())
+    ui.line(f"  run folder {doc['run_dir']} (new)")
+    if doc["environment"]:
+        ui.line(f"  env        {', '.join(f'{k}={v}' for k, v in doc['environment'].items())}")
+    if doc["code"].get("path"):
+        ui.line(
+            f"  code       {doc['code'].get('entry', doc['entry'])}/{doc['code']['path']} @ {doc['code'].get('commit')}"
+        )
+    if doc["model"]:
+        ui.line(f"  model      {doc['model'].get('entry', doc['entry'])}/{doc['model']['path']}")
+    for i in doc["inputs"]:
+        ui.line(
+            f"  input      {i['name']}: {i['files']} file(s), {i['bytes']:,} B from {', '.join(i['from'])}"
+            f" -> {i['dest']}"
+        )
+    settings = {k: v for k, v in doc["settings"].items() if not isinstance(v, dict | list) and len(str(v)) < 40}
+    ui.line("  settings   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    ui.line("  env vars   " + (" ".join(f"{k}={v}" for k, v in doc["env"].items()) or "-"))
+    ui.line(f"  command    {commands[0].split(': ', 1)[1]}")
+    where = [f"{p['name']} ({' '.join(f'{k}={v}' for k, v in p['env'].items())}"
+             f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] else ''})" for p in doc["processes"]]  # fmt: skip
+    ui.line(f"  processes  {len(where)} ({{gpu}} per process): {'; '.join(where)}")
+    ui.line(
+        f"  outputs    {', '.join(doc['outputs'])}"
+        + (f" (merged from {', '.join(doc['merge'].values())})" if doc["merge"] else "")
+    )
+    ui.line("  compare    " + ", ".join(f"{c} {r}" for c, r in doc["compare"]["rules"].items()))
+    if doc["compare"]["settings"]:
+        ui.line(f"  settings compared: {', '.join(doc['compare']['settings'])}")
+    ui.heading("preflight")
+    for c in doc["preflight"]:
+        ui.line(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']:<16} {c['detail']}")

@@ -1,0 +1,48 @@
+"""List the reproduction runs recorded in the catalog, with their status and verdict (all, or one entry's).
+
+ENTRY is an entry id or unique prefix (`014`); each run shows its id, recipe, executor, status (running,
+finished, failed, interrupted), verdict and folder. `--requests RUN_ID` lists one run's per-request verdicts.
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("entry", nargs="?", metavar="ENTRY", help="only the runs reproducing this entry")
+    parser.add_argument("--requests", metavar="RUN_ID", help="the per-request verdicts of one run")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args) -> int:
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.catalog.records import run_requests, runs
+    from cloudvault.cli.ui import UI
+
+    ui = UI(as_json=args.json)
+    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
+    if args.requests:
+        rows = run_requests(conn, args.requests)
+        if args.json:
+            ui.emit([{"request": r, "verdict": v, "first_divergence": i, "detail": d} for r, v, i, d in rows])
+        for request, verdict, index, _ in rows:
+            ui.line(f"{verdict:<17} {'' if index is None else index:>7}  {request}")
+        return errors.OK if rows else errors.NOTHING_FOUND
+    scope = {}
+    if args.entry:
+        mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
+        scope = {"mirror_id": mirror_id, "entry_id": entry_id}
+    found = runs(conn, **scope)
+    if args.json:
+        ui.emit([r._asdict() for r in found])
+        return errors.OK if found else errors.NOTHING_FOUND
+    if not found:
+        ui.line(f"no runs recorded{' for ' + scope['entry_id'] if scope else ''}; try `vault repro --list`")
+        return errors.NOTHING_FOUND
+    for r in found:
+        ui.line(f"{r.run_id}  {r.executor}  {r.status:<11} {r.verdict or '-':<16} {r.started_at}")
+        ui.line(f"    {r.folder}")
+    return errors.OK

@@ -1,0 +1,133 @@
+"""The full plan of one reproduction: what is staged from the mirror, the processes (command, env, GPU, CPU
+cores), the outputs and the compare rules, resolved from a recipe and the catalog before anything runs."""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import sys
+from collections import namedtuple
+from pathlib import Path, PurePosixPath
+
+from cloudvault.errors import NotFound
+from cloudvault.repro.compare import EXACT, IGNORE, Tolerance, parse_rule
+from cloudvault.repro.recipe import Recipe, expand
+
+DEFAULT_RULES = {
+    "output_ids": EXACT, "output_tokens": EXACT, "finish": EXACT, "ttft_s": Tolerance(0.1, 0.0, 90),
+    "tpot_ms": Tolerance(0.1, 0.0, 90), "e2e_s": Tolerance(0.1, 0.0, 90), "tps": IGNORE,
+}  # fmt: skip
+
+
+class InputMissing(NotFound):
+    """recipe {recipe}: input {name!r} ({path} in {entry}) is not in the catalog; index the mirror that holds it"""
+
+
+Process = namedtuple("Process", "name argv env gpu cpu_cores cwd")
+StagedInput = namedtuple("StagedInput", "name entry_id members base dest single")  # single: one file, dest is it
+Plan = namedtuple(
+    "Plan",
+    "recipe mirror_id entry_id mirror_root settings run_settings record_folder record_files inputs processes "
+    "outputs merge rules compare_settings near_tie run_dir standin env",
+)
+
+
+def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, *, standin: bool = False,
+          env_overrides: dict[str, str] | None = None) -> Plan:  # fmt: skip
+    """Resolve the recipe against the catalog: settings, staged inputs, processes with their env and cores."""
+    from cloudvault.catalog.browse import entry_details
+    from cloudvault.catalog.query import known_mirrors, resolve_entry
+
+    mirror_id, entry_id, mirror_name = resolve_entry(conn, recipe.entry)
+    settings = entry_details(conn, mirror_id, entry_id).settings
+    root = next((r for r, (name, _) in known_mirrors(conn).items() if name == mirror_name), "")
+    record = recipe.section("record")
+    inputs = _inputs(conn, recipe, mirror_id, entry_id, run_dir, standin)
+    run = recipe.section("run")
+    env = dict(settings.get("env", {})) if run.get("env_from_record") else {}
+    context = {"settings": settings, "python": sys.executable, "run": str(run_dir), "out": str(run_dir / "work"),
+               "inputs": {i.name: str(i.dest) for i in inputs}, "gpu": ""}  # fmt: skip
+    context["model"] = context["inputs"].get("model") or _mirror_path(root, recipe.section("model"), entry_id)
+    context["code"] = _mirror_path(root, recipe.section("code"), entry_id)
+    env.update({k: expand(v, context, where=f"run.env.{k}", recipe=recipe.path) for k, v in run.get("env", {}).items()})
+    env.update(env_overrides or {})
+    run_settings = {**settings, "env": {**settings.get("env", {}), **env}} if settings.get("env") or env else settings
+    rules = {c: parse_rule(s) for c, s in recipe.section("compare").get("rules", {}).items()} or dict(DEFAULT_RULES)
+    return Plan(
+        recipe, mirror_id, entry_id, root, settings, run_settings, record["folder"], list(record.get("files", [])),
+        inputs, _processes(recipe, context, settings, env, standin), list(recipe.section("outputs")["files"]),
+        dict(recipe.section("outputs").get("merge", {})), rules, recipe.section("compare").get("settings"),
+        float(recipe.section("compare").get("near_tie_margin", 0.1)), run_dir, standin, env,
+    )  # fmt: skip
+
+
+def _mirror_path(root: str, spec: dict, entry_id: str) -> str:
+    """Where a code or model path of the recipe is in the mirror (for the real harness; never written to)."""
+    if not spec:
+        return ""
+    return str(PurePosixPath(root) / spec.get("entry", entry_id) / spec["path"]) if root else spec["path"]
+
+
+def _inputs(conn, recipe: Recipe, mirror_id: int, entry_id: str, run_dir: Path, standin: bool) -> list[StagedInput]:
+    """Each input's members (a file, an archive member, or every file under a folder), and where it is staged."""
+    from cloudvault.catalog.lookup import EntryMembers
+    from cloudvault.catalog.query import resolve_entry
+
+    specs = dict(recipe.section("inputs"))
+    if standin and recipe.section("standin").get("model"):
+        specs["model"] = recipe.section("standin")["model"]
+    skip = {f"{recipe.section('record')['folder'].strip('/')}/{f}" for f in recipe.section("record").get("files", [])}
+    staged = []
+    for name, spec in specs.items():
+        mid, eid = (mirror_id, entry_id) if "entry" not in spec else resolve_entry(conn, spec["entry"])[:2]
+        lookup = EntryMembers(conn, mid, eid, archive=spec.get("archive"))
+        path = spec["path"].strip("/")
+        members = lookup.exact(path)
+        base = str(PurePosixPath(path).parent) if members else path
+        if not members:
+            members = [m for m in lookup.glob(f"{path}/*") if m.type == "file" and m.path not in skip]
+        if not members:
+            raise InputMissing(recipe=recipe.name, name=name, path=path, entry=eid)
+        dest = run_dir / spec.get("to", f"inputs/{PurePosixPath(path).name}")
+        staged.append(StagedInput(name, eid, members, "" if base == "." else base, dest, base != path))
+    return staged
+
+
+def _processes(recipe: Recipe, context: dict, settings: dict, env: dict, standin: bool) -> list[Process]:
+    run = recipe.section("run")
+    program = recipe.section("standin")["program"] if standin else run["program"]
+    gpus = run.get("gpus", settings.get("gpus", 0) if recipe.kind == "harness" else 0)
+    cores = run.get("cpu_cores_per_gpu", 0)
+    per_gpu = run.get("processes_per_gpu", 1)
+    processes = []
+    for gpu in range(gpus) if gpus else [None]:
+        for slot in range(per_gpu):
+            ctx = {**context, "gpu": "" if gpu is None else str(gpu)}
+            line = expand(f"{program} {run['args']}", ctx, where="run.args", recipe=recipe.path)
+            cwd = expand(run.get("cwd", "{run}/work"), ctx, where="run.cwd", recipe=recipe.path)
+            penv = dict(env) if gpu is None else {**env, "CUDA_VISIBLE_DEVICES": str(gpu)}
+            cpu = list(range(cores * gpu, cores * (gpu + 1))) if cores and gpu is not None else []
+            name = "run" if gpu is None else f"gpu{gpu}" + (f".{slot}" if per_gpu > 1 else "")
+            processes.append(Process(name, shlex.split(line), penv, gpu, cpu, cwd))
+    return processes
+
+
+def describe(plan: Plan) -> dict:
+    """The plan as a document (the dry run prints it; provenance.json keeps it)."""
+    recipe = plan.recipe
+    return {
+        "recipe": recipe.name, "recipe_path": str(recipe.path), "recipe_hash": recipe.hash, "kind": recipe.kind,
+        "entry": plan.entry_id, "record": {"folder": plan.record_folder, "files": plan.record_files},
+        "environment": recipe.section("environment"), "runner": "stand-in" if plan.standin else "harness",
+        "code": {**recipe.section("code"), "commit": recipe.section("code").get("commit", plan.settings.get("commit"))},
+        "model": recipe.section("model"), "run_dir": str(plan.run_dir), "env": plan.env,
+        "inputs": [{"name": i.name, "entry": i.entry_id, "dest": str(i.dest), "files": len(i.members),
+                    "bytes": sum(m.size or 0 for m in i.members),
+                    "from": sorted({m.archive or f"{i.entry_id}/{i.base}" for m in i.members})} for i in plan.inputs],
+        "processes": [{"name": p.name, "command": shlex.join(p.argv), "gpu": p.gpu, "cwd": p.cwd,
+                       "cpu_cores": f"{p.cpu_cores[0]}-{p.cpu_cores[-1]}" if p.cpu_cores else "",
+                       "env": {k: v for k, v in p.env.items() if k not in plan.env}} for p in plan.processes],
+        "outputs": plan.outputs, "merge": plan.merge,
+        "compare": {"rules": {c: str(r) for c, r in plan.rules.items()}, "settings": plan.compare_settings,
+                    "near_tie_margin": plan.near_tie},
+    }  # fmt: skip

@@ -1,0 +1,87 @@
+"""Checks before a reproduction starts, each one line: the GPUs are free (the lab's contract: memory.used under
+500 MiB), the environment is restored, the output folder is persistent, the instrumentation settings equal the
+record's (LOG_SS=2 inflates TPOT about 1.6x: such a run is not comparable, so say so before running)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import namedtuple
+from pathlib import Path
+
+from cloudvault.errors import EnvironmentProblem
+from cloudvault.repro.plan import Plan
+
+Check = namedtuple("Check", "name ok detail")
+VOLATILE = ("/tmp", "/dev/shm", "/run")  # gone when the machine or pod stops
+POD_VOLATILE = ("/root",)  # a pod's container disk: gone when the pod stops
+
+
+class PreflightFailed(EnvironmentProblem):
+    """preflight {check} failed: {detail} (--force-preflight runs anyway and records it)"""
+
+
+def run_checks(conn: sqlite3.Connection, plan: Plan, *, out_explicit: bool) -> list[Check]:
+    return [
+        _gpus_free(plan),
+        _environment(conn, plan),
+        _persistent(plan.run_dir, out_explicit),
+        _instrumentation(plan),
+    ]
+
+
+def _gpus_free(plan: Plan) -> Check:
+    limit = plan.recipe.section("preflight").get("gpu_free_mib", 500)
+    wanted = sorted({p.gpu for p in plan.processes if p.gpu is not None})
+    if plan.standin or not wanted:
+        return Check("gpu", True, "not needed (the stand-in runs on the CPU)" if plan.standin else "no GPU needed")
+    try:
+        from cloudvault.gpu import local_gpus
+    except ImportError:
+        return Check("gpu", False, "cannot query GPUs (cloudvault.gpu missing)")
+    gpus = {g.index: g for g in local_gpus() or []}
+    missing = [g for g in wanted if g not in gpus]
+    if missing:
+        return Check("gpu", False, f"the recipe needs GPUs {wanted}; this machine has {sorted(gpus) or 'none'}")
+    busy = [f"GPU {g} uses {gpus[g].memory_used_mib} MiB" for g in wanted if (gpus[g].memory_used_mib or 0) >= limit]
+    if busy:
+        return Check(
+            "gpu", False, f"{'; '.join(busy)} (must be under {limit} MiB: two runs on one GPU run out of memory)"
+        )
+    return Check("gpu", True, f"GPUs {wanted} free (memory.used < {limit} MiB)")
+
+
+def _environment(conn: sqlite3.Connection, plan: Plan) -> Check:
+    env = plan.recipe.section("environment")
+    if plan.standin:
+        return Check("environment", True, "not needed (the stand-in is part of vault)")
+    if not env:
+        return Check("environment", True, "none required")
+    from cloudvault.catalog.records import restores
+
+    kind, name = ("docker", env["docker"]) if "docker" in env else ("env", env.get("env_name", env.get("env_recipe")))
+    done = [r for r in restores(conn, kind=kind) if r.status == "ok" and r.name == name]
+    if not done:
+        hint = f"vault restore {kind} {env.get('env_recipe', name)}"
+        return Check("environment", False, f"{kind} {name!r} is not restored here; run `{hint}` first")
+    return Check("environment", True, f"{kind} {name!r} restored at {done[-1].target}")
+
+
+def _persistent(run_dir: Path, out_explicit: bool) -> Check:
+    where = os.path.realpath(run_dir)
+    pod = bool(os.environ.get("RUNPOD_POD_ID") or os.environ.get("KUBERNETES_SERVICE_HOST"))
+    volatile = [v for v in VOLATILE + (POD_VOLATILE if pod else ()) if where == v or where.startswith(v + "/")]
+    if volatile and not out_explicit:
+        return Check("output", False, f"{run_dir} is under {volatile[0]}, which does not survive a restart; "
+                                      "choose a persistent folder with --out")  # fmt: skip
+    return Check("output", True, f"{run_dir}" + (" (chosen with --out)" if volatile else ""))
+
+
+def _instrumentation(plan: Plan) -> Check:
+    keys = plan.recipe.section("preflight").get("instrumentation", [])
+    recorded = plan.settings.get("env", {})
+    differ = [f"{k}={plan.env.get(k)} but the record has {k}={recorded.get(k)}" for k in keys
+              if str(plan.env.get(k)) != str(recorded.get(k))]  # fmt: skip
+    if differ:
+        return Check("instrumentation", False, "; ".join(differ) + ": not comparable with the record")
+    return Check("instrumentation", True, ", ".join(f"{k}={plan.env.get(k)}" for k in keys) or "no rule")

@@ -1,0 +1,104 @@
+"""The repro recipe: its TOML schema, loading and validation, and the `{...}` templates its commands use.
+
+A recipe names the entry it reproduces and the recorded result folder; the recorded settings (model, commit,
+sampling, env vars, GPU count) are read from the catalog's `entries.settings` at plan time and reached from
+templates as `{settings.temperature}`, `{settings.env.LOG_SS}`, never copied into the recipe. The schema is
+documented in recipes/README.md ("repro").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from cloudvault.errors import RecipeInvalid
+from cloudvault.recipe import ANY, load_recipe
+
+KIND = "repro"
+INPUT = {"entry": (str, False), "path": (str, True), "archive": (str, False), "to": (str, False)}
+RULE = ((str, dict), True)
+SCHEMA = {
+    "description": (str, False),
+    "entry": (str, True),
+    "kind": (str, False),  # harness (per-request compare, the default) | files (byte compare of outputs)
+    "record": ({"folder": (str, True), "files": (list, False)}, True),
+    "environment": ({"env_recipe": (str, False), "env_name": (str, False), "docker": (str, False)}, False),
+    "code": ({"entry": (str, False), "path": (str, True), "commit": (str, False)}, False),
+    "model": ({"entry": (str, False), "path": (str, True)}, False),
+    "inputs": ({ANY: (INPUT, False)}, False),
+    "run": (
+        {
+            "program": (str, True),
+            "args": (str, True),
+            "cwd": (str, False),
+            "gpus": (int, False),
+            "processes_per_gpu": (int, False),
+            "cpu_cores_per_gpu": (int, False),
+            "env_from_record": (bool, False),
+            "env": ({ANY: (str, False)}, False),
+        },
+        True,
+    ),
+    "standin": ({"program": (str, True), "model": (INPUT, False), "note": (str, False)}, False),
+    "outputs": ({"files": (list, True), "merge": ({ANY: (str, False)}, False)}, True),
+    "compare": (
+        {"settings": (list, False), "near_tie_margin": (float, False), "rules": ({ANY: RULE}, False)},
+        False,
+    ),
+    "preflight": (
+        {"gpu_free_mib": (int, False), "instrumentation": (list, False), "persistent_output": (bool, False)},
+        False,
+    ),
+}
+KINDS = ("harness", "files")
+TEMPLATE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
+
+
+class Recipe:
+    """A loaded, validated repro recipe."""
+
+    def __init__(self, name: str, path: Path, data: dict) -> None:
+        self.name, self.path, self.data = name, path, data
+        self.hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+    @property
+    def kind(self) -> str:
+        return self.data.get("kind", "harness")
+
+    @property
+    def entry(self) -> str:
+        return self.data["entry"]
+
+    def section(self, name: str) -> dict:
+        return self.data.get(name, {})
+
+
+def load(name: str) -> Recipe:
+    """The recipe named (or a path to a .toml), validated; a bad key, type or rule is RecipeInvalid (exit 2)."""
+    from cloudvault.repro.compare import parse_rule
+
+    path, data = load_recipe(KIND, name, SCHEMA)
+    if data.get("kind", "harness") not in KINDS:
+        raise RecipeInvalid(path=path, detail=f"'kind' must be one of {', '.join(KINDS)}, not {data['kind']!r}")
+    for column, spec in data.get("compare", {}).get("rules", {}).items():
+        try:
+            parse_rule(spec)
+        except ValueError as exc:
+            raise RecipeInvalid(path=path, detail=f"'compare.rules.{column}': {exc}") from None
+    return Recipe(path.stem, path, data)
+
+
+def expand(template: str, context: Mapping, *, where: str, recipe: Path) -> str:
+    """template with every {dotted.name} replaced from context; an unknown name is RecipeInvalid naming it."""
+
+    def value(match: re.Match) -> str:
+        node: object = context
+        for part in match[1].split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                raise RecipeInvalid(path=recipe, detail=f"{where}: unknown template name {{{match[1]}}}")
+            node = node[part]
+        return node if isinstance(node, str) else str(node).lower() if isinstance(node, bool) else str(node)
+
+    return TEMPLATE.sub(value, template)

@@ -1,0 +1,86 @@
+"""A run's results as compare wants them: per-request rows keyed by request, read from a run folder on disk or
+from a recorded folder in the mirror (through the catalog, every byte verified), with the settings it ran under.
+
+A result folder holds per_request.csv (the harness's table) and, when recorded, requests.jsonl (per request:
+output_ids, t_start, t_first, t_done, optionally top2_margin). Timings are recomputed from the timestamps with the
+seed's formulas when they are there; otherwise the table's columns are used as recorded.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections import namedtuple
+from pathlib import Path
+
+from cloudvault.repro.metrics import request_timings, totals
+
+TABLE, STREAM, PROVENANCE = "per_request.csv", "requests.jsonl", "provenance.json"
+RESULT_FILES = (TABLE, STREAM)
+NUMERIC = ("output_tokens", "prompt_tokens", "ttft_s", "tpot_ms", "e2e_s", "tps")
+
+
+class Results(namedtuple("Results", "label rows settings where entry", defaults=(None,))):
+    """label: how the user named it; rows: request -> row; settings: what it ran under; where: folder or entry
+    folder; entry: the entry it records or reproduces, when known."""
+
+    __slots__ = ()
+
+    def totals(self) -> dict:
+        measured = [r for r in self.rows.values() if r.get("role", "measured") == "measured"]
+        return totals(measured)
+
+
+def request_key(row: dict) -> str:
+    return f"{row['doc_id']}@gpu{row['gpu']}"
+
+
+def parse(files: dict[str, bytes]) -> dict[str, dict]:
+    """The rows of a result folder's files, keyed by request (doc id @ GPU)."""
+    rows: dict[str, dict] = {}
+    if TABLE in files:
+        for row in csv.DictReader(io.StringIO(files[TABLE].decode("utf-8"))):
+            for column in NUMERIC:
+                if row.get(column) not in (None, ""):
+                    row[column] = float(row[column]) if "." in row[column] else int(row[column])
+            rows[request_key(row)] = row
+    for line in files.get(STREAM, b"").decode("utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        row = rows.setdefault(record["request"], {"doc_id": record.get("doc_id"), "gpu": record.get("gpu")})
+        row["output_ids"] = record.get("output_ids")
+        if "top2_margin" in record:
+            row["top2_margin"] = record["top2_margin"]
+        if all(record.get(k) is not None for k in ("t_start", "t_first", "t_done")) and record.get("output_ids"):
+            timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(record["output_ids"]))
+            row.update({k: round(v, 3) for k, v in timing.items()})
+    return rows
+
+
+def read_folder(folder: Path) -> dict[str, bytes]:
+    """The result files of a folder on disk; a vault run folder keeps them under work/."""
+    base = folder / "work" if (folder / PROVENANCE).is_file() and (folder / "work").is_dir() else folder
+    return {name: (base / name).read_bytes() for name in RESULT_FILES if (base / name).is_file()}
+
+
+def read_mirror(conn: sqlite3.Connection, mirror_id: int, entry_id: str, folder: str, names=RESULT_FILES) -> dict:
+    """Files of a recorded folder, read through the catalog (plain files or archive members, BLAKE3-checked)."""
+    from cloudvault.catalog.lookup import EntryMembers
+    from cloudvault.members import MemberReader, read_order
+
+    lookup = EntryMembers(conn, mirror_id, entry_id)
+    wanted = {m: name for name in names for m in lookup.exact(f"{folder.strip('/')}/{name}")}
+    found: dict[str, bytes] = {}
+    with MemberReader(conn) as reader:
+        for member in read_order(wanted):
+            found[wanted[member]] = b"".join(reader.open(member))
+    return found
+
+
+def provenance(folder: Path) -> dict:
+    """A vault run folder's provenance.json ({} for other folders)."""
+    path = folder / PROVENANCE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

@@ -1,0 +1,183 @@
+"""One reproduction, start to end: plan, preflight, a new run folder, stage inputs from the mirror, run through an
+executor, collect, compare with the record, write compare.csv + REPORT.md + provenance.json, record in the catalog.
+
+The run folder is always new (never a recorded result, never inside the mirror); inputs are verified copies of the
+mirror's files, so a script that writes next to its inputs cannot touch the mirror.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cloudvault.atomic import atomic_write
+from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
+from cloudvault.repro import plan as planning
+from cloudvault.repro import report, results
+from cloudvault.repro.compare import RunComparison, compare_files, compare_runs, settings_differences
+from cloudvault.repro.preflight import PreflightFailed, run_checks
+from cloudvault.repro.recipe import Recipe
+
+
+class RunFailed(EnvironmentProblem):
+    """{recipe}: {failed} of {total} processes failed (exit codes {codes}); logs in {logs}"""
+
+
+def new_run_dir(base: Path, recipe: Recipe, mirror_root: str) -> tuple[str, Path]:
+    """A run id and its folder under base, which must not be inside the mirror."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    real_base, real_root = os.path.realpath(base), os.path.realpath(mirror_root) if mirror_root else None
+    if real_root and (real_base == real_root or real_base.startswith(real_root + os.sep)):
+        raise UsageError(detail=f"{base} is inside the mirror {mirror_root}; vault never writes into a mirror")
+    for n in range(100):
+        run_id = f"{recipe.name}-{stamp}" + (f"-{n}" if n else "")
+        if not (base / run_id).exists():
+            return run_id, base / run_id
+    raise UsageError(detail=f"too many runs of {recipe.name} in {base} this second")
+
+
+def reproduce(conn: sqlite3.Connection, recipe: Recipe, base: Path, *, out_explicit: bool, executor,
+              standin: bool = False, env_overrides: dict | None = None, force_preflight: bool = False,
+              on_line=None) -> tuple[RunComparison, dict]:  # fmt: skip
+    """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6)."""
+    from cloudvault.catalog.records import finish_run, start_run
+
+    say = on_line or (lambda text: None)
+    run_id, run_dir = new_run_dir(base, recipe, _mirror_root(conn, recipe))
+    plan = planning.build(conn, recipe, run_dir, standin=standin, env_overrides=env_overrides)
+    checks = run_checks(conn, plan, out_explicit=out_explicit)
+    failed = [c for c in checks if not c.ok]
+    if failed and not force_preflight:
+        raise PreflightFailed(check=failed[0].name, detail=failed[0].detail)
+    run_dir.mkdir(parents=True)
+    prov = _provenance(plan, run_id, checks, forced=[c.name for c in failed])
+    _write_json(run_dir / results.PROVENANCE, prov)
+    start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
+              entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
+    job = None
+    try:
+        say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
+        stage_inputs(conn, plan)
+        job = executor.submit(plan)
+        say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
+        codes = executor.wait(job)
+        executor.collect(job)
+        prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
+        if any(codes):
+            bad = [c for c in codes if c]
+            raise RunFailed(recipe=recipe.name, failed=len(bad), total=len(codes), codes=sorted(set(bad)),
+                            logs=run_dir / "logs")  # fmt: skip
+        merge_outputs(plan)
+        cmp, totals = compare_with_record(conn, plan)
+    except (KeyboardInterrupt, Interrupted):
+        _finish(conn, run_id, prov, "interrupted", run_dir)
+        raise Interrupted() from None
+    except VaultError as exc:
+        prov["error"] = exc.message
+        _finish(conn, run_id, prov, "failed", run_dir)
+        raise
+    _write_report(plan, cmp, totals)
+    summary = {"headline": report.headline(cmp), "reasons": cmp.reasons, "counts": cmp.counts,
+               "forced_preflight": prov["forced_preflight"]}  # fmt: skip
+    _finish(conn, run_id, prov, "finished", run_dir, verdict=cmp.verdict, summary=summary)
+    finish_run(conn, run_id, status="finished", verdict=cmp.verdict, summary=summary,
+               requests=report.requests_for_catalog(cmp))  # fmt: skip
+    return cmp, prov
+
+
+def _mirror_root(conn: sqlite3.Connection, recipe: Recipe) -> str:
+    from cloudvault.catalog.query import known_mirrors, resolve_entry
+
+    name = resolve_entry(conn, recipe.entry)[2]
+    return next((root for root, (n, _) in known_mirrors(conn).items() if n == name), "")
+
+
+def _provenance(plan, run_id: str, checks: list, forced: list[str]) -> dict:
+    return {
+        "run_id": run_id, "recipe": plan.recipe.name, "recipe_hash": plan.recipe.hash, "entry": plan.entry_id,
+        "settings": plan.run_settings, "plan": planning.describe(plan), "host": socket.gethostname(),
+        "platform": platform.platform(), "python": platform.python_version(), "gpus": _gpu_names(plan),
+        "preflight": [c._asdict() for c in checks], "forced_preflight": forced,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": "running",
+    }  # fmt: skip
+
+
+def _gpu_names(plan) -> list[str]:
+    if plan.standin or not any(p.gpu is not None for p in plan.processes):
+        return []
+    try:
+        from cloudvault.gpu import local_gpus
+    except ImportError:
+        return []
+    return [f"{g.index}: {g.name} ({g.cap_text})" for g in local_gpus() or []]
+
+
+def _finish(conn, run_id: str, prov: dict, status: str, run_dir: Path, verdict=None, summary=None) -> None:
+    from cloudvault.catalog.records import finish_run
+
+    prov.update(status=status, verdict=verdict, finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    _write_json(run_dir / results.PROVENANCE, prov)
+    if status != "finished":
+        finish_run(conn, run_id, status=status, summary={"error": prov.get("error", status)})
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    with atomic_write(path, force=True, mode=0o644) as fh:
+        fh.write((json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n").encode())
+
+
+def stage_inputs(conn: sqlite3.Connection, plan) -> None:
+    """Verified copies of every input member under the run folder (one forward pass per archive)."""
+    from cloudvault.members import MemberReader, read_order
+
+    where = {}
+    for staged in plan.inputs:
+        for m in staged.members:
+            where[m] = staged.dest if staged.single else staged.dest / m.path[len(staged.base) :].lstrip("/")
+    with MemberReader(conn) as reader:
+        for member in read_order(where):
+            where[member].parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(where[member], mode=0o644) as fh:
+                for chunk in reader.open(member):
+                    fh.write(chunk)
+
+
+def merge_outputs(plan) -> None:
+    """Per-process output files (per_request.gpu*.csv) into the one file the record has (one header kept)."""
+    work = plan.run_dir / "work"
+    for final, pattern in plan.merge.items():
+        parts = sorted(work.glob(pattern), key=lambda p: [int(t) if t.isdigit() else t for t in p.name.split(".")])
+        with atomic_write(work / final, mode=0o644) as fh:
+            for i, part in enumerate(parts):
+                lines = part.read_bytes().splitlines(keepends=True)
+                fh.write(b"".join(lines[1:] if i and final.endswith(".csv") else lines))
+
+
+def compare_with_record(conn: sqlite3.Connection, plan) -> tuple[RunComparison, tuple[dict, dict] | None]:
+    """The comparison with the recorded folder, and (recorded, new) totals for a harness run."""
+    work = plan.run_dir / "work"
+    if plan.recipe.kind == "files":
+        recorded = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, plan.record_files)
+        produced = {f: (work / f).read_bytes() for f in plan.record_files if (work / f).is_file()}
+        return compare_files(recorded, produced), None
+    from cloudvault.repro.sources import from_entry
+
+    record = from_entry(conn, plan.entry_id, folder=plan.record_folder)
+    new = results.Results(str(work), results.parse(results.read_folder(work)), plan.run_settings, str(work))
+    diff = settings_differences(record.settings, plan.run_settings, plan.compare_settings)
+    cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie)
+    return cmp, (record.totals(), new.totals())
+
+
+def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None) -> None:
+    with atomic_write(plan.run_dir / "compare.csv", mode=0o644) as fh:
+        fh.write(report.compare_csv(cmp).encode())
+    label_a, label_b = f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")
+    text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals)
+    with atomic_write(plan.run_dir / "REPORT.md", mode=0o644) as fh:
+        fh.write(text.encode())

@@ -1,0 +1,81 @@
+"""`vault compare` on the demo's 014 first run and its rep2: the lab's own check (23 of 24 identical, doc 670bf1c4
+diverging at output token 1,498), read through the catalog, writing nothing into the mirror."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+REP2 = "014/data/ss20_temp0_c1024_rep2/20260925_072725"
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_compare_rep1_with_rep2_finds_the_recorded_divergence_and_writes_nothing(demo_catalog, demo_mirror, vault):
+    before = tree_state(demo_mirror)
+    result = vault("--catalog", str(demo_catalog), "compare", "014", REP2)
+    assert result.code == 10, result.err
+    assert "DIVERGED: 23/24 requests identical; 670bf1c4@gpu7 diverged at output token 1,498" in result.out
+    assert "1 of 24 requests diverged" in result.out
+    assert "A 93,790 tok, 38.68 tok/s" in result.out  # the dashboard's 3.5.3 totals, recomputed from timestamps
+    assert tree_state(demo_mirror) == before
+
+
+def test_compare_json_names_the_request_index_and_prefix(demo_catalog, vault):
+    result = vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--json")
+    assert result.code == 10
+    doc = json.loads(result.out)
+    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("DIVERGED", 23, 24)
+    bad = [r for r in doc["requests"] if r["verdict"] != "identical"]
+    assert len(bad) == 1
+    assert bad[0]["request"] == "670bf1c4bb02136c067d2341@gpu7"
+    assert (bad[0]["first_divergence"], bad[0]["shared_prefix"]) == (1498, 1498)
+    assert bad[0]["failed"] == ["output_ids", "output_tokens"]
+    assert bad[0]["near_tie"] is None  # LOG_SS=1 kept no logits (dashboard 3.5.4)
+    assert doc["totals"]["a"]["output_tokens"] == 93790
+    assert doc["totals"]["b"]["output_tokens"] == 93790 - 1956 + 1855
+
+
+def test_compare_a_run_with_itself_is_reproduced(demo_catalog, vault):
+    result = vault("--catalog", str(demo_catalog), "compare", REP2, REP2)
+    assert result.code == 0
+    assert "REPRODUCED: 24/24 requests identical" in result.out
+
+
+def test_compare_writes_its_report_only_where_out_says(demo_catalog, vault, tmp_path):
+    out = tmp_path / "cmp"
+    result = vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--out", str(out))
+    assert result.code == 10
+    lines = (out / "compare.csv").read_text().splitlines()
+    assert len(lines) == 25
+    assert any(line.startswith("670bf1c4bb02136c067d2341@gpu7,diverged,1498,1498") for line in lines)
+    assert "DIVERGED: 23/24 requests identical" in (out / "REPORT.md").read_text()
+
+
+def test_compare_folders_on_disk(demo_mirror, vault, tmp_path):
+    rep2 = demo_mirror / "014_ss20_temp0_chunk1024/data/ss20_temp0_c1024_rep2/20260925_072725"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("per_request.csv", "requests.jsonl"):
+        (copy / name).write_bytes((rep2 / name).read_bytes())
+    rows = [json.loads(line) for line in (copy / "requests.jsonl").read_text().splitlines()]
+    rows[3]["output_ids"][100] += 1
+    (copy / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = vault("compare", str(rep2), str(copy), "--json")
+    doc = json.loads(result.out)
+    assert result.code == 10
+    assert [(r["request"], r["first_divergence"]) for r in doc["requests"] if r["verdict"] == "diverged"] == [
+        (rows[3]["request"], 100)
+    ]
+
+
+def test_compare_unknown_run_is_one_line(demo_catalog, vault):
+    result = vault("--catalog", str(demo_catalog), "compare", "014", "014/data/nope")
+    assert result.code == 3
+    assert result.err.strip() == (
+        "vault: error: no result files (per_request.csv, requests.jsonl) in 014_ss20_temp0_chunk1024/data/nope"
+    )
+    assert os.environ.get("VAULT_CATALOG") is None
