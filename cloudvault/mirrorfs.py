@@ -6,13 +6,14 @@ stat or a hash; only remote mirrors pay for what they read (archives are read by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections import namedtuple
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from cloudvault.errors import MirrorNotFound
+from cloudvault.errors import MirrorNotFound, MirrorUnreachable
 from cloudvault.hashing import hash_file, hash_stream
 from cloudvault.models import FileStat
 
@@ -79,24 +80,40 @@ class FsspecMirror:
 
         self.root = url
         target = "sftp://" + url[len("ssh://") :] if url.startswith("ssh://") else url
-        self._fs, self._base = fsspec.core.url_to_fs(target)
+        with self._reaching():
+            self._fs, self._base = fsspec.core.url_to_fs(target)
         self._base = self._base.rstrip("/")
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """What the network or the storage library raises (refused connection, unknown host, no credentials,
+        a missing backend) becomes one line naming the URL: these are the user's setup, not vault's bugs."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # paramiko, botocore and fsspec each raise their own classes
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise MirrorUnreachable(url=self.root, detail=f"{type(exc).__name__}: {detail}") from None
 
     def exists(self) -> bool:
         try:
-            return self._fs.isdir(self._base)
-        except OSError:
+            with self._reaching():
+                return self._fs.isdir(self._base)
+        except FileNotFoundError:
             return False
 
     def _abs(self, path: str) -> str:
         return f"{self._base}/{path}"
 
     def top_dirs(self) -> list[str]:
-        infos = self._fs.ls(self._base, detail=True)
+        with self._reaching():
+            infos = self._fs.ls(self._base, detail=True)
         return sorted(i["name"].rstrip("/").rsplit("/", 1)[-1] for i in infos if i["type"] == "directory")
 
     def walk(self) -> Iterator[FileStat]:
-        found = self._fs.find(self._base, withdirs=False, detail=True)
+        with self._reaching():
+            found = self._fs.find(self._base, withdirs=False, detail=True)
         for name, info in sorted(found.items()):
             rel = name[len(self._base) :].lstrip("/")
             if rel:

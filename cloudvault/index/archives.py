@@ -68,6 +68,10 @@ def scan_to_shard(
                 scan = ArchiveScan(fh, inspect=secret_rules.inspector, on_bytes=on_bytes,
                                    on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
                 write.add_shard_members(shard, redacted(scan, secret_rules, scan.result))
+            scan.result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
+                f._replace(detail=secret_rules.redact(f.detail), member=f.member and secret_rules.redact(f.member))
+                for f in scan.result.flags
+            ]
             outcome = ShardOutcome(scan.result)
         except OSError as exc:
             outcome = ShardOutcome(ScanResult(status="unreadable"))
