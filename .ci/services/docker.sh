@@ -2,7 +2,7 @@
 # Sourced by .ci/run (or by hand: CI_SERVICES=$(mktemp -d) . .ci/services/docker.sh): starts dockerd and a
 # docker-registry (Distribution, htpasswd auth) for the restore-docker tests, each on a private socket/port with
 # its data under $CI_SERVICES/docker, writes $CI_SERVICES/docker.pid and docker-registry.pid, waits until both
-# answer, and exports VAULT_TEST_DOCKER_HOST, VAULT_TEST_DOCKER_ROOT, VAULT_TEST_REGISTRY,
+# answer, and exports VAULT_TEST_DOCKER_HOST, VAULT_TEST_DOCKER_ROOT, VAULT_TEST_DOCKER_LOG, VAULT_TEST_REGISTRY,
 # VAULT_TEST_REGISTRY_USER and VAULT_TEST_REGISTRY_PASSWORD. See ../shared/domain/SERVICES.md for why these flags.
 
 vault_docker_start() {
@@ -15,7 +15,7 @@ vault_docker_start() {
   # The VM has no iptables bridge: no bridge network, containers run with --network none. Its own containerd
   # namespace keeps it apart from any other dockerd on the machine.
   dockerd --iptables=false --bridge=none --data-root "$dir/data" --exec-root "$dir/exec" \
-    --pidfile "$dir/dockerd.pid" -H "unix://$dir/sock" --containerd-namespace vault-ci \
+    --pidfile "$dir/dockerd.pid" -H "unix://$dir/sock" --debug --containerd-namespace vault-ci \
     --containerd-plugins-namespace vault-ci-plugins >"$dir/dockerd.log" 2>&1 &
   echo $! >"$CI_SERVICES/docker.pid"
 
@@ -50,7 +50,7 @@ except OSError: sys.exit(1)" && break
     sleep 0.5
   done
 
-  export VAULT_TEST_DOCKER_HOST="unix://$dir/sock" VAULT_TEST_DOCKER_ROOT="$dir/data"
+  export VAULT_TEST_DOCKER_HOST="unix://$dir/sock" VAULT_TEST_DOCKER_ROOT="$dir/data" VAULT_TEST_DOCKER_LOG="$dir/dockerd.log"
   export VAULT_TEST_REGISTRY="127.0.0.1:$port" VAULT_TEST_REGISTRY_USER=vault VAULT_TEST_REGISTRY_PASSWORD="$password"
 }
 

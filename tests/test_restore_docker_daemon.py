@@ -1,0 +1,305 @@
+"""`vault restore docker` against a real dockerd and a real registry (htpasswd auth), as .ci/services/docker.sh
+starts them: load from the archive and run the image, damaged archives and lying SHA256SUMS load nothing, tags
+are never taken silently, pulls go by digest with the user's own login and are proven against the archive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import require
+
+from cloudvault.demo import images
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).parents[1]
+NEO_TAG = "junhyeong0724/marvell-tandemspec:neo"
+
+
+@pytest.fixture(scope="session")
+def services() -> dict[str, str]:
+    """VAULT_TEST_* of the running services (CI), else dockerd + registry started here by .ci/services/docker.sh."""
+    if os.environ.get("VAULT_TEST_DOCKER_HOST"):
+        yield {k: v for k, v in os.environ.items() if k.startswith("VAULT_TEST_")}
+        return
+    for tool in ("dockerd", "docker", "docker-registry", "htpasswd"):
+        require(tool)
+    if os.geteuid() != 0:
+        pytest.skip("dockerd needs root here")
+    folder = Path(tempfile.mkdtemp(prefix="vct", dir="/tmp"))  # short: unix socket paths end at 108 bytes
+    script = f". {ROOT}/.ci/services/docker.sh && env"
+    done = subprocess.run(["bash", "-c", script], env=os.environ | {"CI_SERVICES": str(folder)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("VAULT_TEST_"))
+    yield found
+    for pid_file in folder.glob("*.pid"):
+        subprocess.run(["kill", pid_file.read_text().strip()], check=False)
+
+
+@pytest.fixture
+def daemon(services, monkeypatch):
+    """A docker-py client of the test daemon, with no image in it; DOCKER_HOST points vault at it."""
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", services["VAULT_TEST_DOCKER_HOST"])
+    monkeypatch.setenv("DOCKER_CONFIG", str(Path(os.environ["HOME"]) / ".docker"))
+    client = docker.APIClient(base_url=services["VAULT_TEST_DOCKER_HOST"], version="auto", timeout=120)
+    for image in client.images(all=True):
+        client.remove_image(image["Id"], force=True)
+    return client
+
+
+def docker_mirror(tmp_path: Path, vault, archives: dict[str, bytes], sums: dict[str, str] | None = None) -> Path:
+    """A mirror with only _docker/ (these archives and their SHA256SUMS, or the sums given), indexed; the catalog."""
+    folder = tmp_path / "Marvell_cloud" / "_docker"
+    (folder / "images").mkdir(parents=True)
+    lines = []
+    for name, data in archives.items():
+        (folder / "images" / f"{name}.tar.zst").write_bytes(data)
+        lines.append(f"{(sums or {}).get(name) or hashlib.sha256(data).hexdigest()}  images/{name}.tar.zst\n")
+    (folder / "SHA256SUMS").write_text("".join(lines))
+    db = tmp_path / "catalog.db"
+    result = vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(folder.parent))
+    assert result.code == 0, result.err
+    return db
+
+
+def neo_archive(**kw) -> bytes:
+    return images.compress(images.demo_image("neo", **kw))
+
+
+def config_digest(tar: bytes) -> str:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        manifest = json.load(t.extractfile("manifest.json"))
+        return "sha256:" + hashlib.sha256(t.extractfile(manifest[0]["Config"]).read()).hexdigest()
+
+
+def image_ids(client) -> set[str]:
+    return {i["Id"] for i in client.images(all=True)}
+
+
+def run_in(client, image: str, *command: str) -> str:
+    container = client.create_container(image, list(command), host_config=client.create_host_config(
+        network_mode="none"))  # fmt: skip
+    try:
+        client.start(container)
+        assert client.wait(container, timeout=60)["StatusCode"] == 0
+        return client.logs(container).decode()
+    finally:
+        client.remove_container(container, force=True)
+
+
+# -- from the archive ------------------------------------------------------------------------------------------------
+def test_restore_from_archive_loads_an_image_that_runs_and_is_recorded(tmp_path, vault, daemon):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    result = vault("--catalog", str(db), "restore", "docker", "neo", "--json")
+    assert result.code == 0, result.err
+    done = json.loads(result.out)["restored"]
+    expected = config_digest(images.demo_image("neo"))
+    assert done["image_id"] == expected == done["config_digest"] and done["layers"] == 2
+    assert done["tags"] == [NEO_TAG] and done["bytes_out"] == len(images.demo_image("neo"))
+    assert run_in(daemon, NEO_TAG, "busybox", "echo", "neo runs") == "neo runs\n"
+    assert "TORCH_CUDA_ARCH_LIST=12.0" in run_in(daemon, NEO_TAG, "cat", "/opt/neo/BUILD.md")
+    found = vault("--catalog", str(db), "search", "restored", "docker", "neo")
+    assert found.code == 0 and expected in found.out
+    shown = vault("--catalog", str(db), "show", "_docker")
+    assert "restored docker neo -> " + expected in shown.out
+    again = vault("--catalog", str(db), "restore", "docker", "neo")  # the same image again: no conflict
+    assert again.code == 0 and "matches SHA256SUMS" in again.out
+
+
+def test_single_frame_archive_with_a_flipped_byte_exits_5_and_loads_nothing(tmp_path, vault, daemon):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    flip(tmp_path / "Marvell_cloud/_docker/images/neo.tar.zst", 0.5)
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 5, result.err
+    assert image_ids(daemon) == set()
+
+
+def test_multi_frame_archive_with_a_flipped_byte_is_cut_off_mid_stream(tmp_path, vault, daemon, services):
+    """Only the frames of manifest.json and the config are read before loading; the damage is met while streaming."""
+    tar = images.demo_image("neo")
+    cctx = __import__("zstandard").ZstdCompressor(level=3, write_checksum=True)
+    frames = [cctx.compress(tar[i : i + (128 << 10)]) for i in range(0, len(tar), 128 << 10)]
+    db = docker_mirror(tmp_path, vault, {"neo": b"".join(frames)})
+    flip(tmp_path / "Marvell_cloud/_docker/images/neo.tar.zst", 0.5)
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 5 and "the daemon got a cut-off stream and loaded nothing" in result.err
+    assert image_ids(daemon) == set()
+
+
+def flip(path: Path, where: float) -> None:
+    """Bit rot: one byte changed, size and mtime kept (so only the content can tell)."""
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * where)] ^= 0x40
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_sha256sums_that_lie_cut_the_load_off_and_the_daemon_keeps_nothing(tmp_path, vault, daemon, services):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()}, sums={"neo": "ab" * 32})
+    log = Path(services.get("VAULT_TEST_DOCKER_LOG", "/nonexistent"))
+    seen = log.read_text().count("POST /v1.41/images/load") if log.exists() else 0
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 5 and "SHA256SUMS says abab" in result.err and "cut-off" in result.err
+    assert image_ids(daemon) == set()
+    if log.exists():  # the daemon was called, and answered nothing: the body never ended
+        assert log.read_text().count("POST /v1.41/images/load") == seen + 1
+    root = Path(services["VAULT_TEST_DOCKER_ROOT"])
+    assert not list((root / "tmp").glob("docker-import-*"))
+    failed = vault("--catalog", str(db), "search", "restored", "docker", "failed")
+    assert failed.code == 0 and "neo: failed" in failed.out
+
+
+def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, vault, daemon):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    other = images.demo_image("other", tag=NEO_TAG)
+    assert daemon.load_image(other) is not None and config_digest(other) in image_ids(daemon)
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 6 and f"tag {NEO_TAG} is held by image {config_digest(other)[:19]}" in result.err
+    assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(other)
+    moved = vault("--catalog", str(db), "restore", "docker", "neo", "--retag")
+    assert moved.code == 0 and "moves from image" in moved.out
+    assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(images.demo_image("neo"))
+
+
+def test_an_sm120_image_is_not_loaded_on_a_9_0_gpu(tmp_path, vault, daemon, monkeypatch):
+    from test_restore_docker import H200, RTX_PRO_6000, fake_gpu
+
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    fake_gpu(monkeypatch, tmp_path / "h200", H200)
+    refused = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert refused.code == 6 and "compute capability 9.0" in refused.err and "sm_120" in refused.err
+    assert image_ids(daemon) == set()
+    fake_gpu(monkeypatch, tmp_path / "rtx", RTX_PRO_6000)
+    loaded = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert loaded.code == 0 and "fits" in loaded.out
+
+
+def test_daemon_down_exits_6_naming_the_socket(tmp_path, vault, daemon, monkeypatch):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/stopped.sock")
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 6 and f"unix://{tmp_path}/stopped.sock" in result.err and "DOCKER_HOST" in result.err
+
+
+def test_too_little_space_in_the_data_root_exits_6_before_loading(tmp_path, vault, daemon, monkeypatch):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    root = daemon.info()["DockerRootDir"]
+    st = os.statvfs(root)
+    # the image's raw size (over 1 MB) times the free space of the real data root: more than is free
+    monkeypatch.setattr("cloudvault.restore.docker.LOAD_FACTOR", st.f_bavail * st.f_frsize)
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 6 and f"the docker data root {root} has" in result.err
+    assert image_ids(daemon) == set()
+
+
+def test_a_real_docker_save_archive_restores_too(tmp_path, vault, daemon, services, monkeypatch):
+    """docker import of a busybox rootfs, `docker save` by the daemon itself (its own layout), zstd: restored."""
+    busybox = require("busybox")
+    rootfs = tmp_path / "rootfs" / "bin"
+    rootfs.mkdir(parents=True)
+    shutil.copy(busybox, rootfs / "busybox")
+    (rootfs / "sh").symlink_to("busybox")
+    docker_cli = ["docker", "-H", services["VAULT_TEST_DOCKER_HOST"]]
+    tar = subprocess.run(["tar", "-C", str(rootfs.parent), "-c", "."], capture_output=True, check=True).stdout
+    subprocess.run([*docker_cli, "import", "-c", "ENV TORCH_CUDA_ARCH_LIST=12.0", "-", "marvell/saved:1"],
+                   input=tar, check=True, capture_output=True)  # fmt: skip
+    saved = subprocess.run([*docker_cli, "save", "marvell/saved:1"], capture_output=True, check=True).stdout
+    daemon.remove_image("marvell/saved:1", force=True)
+    db = docker_mirror(tmp_path, vault, {"saved": images.compress(saved)})
+    recipes = tmp_path / "recipes" / "docker"
+    recipes.mkdir(parents=True)
+    (recipes / "saved.toml").write_text('entry = "_docker"\narchive = "images/saved.tar.zst"\ntags = []\n')
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+    result = vault("--catalog", str(db), "restore", "docker", "saved")
+    assert result.code == 0, result.err
+    assert run_in(daemon, "marvell/saved:1", "busybox", "echo", "saved runs") == "saved runs\n"
+
+
+# -- from the registry -----------------------------------------------------------------------------------------------
+def push(services, daemon, tmp_path: Path, tar: bytes, name: str) -> str:
+    """Load tar, push it to the test registry as marvell-tandemspec:name with a login; its manifest digest."""
+    registry = services["VAULT_TEST_REGISTRY"]
+    config = tmp_path / "pusher"
+    docker_cli = ["docker", "--config", str(config), "-H", services["VAULT_TEST_DOCKER_HOST"]]
+    login(services, docker_cli)
+    daemon.load_image(tar)
+    ref = f"{registry}/marvell-tandemspec:{name}"
+    daemon.tag(config_digest(tar), f"{registry}/marvell-tandemspec", name, force=True)
+    out = subprocess.run([*docker_cli, "push", ref], capture_output=True, text=True, check=True).stdout
+    digest = next(w for w in out.split() if w.startswith("sha256:"))
+    daemon.remove_image(config_digest(tar), force=True)
+    return digest
+
+
+def login(services, docker_cli: list[str]) -> None:
+    subprocess.run([*docker_cli, "login", services["VAULT_TEST_REGISTRY"], "-u", services["VAULT_TEST_REGISTRY_USER"],
+                    "--password-stdin"], input=services["VAULT_TEST_REGISTRY_PASSWORD"], text=True, check=True,
+                   capture_output=True)  # fmt: skip
+
+
+def registry_recipe(tmp_path: Path, monkeypatch, services, digest: str) -> None:
+    folder = tmp_path / "recipes" / "docker"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "neo-hub.toml").write_text(
+        'entry = "_docker"\narchive = "images/neo.tar.zst"\ntags = ["marvell/neo:restored"]\n'
+        f'[registry]\nrepository = "{services["VAULT_TEST_REGISTRY"]}/marvell-tandemspec"\n'
+        f'manifest_digest = "{digest}"\n'
+    )
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+
+
+def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_path, vault, daemon, services,
+                                                                          monkeypatch):  # fmt: skip
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    digest = push(services, daemon, tmp_path, images.demo_image("neo"), "neo")
+    registry_recipe(tmp_path, monkeypatch, services, digest)
+    user_config = tmp_path / "user-docker"
+    monkeypatch.setenv("DOCKER_CONFIG", str(user_config))
+    anonymous = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry")
+    assert anonymous.code == 6 and f"docker login {services['VAULT_TEST_REGISTRY']}" in anonymous.err
+    assert image_ids(daemon) == set()
+    login(services, ["docker", "--config", str(user_config), "-H", services["VAULT_TEST_DOCKER_HOST"]])
+    before = (user_config / "config.json").read_bytes()
+    result = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry", "--json")
+    assert result.code == 0, result.err
+    done = json.loads(result.out)["restored"]
+    assert done["image_id"] == config_digest(images.demo_image("neo")) and done["manifest_digest"] == digest
+    assert "marvell/neo:restored" in done["tags"]
+    assert (user_config / "config.json").read_bytes() == before  # vault wrote no credentials
+    password = services["VAULT_TEST_REGISTRY_PASSWORD"]
+    conn = __import__("sqlite3").connect(db)
+    assert not any(password in str(row) for row in conn.execute("SELECT * FROM restores"))
+    assert run_in(daemon, "marvell/neo:restored", "busybox", "echo", "pulled") == "pulled\n"
+
+
+def test_registry_image_that_is_not_the_archives_exits_5_and_is_removed(tmp_path, vault, daemon, services,
+                                                                        monkeypatch):  # fmt: skip
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    impostor = images.demo_image("neo", labels={"org.marvell.note": "rebuilt, not the backup's"})
+    digest = push(services, daemon, tmp_path, impostor, "neo-rebuilt")
+    registry_recipe(tmp_path, monkeypatch, services, digest)
+    user_config = tmp_path / "user-docker"
+    monkeypatch.setenv("DOCKER_CONFIG", str(user_config))
+    login(services, ["docker", "--config", str(user_config), "-H", services["VAULT_TEST_DOCKER_HOST"]])
+    result = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry")
+    assert result.code == 5 and config_digest(impostor) in result.err and "removed the pulled image" in result.err
+    assert image_ids(daemon) == set()
+
+
+def test_pull_needs_a_digest_never_a_floating_tag(tmp_path, vault, daemon, services, monkeypatch):
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    result = vault("--catalog", str(db), "restore", "docker", "neo", "--from", "registry")
+    assert result.code == 2 and "--digest sha256:" in result.err
