@@ -94,18 +94,40 @@ def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(
     assert not list(tmp_path.glob(".c.db.shards-*"))
 
 
+# The indexer, with a pause after each committed archive: Ctrl-C lands at a known point, every run.
+PAUSING_INDEXER = """
+import sys, time
+import cloudvault.index.archives as archives
+commit = archives.commit_archive
+def commit_then_pause(*args, **kwargs):
+    commit(*args, **kwargs)
+    print("committed", flush=True)
+    time.sleep(60)
+archives.commit_archive = commit_then_pause
+from cloudvault.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_ctrl_c_exits_130_and_keeps_committed_archives(tmp_path):
-    mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
+    mirror = _mirror_with_archives(tmp_path / "m", 3, 1)
     db = tmp_path / "c.db"
-    cmd = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    while not (db.exists() and _count(db, "archives") >= 1):
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130
-    assert "interrupted" in err and "Traceback" not in err
+    args = ["--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_INDEXER, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert first == "committed\n", f"the child never committed an archive; its stderr:\n{err}"
+    assert proc.returncode == 130, f"exit {proc.returncode}; the child's stderr:\n{err}"
+    assert "interrupted" in err and "Traceback" not in err, err
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _count(db, "archives") == 1  # the one committed before Ctrl-C is kept
+    done = subprocess.run([sys.executable, "-m", "cloudvault", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _count(db, "archives") == 3
 
 
 def test_a_second_indexer_refuses_with_a_clear_message_or_waits(tmp_path):
