@@ -50,8 +50,7 @@ class PrefixUnusable(errors.EnvironmentProblem):
 
 
 class Unpatched(errors.UsageError):
-    """{count} file(s) of {name} cannot be moved to {prefix}: {files}; pick a shorter prefix or pass --allow-unpatched
-    to place the env anyway; nothing was written"""
+    """{count} file(s) of {name} cannot move to {prefix}: {files}; pick a shorter prefix or pass --allow-unpatched"""
 
 
 class ChecksFailed(errors.EnvironmentProblem):

@@ -1,0 +1,188 @@
+"""The pure parts of `vault restore env`: prefix rewriting, NUL-padded patches, ELF run paths, conda-meta, pip
+RECORD and torch-build parsing, GPU fit."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import subprocess
+
+import pytest
+from conftest import require
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cloudvault.restore import elf, env_meta
+from cloudvault.restore.prefix import PrefixScanner, fix_shebang, patch_binary, rewrite_text
+
+OLD = b"/mnt/filesystem-h8/miniforge3/envs/neo"
+
+
+def test_text_rewrite_replaces_whole_prefixes_only():
+    data = OLD + b"/bin/python\n" + OLD + b"2/bin/python\n" + OLD + b"\n" + OLD + b'":\n'
+    out = rewrite_text(data, OLD, b"/e")
+    assert out == b"/e/bin/python\n" + OLD + b'2/bin/python\n/e\n/e":\n'
+
+
+def test_long_python_shebang_becomes_the_sh_trampoline_and_short_ones_stay():
+    new = b"/" + b"p" * 140
+    out = rewrite_text(b"#!" + OLD + b"/bin/python3.11 -E\nimport sys\n", OLD, new)
+    assert out == b"#!/bin/sh\n'''exec' \"" + new + b'/bin/python3.11" -E "$0" "$@"\n' + b"' '''\nimport sys\n"
+    assert rewrite_text(b"#!" + OLD + b"/bin/python\nx\n", OLD, b"/e") == b"#!/e/bin/python\nx\n"
+    spaced = fix_shebang(b"#!/my envs/x/bin/python\nx\n", b"/my envs/x")
+    assert spaced.startswith(b"#!/bin/sh\n'''exec' \"/my envs/x/bin/python\"")
+
+
+def test_long_shebang_of_another_interpreter_is_left_for_the_unpatched_list():
+    new = b"/" + b"p" * 140
+    assert rewrite_text(b"#!" + OLD + b"/bin/perl\n", OLD, new) == b"#!" + new + b"/bin/perl\n"
+
+
+def test_trampoline_runs_under_sh_and_python(tmp_path):
+    env = tmp_path / "my envs" / "x"  # a space in the prefix: the kernel cannot run it as a #! line
+    (env / "bin").mkdir(parents=True)
+    (env / "bin/python").symlink_to(shutil.which("python3"))
+    script = env / "bin/tool"
+    body = f"#!{env}/bin/python\nimport sys\nprint('ok', sys.argv[1:])\n".encode()
+    script.write_bytes(fix_shebang(body, str(env).encode()))
+    script.chmod(0o755)
+    assert script.read_bytes().startswith(b"#!/bin/sh\n")
+    out = subprocess.run([str(script), "a b"], capture_output=True, text=True, check=True).stdout
+    assert out == "ok ['a b']\n"
+
+
+def test_binary_patch_pads_with_nuls_and_uses_the_placeholder_room():
+    padding = 200 - len(OLD)
+    blob = b"\x7fELF\0" + OLD + b"/lib\0" + b"\0" * padding + b"\x01tail"
+    shorter = bytearray(blob)
+    assert patch_binary(shorter, OLD, b"/e") == (1, [])
+    assert bytes(shorter) == b"\x7fELF\0/e/lib" + b"\0" * (len(OLD) - 2 + 1 + padding) + b"\x01tail"
+    longer, new = bytearray(blob), b"/" + b"q" * 150
+    assert patch_binary(longer, OLD, new, room=200) == (1, [])
+    assert bytes(longer).startswith(b"\x7fELF\0" + new + b"/lib\0") and len(longer) == len(blob)
+    no_room = bytearray(blob)
+    assert patch_binary(no_room, OLD, new) == (0, [5]) and bytes(no_room) == blob
+
+
+@given(
+    st.binary(max_size=40),
+    st.binary(min_size=1, max_size=40).filter(lambda b: b"\0" not in b),
+    st.integers(1, 80),
+    st.integers(0, 60),
+    st.binary(max_size=20),
+)
+def test_binary_patch_keeps_the_length_and_a_terminating_nul(head, suffix, new_len, pad, tail):
+    suffix = suffix.replace(b"/", b"_")
+    blob = head + b"\0" + OLD + b"/" + suffix + b"\0" + b"\0" * pad + b"\x01" + tail
+    buf = bytearray(blob)
+    new = b"/" + b"n" * (new_len - 1)
+    patched, misfits = patch_binary(buf, OLD, new, room=len(OLD) + pad)
+    assert len(buf) == len(blob)
+    start = len(head) + 1
+    if misfits:
+        assert bytes(buf) == blob
+    else:
+        end = buf.index(b"\0", start)
+        assert bytes(buf[start:end]) == new + b"/" + suffix and end < len(blob) - len(tail) - 1
+
+
+def test_prefix_scanner_finds_a_prefix_split_across_chunks():
+    scanner = PrefixScanner(OLD)
+    for chunk in (b"xx" + OLD[:10], OLD[10:20], OLD[20:] + b"\0"):
+        scanner.feed(chunk)
+    assert scanner.found and scanner.has_nul
+
+
+def test_elf_run_path_becomes_origin_relative(tmp_path):
+    require("gcc")
+    prefix = tmp_path / "p" / ("long" * 10)
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (tmp_path / "h.c").write_text("int vault_hello(void) { return 42; }\n")
+    (tmp_path / "m.c").write_text(
+        '#include <stdio.h>\nint vault_hello(void);\nint main(void) { printf("%d\\n", vault_hello()); return 0; }\n'
+    )
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(prefix / "lib/libvh.so"), str(tmp_path / "h.c")], check=True)
+    exe = prefix / "bin/m"
+    subprocess.run(
+        [
+            "gcc",
+            "-o",
+            str(exe),
+            str(tmp_path / "m.c"),
+            f"-L{prefix}/lib",
+            "-lvh",
+            f"-Wl,-rpath,{prefix}/lib:/usr/local/lib",
+        ],
+        check=True,
+    )
+    buf = bytearray(exe.read_bytes())
+    assert [v for _, v in elf.run_paths(buf)] == [f"{prefix}/lib:/usr/local/lib".encode()]
+    assert elf.patch_run_paths(buf, str(prefix).encode(), "bin") == 1
+    assert [v for _, v in elf.run_paths(buf)] == [b"$ORIGIN/../lib:/usr/local/lib"]
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(prefix, moved)
+    (moved / "bin/m").write_bytes(buf)
+    shutil.rmtree(prefix)
+    assert subprocess.run([str(moved / "bin/m")], capture_output=True, text=True).stdout == "42\n"
+
+
+def test_run_paths_of_a_non_elf_are_empty():
+    assert elf.run_paths(bytearray(b"#!/bin/sh\n" * 10)) == []
+    assert elf.relative_run_path(b"/a/env/lib/x:/usr/lib", b"/a/env", "lib/python3.11") == b"$ORIGIN/../x:/usr/lib"
+
+
+def test_conda_paths_and_pip_record_hashes():
+    doc = {
+        "name": "python",
+        "files": ["bin/python", "lib/x.so"],
+        "paths_data": {
+            "paths": [
+                {
+                    "_path": "lib/x.so",
+                    "file_mode": "binary",
+                    "prefix_placeholder": "/ph",
+                    "sha256": "a",
+                    "sha256_in_prefix": "b",
+                    "size_in_bytes": 3,
+                }
+            ]
+        },
+    }
+    paths = env_meta.conda_paths({"conda-meta/python-3.11.json": json.dumps(doc).encode(), "bad.json": b"{"})
+    assert paths["lib/x.so"].placeholder == "/ph" and paths["lib/x.so"].sha256_in_prefix == "b"
+    assert paths["bin/python"].file_mode is None
+    digest = hashlib.sha256(b"hello").digest()
+    b64 = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    record = f"pkg/__init__.py,sha256={b64},5\n../../../bin/tool,sha256={b64},5\npkg.dist-info/RECORD,,\n"
+    hashes = env_meta.record_hashes(record.encode(), "lib/python3.11/site-packages")
+    assert hashes == {"lib/python3.11/site-packages/pkg/__init__.py": digest.hex(), "bin/tool": digest.hex()}
+
+
+@pytest.mark.parametrize(
+    "paths,version,cuda",
+    [
+        (["envs/neo/lib/python3.11/site-packages/torch-2.3.0+cu121.dist-info/METADATA"], "2.3.0+cu121", "12.1"),
+        (["envs/x/lib/python3.12/site-packages/torch-2.9.0+cu128.dist-info/RECORD"], "2.9.0+cu128", "12.8"),
+        (["envs/x/conda-meta/pytorch-2.4.1-py3.11_cuda12.4_cudnn9.1.0_0.json"], "2.4.1", "12.4"),
+        (["envs/x/lib/python3.11/site-packages/torch-2.3.0+cpu.dist-info/METADATA"], "2.3.0+cpu", "cpu"),
+    ],
+)
+def test_torch_build_from_member_names(paths, version, cuda):
+    assert env_meta.torch_build(paths) | {"from": None} == {"version": version, "cuda": cuda, "from": None}
+
+
+def test_torch_version_file_and_gpu_fit_say_plainly_when_sm_120_has_no_kernels():
+    torch = env_meta.torch_version_file("__version__ = '2.3.0+cu121'\ncuda: Optional[str] = '12.1'\n")
+    assert torch["cuda"] == "12.1"
+    fit = env_meta.gpu_fit(torch, None, [(9, 0)])
+    assert fit["fits"] == {"12.0": False, "9.0": True}
+    assert "no kernels for compute capability 12.0 (sm_120)" in fit["notes"][0] and len(fit["notes"]) == 1
+    blackwell = env_meta.gpu_fit({"version": "2.9.0+cu128", "cuda": "12.8"}, None, [(9, 0)])
+    assert blackwell["fits"] == {"12.0": True, "9.0": True} and not blackwell["notes"]
+    measured = env_meta.gpu_fit(torch, "sm_80 sm_86", [(9, 0)])
+    assert measured["fits"]["9.0"] is False and measured["arches_from"] == "cuobjdump"
+    assert env_meta.gpu_fit({"version": "2.3.0+cpu", "cuda": "cpu"}) is None
+    assert env_meta.python_version(["e/conda-meta/python-3.11.7-h955ad1f_0.json", "e/lib/python3.11/x"]) == "3.11.7"
