@@ -40,8 +40,13 @@ def services() -> dict[str, str]:
     assert done.returncode == 0, done.stderr
     found = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("VAULT_TEST_"))
     yield found
-    for pid_file in folder.glob("*.pid"):
-        subprocess.run(["kill", pid_file.read_text().strip()], check=False)
+    pids = [int(p.read_text()) for p in folder.glob("*.pid")]
+    for pid in pids:
+        os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
