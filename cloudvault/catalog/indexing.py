@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from cloudvault.catalog.write import RETRY_KINDS
 
@@ -46,3 +47,8 @@ def copies_of_files(conn: sqlite3.Connection, mirror_id: int, paths: list[str]) 
 
 def copy_recorded(conn: sqlite3.Connection, path: str) -> bool:
     return conn.execute("SELECT 1 FROM seekable WHERE path = ?", (path,)).fetchone() is not None
+
+
+def catalog_file(conn: sqlite3.Connection) -> Path:
+    """The file behind the connection (shards and caches are made beside it)."""
+    return Path(conn.execute("PRAGMA database_list").fetchone()[2])

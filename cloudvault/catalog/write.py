@@ -5,10 +5,11 @@ Callers own transactions, except record_copy, which is one."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,14 +44,29 @@ def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> No
         shard.executemany(SHARD_INSERT, batch)
 
 
-def resolve_shard_hardlinks(shard: sqlite3.Connection) -> None:
-    """A hardlink member carries its target's BLAKE3: extracting it yields the target's data."""
+def finish_shard(shard: sqlite3.Connection) -> None:
+    """Commit the shard, each hardlink member first given its target's BLAKE3 (extracting it yields the
+    target's data)."""
     if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' LIMIT 1").fetchone():
         shard.execute("CREATE INDEX members_path ON members(path)")
         shard.execute(
             "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
             "AND t.type = 'file') WHERE type = 'hardlink'"
         )
+    shard.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def attached_shard(conn: sqlite3.Connection, path: str, alias: str = "shard") -> Iterator[str | None]:
+    """The shard file attached to the catalog connection under alias (None when the worker left no file)."""
+    if not os.path.exists(path):
+        yield None
+        return
+    conn.execute("ATTACH DATABASE ? AS " + alias, (path,))
+    try:
+        yield alias
+    finally:
+        conn.execute("DETACH DATABASE " + alias)
 
 
 def upsert_mirror(conn: sqlite3.Connection, name: str, root: str, manifest: str | None) -> int:

@@ -15,7 +15,7 @@ from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
-from cloudvault.catalog.indexing import copies_of_files
+from cloudvault.catalog.indexing import catalog_file, copies_of_files
 from cloudvault.config import seekable_copy_path
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.secrets import SecretRules
@@ -76,8 +76,7 @@ def scan_to_shard(
         except OSError as exc:
             outcome = ShardOutcome(ScanResult(status="unreadable"))
             outcome.scan.flag("unreadable", f"cannot read: {exc.strerror}")
-        write.resolve_shard_hardlinks(shard)
-        shard.execute("COMMIT")
+        write.finish_shard(shard)
         if writer and outcome.scan.status == "ok" and needs_copy(outcome.scan.frames):
             outcome.copy_frames = writer.close()
             copy_fh.flush()
@@ -121,7 +120,7 @@ def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | N
         return
     # a remote mirror's connection cannot be shared by forked processes: one process reads it
     workers = 1 if ctx.mirror.remote else (workers or default_workers(len(archives)))
-    catalog = Path(ctx.conn.execute("PRAGMA database_list").fetchone()[2])
+    catalog = catalog_file(ctx.conn)
     prefix = f".{catalog.name}.shards-"
     for stale in catalog.parent.glob(prefix + "*"):  # left by a killed run; we hold the writer lock
         shutil.rmtree(stale, ignore_errors=True)
@@ -177,25 +176,20 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     if scan.status != "unreadable" and ctx.changed_since_walk(st):
         scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
     old_copies = copies_of_files(ctx.conn, ctx.mirror_id, [st.path])
-    have_shard = os.path.exists(shard)
-    if have_shard:
-        ctx.conn.execute("ATTACH DATABASE ? AS shard", (shard,))
     try:
-        with transaction(ctx.conn):
+        with write.attached_shard(ctx.conn, shard) as alias, transaction(ctx.conn):
             file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
-            if have_shard:
+            write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+            if alias:
                 archive_id = write.insert_archive(ctx.conn, file_id, status=scan.status, raw_size=scan.raw_size,
                                                   member_count=scan.member_count, frames=scan.frames,
-                                                  shard_alias="shard")  # fmt: skip
-            write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
-            if outcome.copy_tmp and have_shard:
+                                                  shard_alias=alias)  # fmt: skip
+            if outcome.copy_tmp and alias:
                 final = seekable_copy_path(ctx.copy_cache, scan.blake3)
                 write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
     finally:
         if outcome.copy_tmp:
             Path(outcome.copy_tmp).unlink(missing_ok=True)
-        if have_shard:
-            ctx.conn.execute("DETACH DATABASE shard")
     ctx.remove_unrecorded(old_copies)
     ctx.report.count(scan.flag_counts)
     ctx.report.archives_read += 1
