@@ -151,6 +151,466 @@ def build_014_013(tree: Path) -> None:
     _tar_zst(tree / E013 / "data/inputs.tar.zst", {"docs/medium126_docs.jsonl": _jsonl(docs13).encode()})
 
 
+# -- 016's plots and 017's bundle: scripts that really run, with the outputs they made -------------------------
+E016 = "016_ysshin_rtxpro6000_results"
+E017 = "017_runpod_pro6000_workspace_mirror"
+RUNPOD_SWEEP = {  # batch: requests, output tokens, stable tok/s, e2e tok/s
+    16: (64, 1203388, 980.1, 912.4),
+    32: (128, 2391045, 1502.4, 1388.0),
+    64: (256, 4790112, 2011.7, 1810.3),
+}
+
+
+def build_016(tree: Path) -> None:
+    """016's results with plot_style.py and plot_tps.py, and the plot data and figures they drew."""
+    import subprocess
+    import sys
+
+    results = tree / E016 / "data/results"
+    for name, entry in (("ss20_temp0", E014), ("vanilla126_temp0", E013)):
+        put(results / f"RTXPRO6000/longcontext/{name}/per_request.csv",
+            manifest_table("marvell_cloud", f"{entry[:3]}_per_request.csv"))  # fmt: skip
+    put(results / "plot_style.py", PLOT_STYLE)
+    put(results / "plot_tps.py", PLOT_TPS)
+    subprocess.run([sys.executable, "plot_tps.py"], cwd=results, check=True)
+    for made in [*results.glob("plot_data/*"), *results.glob("figs/*")]:
+        os.utime(made, (MTIME, MTIME))
+
+
+def build_017(tree: Path) -> None:
+    """017's run folders, results_archive/make_bundle.sh + redraw.sh + lib/, and the bundle and figure they made."""
+    import subprocess
+
+    cs = tree / E017 / "data/workspace/cs"
+    for batch, (n, out, stable, e2e) in RUNPOD_SWEEP.items():
+        put(cs / f"run/qwen3_4b_b{batch}/summary.csv",
+            f"batch,requests,output_tokens,stable_tps,e2e_tps\n{batch},{n},{out},{stable},{e2e}\n")  # fmt: skip
+    archive = cs / "results_archive"
+    put(archive / "make_bundle.sh", MAKE_BUNDLE)
+    put(archive / "redraw.sh", REDRAW)
+    put(archive / "lib/redraw.py", REDRAW_PY)
+    env = {**os.environ, "RUNROOT": str(cs / "run"), "LIB": str(archive / "lib")}
+    subprocess.run(["sh", "-c", "sh make_bundle.sh && sh redraw.sh"], cwd=archive, env=env, check=True)
+    for made in [*archive.glob("bundle/*"), *archive.glob("figs/*")]:
+        os.utime(made, (MTIME, MTIME))
+
+
 def build(tree: Path) -> None:
     """Add the reproduction material to the staged Marvell_cloud tree."""
     build_014_013(tree)
+    build_016(tree)
+    build_017(tree)
+
+
+# -- the serving-benchmark result tree (seed 001), a second mirror -----------------------------------------------
+SERVING = "qwen3.8-flash-next-c4"
+AB_DIR = "c4-mtp-ab"
+ARM_RUNS = {"mtp3": ("mtp3/results/c4-mtp3-20260927T064349Z", 1790491429.0, 3),
+            "mtp2": ("mtp2/results/c4-mtp2-20260927T070232Z", 1790492552.0, 2)}  # fmt: skip
+# Section 8 of the report: output tok/s, 3-trial range, TTFT median, GPU tok/J, accepted tokens per draft.
+AB_TABLE = {
+    ("mtp3", "english"): (113.54, 111.70, 116.42, 0.568, 3.427, 1.3106),
+    ("mtp2", "english"): (117.07, 115.56, 117.87, 0.554, 3.592, 1.0),
+    ("mtp3", "coding"): (138.98, 132.93, 150.80, 0.572, 4.136, 1.7994),
+    ("mtp2", "coding"): (135.93, 134.11, 137.14, 0.561, 4.107, 1.382),
+}
+PROMPT_TOKENS = {"english": 1076, "coding": 1073}
+CACHED_TOKENS, COMPLETION, DRAFTS_PER_BATCH = 832, 2048, 5000
+RECIPE_COMMIT = "d23790b440d9a0977951ebbe3883ba44b89814da"
+IMAGE_ID = "sha256:91d9b077589e7ebb9399ea8db07787bd40cc04ba96a767f021ffdf3e321ea9a0"
+TTFT_OFFSETS = (-0.06, 0.05, -0.04, 0.03, -0.02, 0.01, -0.01, 0.02, -0.03, 0.04, -0.05, 0.06)
+
+
+def _json(doc: object) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def _trial_rates(agg: float, low: float, high: float) -> list[float]:
+    """Three batch rates whose tokens / summed spans is agg: the middle one solved from the two ends."""
+    return [1 / (3 / agg - 1 / low - 1 / high), low, high]
+
+
+def _prom(counters: dict[str, float]) -> str:
+    lines = []
+    for name, value in counters.items():
+        lines += [f"# TYPE {name} counter", f'{name}{{model_name="qwen3.8-flash-next"}} {value:.1f}']
+    return "\n".join(lines) + "\n"
+
+
+def _batch_files(arm: str, domain: str, trial: int, start: float, rate: float, counters: dict) -> dict[str, str]:
+    """One measured C4 batch: 4 requests, their responses and SSE streams, .prom snapshots, power samples."""
+    agg, low, high, ttft, tok_j, per_draft = AB_TABLE[(arm, domain)]
+    span = 4 * COMPLETION / rate
+    files, k = {}, ARM_RUNS[arm][2]
+    for i in range(4):
+        t_start = round(start + 0.01 * i, 6)
+        t_end = round(start + span - 0.4 * (3 - i), 6)
+        t_first = round(t_start + ttft + TTFT_OFFSETS[(trial - 1) * 4 + i], 6)
+        files[f"requests/r{i}.json"] = _json({"model": "qwen3.8-flash-next", "fixture": f"fixtures/{domain}.json",
+                                              "max_tokens": COMPLETION, "min_tokens": COMPLETION, "ignore_eos": True,
+                                              "temperature": 0, "seed": 1234, "stream": True})  # fmt: skip
+        usage = {"prompt_tokens": PROMPT_TOKENS[domain], "completion_tokens": COMPLETION,
+                 "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS}}  # fmt: skip
+        files[f"responses/r{i}.json"] = _json({"t_start": t_start, "t_end": t_end, "usage": usage,
+                                               "finish_reason": "length"})  # fmt: skip
+        events = [{"t": round(t_start + 0.02, 6), "choices": [{"delta": {"role": "assistant"}}]},
+                  {"t": t_first, "choices": [{"delta": {"reasoning_content": "Okay"}}]},
+                  {"t": round(t_first + 0.012, 6), "choices": [{"delta": {"reasoning_content": ", let"}}]}]  # fmt: skip
+        files[f"sse/r{i}.txt"] = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    files["metrics_before.prom"] = _prom(counters)
+    drafts, accepted = DRAFTS_PER_BATCH, round(DRAFTS_PER_BATCH * per_draft)
+    counters["vllm:prefix_cache_queries_total"] += 4 * PROMPT_TOKENS[domain]
+    counters["vllm:prefix_cache_hits_total"] += 4 * CACHED_TOKENS
+    counters["vllm:spec_decode_num_drafts_total"] += drafts
+    counters["vllm:spec_decode_num_draft_tokens_total"] += drafts * k
+    counters["vllm:spec_decode_num_accepted_tokens_total"] += accepted
+    files["metrics_after.prom"] = _prom(counters)
+    watts = 4 * COMPLETION / tok_j / span  # the domain's energy spread evenly over its batches' time
+    times = [start - 2, start - 1, *(start + s for s in range(int(span) + 1)), start + span, start + span + 1]
+    rows = ["t,node,gpu_w"]
+    for t in times:
+        inside = start <= t <= start + span
+        for node, share in (("gx10-5428", 0.52), ("gx10-3eda", 0.48)):
+            rows.append(f"{t:.6f},{node},{watts * share if inside else 21.5:.6f}")
+    files["power.csv"] = "\n".join(rows) + "\n"
+    files["trial.json"] = _json({"domain": domain, "trial": trial, "concurrency": 4, "start": start})
+    return files
+
+
+def _arm_files(arm: str) -> dict[str, str]:
+    folder, clock, k = ARM_RUNS[arm]
+    fixtures = {d: _json({"domain": d, "prompt_tokens": n, "messages": [{"role": "user", "content": f"{d} task"}]})
+                for d, n in PROMPT_TOKENS.items()}  # fmt: skip
+    files = {f"{folder}/protocol/fixtures/{d}.json": text for d, text in fixtures.items()}
+    sums = "".join(f"{hashlib.sha256(t.encode()).hexdigest()}  fixtures/{d}.json\n" for d, t in fixtures.items())
+    files[f"{folder}/protocol/fixtures.sha256"] = sums
+    files[f"{folder}/protocol/protocol.json"] = _json(
+        {"concurrency": 4, "trials": 3, "warmup_tokens": 256, "max_tokens": COMPLETION, "domains": list(PROMPT_TOKENS)}
+    )
+    files[f"{folder}/environment/snapshot.json"] = _json(
+        {
+            "image": "vllm/vllm-openai:v0.30.0",
+            "image_id": IMAGE_ID,
+            "recipe_commit": RECIPE_COMMIT,
+            "max_num_seqs": 4,
+            "num_speculative_tokens": k,
+            "gpu_memory_utilization": 0.8,
+            "kv_cache_dtype": "auto",
+        }
+    )
+    counters = dict.fromkeys(("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+                              "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+                              "vllm:spec_decode_num_accepted_tokens_total"), 0.0)  # fmt: skip
+    for domain in PROMPT_TOKENS:
+        agg, low, high = AB_TABLE[(arm, domain)][:3]
+        for trial, rate in enumerate(_trial_rates(agg, low, high), 1):
+            counters["vllm:prefix_cache_queries_total"] += 256  # the warm-up before each batch: not measured
+            name = f"{folder}/batches/{domain}-c4-t{trial}"
+            for rel, text in _batch_files(arm, domain, trial, clock, rate, counters).items():
+                files[f"{name}/{rel}"] = text
+            clock += 4 * COMPLETION / rate + 30
+    return files
+
+
+def build_extra(dest: Path) -> Path:
+    """The serving-benchmark tree beside Marvell_cloud: c4-mtp-ab with both arms' raw results, the summarizer,
+    and the report files the summarizer made from them (regenerated here by running it)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    root = dest / SERVING
+    staging = Path(tempfile.mkdtemp(prefix=".serving-", dir=dest))
+    try:
+        ab = staging / AB_DIR
+        put(staging / "README.md", "# Qwen3.8-Flash-Next serving recipe: 2026-09-27 benchmark results\n\n"
+            "Raw results per run folder; `cd c4-mtp-ab && python3 summarize_c4_mtp_ab.py` regenerates REPORT.md, "
+            "comparison.json and summary.json from them.\n")  # fmt: skip
+        for arm in ARM_RUNS:
+            for rel, text in _arm_files(arm).items():
+                put(ab / rel, text)
+        put(ab / "summarize_c4_mtp_ab.py", SUMMARIZER)
+        put(ab / "status.json", _json({"state": "complete", "arms": list(ARM_RUNS), "updated": "2026-09-27T16:10Z"}))
+        subprocess.run([sys.executable, "summarize_c4_mtp_ab.py"], cwd=ab, check=True)
+        for name in ("REPORT.md", "comparison.json", "summary.json"):
+            os.utime(ab / name, (MTIME, MTIME))
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(staging, root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+SUMMARIZER = r'''"""Regenerate the C4 MTP3 vs MTP2 A/B report from stored results alone (no server is contacted).
+
+Per arm and domain, over the measured batches: output tok/s = completion tokens / batch span (first request start
+to last response end), summed as tokens / summed spans; input tok/s the same with prompt tokens (cache hits
+included); TTFT = first non-empty reasoning or content delta in the SSE stream minus the request start; GPU
+energy = both nodes' power samples integrated (trapezoid) over each batch span, tok/J = tokens / energy; input
+cache-hit rate and draft acceptance from the before/after .prom counter deltas of each batch.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import statistics
+
+ARMS = {"mtp3": "mtp3/results/c4-mtp3-20260927T064349Z", "mtp2": "mtp2/results/c4-mtp2-20260927T070232Z"}
+DOMAINS = ("english", "coding")
+
+
+def prom(path):
+    values = {}
+    for line in open(path, encoding="utf-8"):
+        if line.strip() and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name.split("{")[0]] = float(value)  # counters carry a model_name label
+    return values
+
+
+def ttft(sse_path, t_start):
+    for line in open(sse_path, encoding="utf-8"):
+        if not line.startswith("data: {"):
+            continue
+        event = json.loads(line[6:])
+        delta = event["choices"][0]["delta"]
+        if delta.get("reasoning_content") or delta.get("content"):
+            return event["t"] - t_start
+    raise ValueError(f"{sse_path}: no token")
+
+
+def energy(power_path, start, end):
+    samples = [tuple(map(float, line.split(",")[0::2])) + (line.split(",")[1],)
+               for line in open(power_path, encoding="utf-8").read().splitlines()[1:]]
+    joules = 0.0
+    for node in sorted({s[2] for s in samples}):
+        points = [(t, w) for t, w, n in samples if n == node and start <= t <= end]
+        joules += sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(points, points[1:]))
+    return joules
+
+
+def batch(folder):
+    responses = [json.load(open(p)) for p in sorted(glob.glob(f"{folder}/responses/*.json"))]
+    start = min(r["t_start"] for r in responses)
+    end = max(r["t_end"] for r in responses)
+    before, after = prom(f"{folder}/metrics_before.prom"), prom(f"{folder}/metrics_after.prom")
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    ttfts = [ttft(f"{folder}/sse/{os.path.basename(p)[:-5]}.txt", r["t_start"])
+             for p, r in zip(sorted(glob.glob(f"{folder}/responses/*.json")), responses)]
+    return {"span": end - start, "tokens": sum(r["usage"]["completion_tokens"] for r in responses),
+            "prompt": sum(r["usage"]["prompt_tokens"] for r in responses), "ttfts": ttfts,
+            "joules": energy(f"{folder}/power.csv", start, end), "delta": delta}
+
+
+def fixtures_ok(arm_dir):
+    for line in open(f"{arm_dir}/protocol/fixtures.sha256", encoding="utf-8"):
+        digest, name = line.split()
+        if hashlib.sha256(open(f"{arm_dir}/protocol/{name}", "rb").read()).hexdigest() != digest:
+            return False
+    return True
+
+
+def cell(batches):
+    tokens, span = sum(b["tokens"] for b in batches), sum(b["span"] for b in batches)
+    d = {k: sum(b["delta"].get(k, 0.0) for b in batches) for k in batches[0]["delta"]}
+    rates = [b["tokens"] / b["span"] for b in batches]
+    return {
+        "batches": len(batches), "requests": 4 * len(batches), "output_tokens": tokens,
+        "output_tok_s": round(tokens / span, 2), "range_tok_s": [round(min(rates), 2), round(max(rates), 2)],
+        "input_tok_s": round(sum(b["prompt"] for b in batches) / span, 2),
+        "ttft_median_s": round(statistics.median(t for b in batches for t in b["ttfts"]), 3),
+        "gpu_energy_j": round(sum(b["joules"] for b in batches), 1),
+        "tok_per_j": round(tokens / sum(b["joules"] for b in batches), 3),
+        "cache_hit_rate": round(d["vllm:prefix_cache_hits_total"] / d["vllm:prefix_cache_queries_total"], 4),
+        "acceptance_rate": round(d["vllm:spec_decode_num_accepted_tokens_total"]
+                                 / d["vllm:spec_decode_num_draft_tokens_total"], 4),
+        "accepted_per_draft": round(d["vllm:spec_decode_num_accepted_tokens_total"]
+                                    / d["vllm:spec_decode_num_drafts_total"], 3),
+    }
+
+
+def main():
+    summary = {"arms": {}, "fixtures_verified": True}
+    for arm, folder in ARMS.items():
+        summary["fixtures_verified"] &= fixtures_ok(folder)
+        summary["arms"][arm] = {d: cell([batch(f) for f in sorted(glob.glob(f"{folder}/batches/{d}-c4-t*"))])
+                                for d in DOMAINS}
+    comparison = {d: {"output_tok_s_pct": round((summary["arms"]["mtp2"][d]["output_tok_s"]
+                                                 / summary["arms"]["mtp3"][d]["output_tok_s"] - 1) * 100, 1),
+                      "tok_per_j_pct": round((summary["arms"]["mtp2"][d]["tok_per_j"]
+                                              / summary["arms"]["mtp3"][d]["tok_per_j"] - 1) * 100, 1)}
+                  for d in DOMAINS}
+    with open("summary.json", "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    with open("comparison.json", "w", encoding="utf-8") as fh:
+        json.dump(comparison, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    with open("REPORT.md", "w", encoding="utf-8") as fh:
+        fh.write(report(summary, comparison))
+
+
+def report(summary, comparison):
+    cols = [(d, a) for d in DOMAINS for a in ("mtp3", "mtp2")]
+    rows = [("output tok/s", lambda c: f"{c['output_tok_s']:.2f}"),
+            ("3-trial range tok/s", lambda c: f"{c['range_tok_s'][0]:.2f}-{c['range_tok_s'][1]:.2f}"),
+            ("input tok/s, cache incl.", lambda c: f"{c['input_tok_s']:.2f}"),
+            ("TTFT median (s)", lambda c: f"{c['ttft_median_s']:.3f}".lstrip("0")),
+            ("GPU output tok/J", lambda c: f"{c['tok_per_j']:.3f}"),
+            ("input cache hit rate", lambda c: f"{c['cache_hit_rate'] * 100:.2f}%"),
+            ("draft acceptance", lambda c: f"{c['acceptance_rate'] * 100:.2f}%"),
+            ("accepted tokens per draft", lambda c: f"{c['accepted_per_draft']:.3f}")]
+    lines = ["# C4 fixed MTP3 vs MTP2", "", "| metric | " + " | ".join(f"{d} {a.upper()}" for d, a in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    lines += [f"| {name} | " + " | ".join(fmt(summary["arms"][a][d]) for d, a in cols) + " |" for name, fmt in rows]
+    lines.append("")
+    for d in DOMAINS:
+        c = comparison[d]
+        lines.append(f"- {d} MTP2: throughput {c['output_tok_s_pct']:+.1f}%, GPU efficiency {c['tok_per_j_pct']:+.1f}%")
+    lines.append(f"- fixtures verified: {'yes' if summary['fixtures_verified'] else 'NO'}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+PLOT_STYLE = r'''"""The paper plots' look: fixed-size SVG bar charts written as text, so a redraw is byte-identical."""
+
+COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
+
+
+def quantile(values, q):
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def bars_svg(path, title, groups, series):
+    """groups: x labels; series: {name: [value or None per group]} drawn side by side."""
+    width, height, left, bottom = 640, 360, 50, 40
+    top = max(v for values in series.values() for v in values if v is not None) or 1.0
+    slot = (width - left - 10) / len(groups)
+    bar = slot / (len(series) + 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+           f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="14">{title}</text>']
+    for s, (name, values) in enumerate(series.items()):
+        out.append(f'<text x="{left + 120 * s:.1f}" y="{height - 6}" fill="{COLORS[s]}" font-size="11">{name}</text>')
+        for g, value in enumerate(values):
+            if value is None:
+                continue
+            h = (height - bottom - 30) * value / top
+            x = left + g * slot + s * bar
+            out.append(f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                       f'fill="{COLORS[s]}"/>')
+    for g, label in enumerate(groups):
+        out.append(f'<text x="{left + g * slot + slot / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" '
+                   f'font-size="10">{label}</text>')
+    out.append("</svg>")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out) + "\n")
+'''
+
+PLOT_TPS = r'''"""Per 20K-token context bin: TPS, TTFT and TPOT medians (p25-p75) of every measured request, per system.
+
+Reads RTXPRO6000/longcontext/*/per_request.csv; writes plot_data/*_by_context.csv and figs/*_by_context.svg.
+"""
+
+import csv
+import glob
+import os
+
+from plot_style import bars_svg, quantile
+
+BIN = 20_000
+METRICS = (("tps", "tps", "output tok/s"), ("ttft_s", "ttft", "TTFT (s)"), ("tpot_ms", "tpot", "TPOT (ms)"))
+
+
+def load():
+    systems = {}
+    for path in sorted(glob.glob("RTXPRO6000/longcontext/*/per_request.csv")):
+        rows = [r for r in csv.DictReader(open(path, encoding="utf-8")) if r["role"] == "measured"]
+        systems[os.path.basename(os.path.dirname(path))] = rows
+    return systems
+
+
+def main():
+    systems = load()
+    bins = sorted({int(r["prompt_tokens"]) // BIN for rows in systems.values() for r in rows})
+    labels = [f"{b * 20}-{b * 20 + 20}K" for b in bins]
+    os.makedirs("plot_data", exist_ok=True)
+    os.makedirs("figs", exist_ok=True)
+    for column, name, title in METRICS:
+        series = {}
+        with open(f"plot_data/{name}_by_context.csv", "w", encoding="utf-8", newline="") as fh:
+            out = csv.writer(fh, lineterminator="\n")
+            out.writerow(["system", "bin", "n", "median", "p25", "p75"])
+            for system, rows in systems.items():
+                series[system] = []
+                for b, label in zip(bins, labels):
+                    values = [float(r[column]) for r in rows if int(r["prompt_tokens"]) // BIN == b]
+                    if not values:
+                        series[system].append(None)
+                        continue
+                    med = quantile(values, 0.5)
+                    series[system].append(med)
+                    out.writerow([system, label, len(values), f"{med:.3f}", f"{quantile(values, 0.25):.3f}",
+                                  f"{quantile(values, 0.75):.3f}"])
+        bars_svg(f"figs/{name}_by_context.svg", f"{title} by context (median)", labels, series)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+MAKE_BUNDLE = r"""#!/bin/sh
+# Collect every run's summary.csv under $RUNROOT into bundle/results.csv: one header, the run's name first.
+set -eu
+: "${RUNROOT:?set RUNROOT to the folder holding the run folders}"
+export LC_ALL=C
+mkdir -p bundle
+out=bundle/results.csv
+first=1
+for f in "$RUNROOT"/*/summary.csv; do
+  run=$(basename "$(dirname "$f")")
+  if [ "$first" = 1 ]; then printf 'run,%s\n' "$(head -n 1 "$f")" > "$out"; first=0; fi
+  tail -n +2 "$f" | while IFS= read -r line; do printf '%s,%s\n' "$run" "$line"; done >> "$out"
+done
+"""
+
+REDRAW = r"""#!/bin/sh
+# Redraw the sweep figure from bundle/results.csv with the plotting library at $LIB.
+set -eu
+: "${LIB:?set LIB to the plotting library folder}"
+mkdir -p figs
+python3 "$LIB/redraw.py" bundle/results.csv figs
+"""
+
+REDRAW_PY = r'''"""Stable and end-to-end tok/s per batch size from a results bundle: figs/tps_by_batch.{csv,svg}."""
+
+import csv
+import sys
+
+bundle, figs = sys.argv[1], sys.argv[2]
+rows = sorted(csv.DictReader(open(bundle, encoding="utf-8")), key=lambda r: int(r["batch"]))
+with open(f"{figs}/tps_by_batch.csv", "w", encoding="utf-8", newline="") as fh:
+    out = csv.writer(fh, lineterminator="\n")
+    out.writerow(["batch", "stable_tps", "e2e_tps", "stable_per_request"])
+    for r in rows:
+        out.writerow([r["batch"], r["stable_tps"], r["e2e_tps"], f"{float(r['stable_tps']) / int(r['batch']):.2f}"])
+top = max(float(r["stable_tps"]) for r in rows)
+svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="480" height="300">',
+       '<text x="240" y="18" text-anchor="middle" font-size="14">Qwen3-4B RunPod sweep: stable tok/s</text>']
+for i, r in enumerate(rows):
+    h = 220 * float(r["stable_tps"]) / top
+    svg.append(f'<rect x="{60 + i * 130}" y="{260 - h:.1f}" width="80" height="{h:.1f}" fill="#4c72b0"/>')
+    svg.append(f'<text x="{100 + i * 130}" y="278" text-anchor="middle" font-size="11">b{r["batch"]}</text>')
+svg.append("</svg>")
+with open(f"{figs}/tps_by_batch.svg", "w", encoding="utf-8") as fh:
+    fh.write("\n".join(svg) + "\n")
+'''

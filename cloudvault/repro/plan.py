@@ -55,7 +55,8 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, *, standin: b
     rules = {c: parse_rule(s) for c, s in recipe.section("compare").get("rules", {}).items()} or dict(DEFAULT_RULES)
     return Plan(
         recipe, mirror_id, entry_id, root, settings, run_settings, record["folder"], list(record.get("files", [])),
-        inputs, _processes(recipe, context, settings, env, standin), list(recipe.section("outputs")["files"]),
+        inputs, _processes(recipe, context, settings, env, standin),
+        list(recipe.section("outputs").get("files", record.get("files", []))),
         dict(recipe.section("outputs").get("merge", {})), rules, recipe.section("compare").get("settings"),
         float(recipe.section("compare").get("near_tie_margin", 0.1)), run_dir, standin, env,
     )  # fmt: skip
@@ -76,16 +77,18 @@ def _inputs(conn, recipe: Recipe, mirror_id: int, entry_id: str, run_dir: Path, 
     specs = dict(recipe.section("inputs"))
     if standin and recipe.section("standin").get("model"):
         specs["model"] = recipe.section("standin")["model"]
-    skip = {f"{recipe.section('record')['folder'].strip('/')}/{f}" for f in recipe.section("record").get("files", [])}
+    folder = PurePosixPath(recipe.section("record")["folder"].strip("/") or ".")
+    skip = {str(folder / f) for f in recipe.section("record").get("files", [])}  # a files recipe remakes these
     staged = []
     for name, spec in specs.items():
         mid, eid = (mirror_id, entry_id) if "entry" not in spec else resolve_entry(conn, spec["entry"])[:2]
         lookup = EntryMembers(conn, mid, eid, archive=spec.get("archive"))
-        path = spec["path"].strip("/")
-        members = lookup.exact(path)
+        path = str(PurePosixPath(spec["path"].strip("/") or "."))
+        members = lookup.exact(path) if path != "." else []
         base = str(PurePosixPath(path).parent) if members else path
         if not members:
-            members = [m for m in lookup.glob(f"{path}/*") if m.type == "file" and m.path not in skip]
+            pattern = "*" if path == "." else f"{path}/*"
+            members = [m for m in lookup.glob(pattern) if m.type == "file" and m.path not in skip]
         if not members:
             raise InputMissing(recipe=recipe.name, name=name, path=path, entry=eid)
         dest = run_dir / spec.get("to", f"inputs/{PurePosixPath(path).name}")

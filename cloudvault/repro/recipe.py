@@ -42,7 +42,7 @@ SCHEMA = {
         True,
     ),
     "standin": ({"program": (str, True), "model": (INPUT, False), "note": (str, False)}, False),
-    "outputs": ({"files": (list, True), "merge": ({ANY: (str, False)}, False)}, True),
+    "outputs": ({"files": (list, True), "merge": ({ANY: (str, False)}, False)}, False),  # files kind: record.files
     "compare": (
         {"settings": (list, False), "near_tie_margin": (float, False), "rules": ({ANY: RULE}, False)},
         False,

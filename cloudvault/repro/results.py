@@ -13,7 +13,7 @@ import io
 import json
 import sqlite3
 from collections import namedtuple
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cloudvault.repro.metrics import request_timings, totals
 
@@ -72,7 +72,8 @@ def read_mirror(conn: sqlite3.Connection, mirror_id: int, entry_id: str, folder:
     from cloudvault.members import MemberReader, read_order
 
     lookup = EntryMembers(conn, mirror_id, entry_id)
-    wanted = {m: name for name in names for m in lookup.exact(f"{folder.strip('/')}/{name}")}
+    base = PurePosixPath(folder.strip("/") or ".")
+    wanted = {m: name for name in names for m in lookup.exact(str(base / name))}
     found: dict[str, bytes] = {}
     with MemberReader(conn) as reader:
         for member in read_order(wanted):
