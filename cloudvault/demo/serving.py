@@ -478,6 +478,21 @@ if __name__ == "__main__":
     main()
 '''
 
+
+def journeys(dest: Path, root: Path) -> list[list[str]]:
+    """What `vault demo` walks for reproduction: the lab's rep2 check, a stand-in re-run, plot and report recipes."""
+    runs = str(dest / "runs")  # beside the mirror, never inside it
+    return [
+        ["index", str(dest / SERVING)],
+        ["repro", "--list"],
+        ["compare", "014", REP2.replace(E014, "014")],
+        ["repro", "014_ss20_temp0", "--standin", "--out", runs],
+        ["repro", "016_plots", "--out", runs],
+        ["repro", "serving_c4_mtp_ab", "--out", runs],
+        ["runs", "014"],
+    ]
+
+
 PLOT_STYLE = r'''"""The paper plots' look: fixed-size SVG bar charts written as text, so a redraw is byte-identical."""
 
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
