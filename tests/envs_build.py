@@ -15,7 +15,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudvault.demo.envs import add_hello, add_padded, make_env, pack, python_package, write_conda_meta
+from cloudvault.demo.envs import (
+    add_hello,
+    add_padded,
+    add_torch_stub,
+    make_env,
+    pack,
+    python_package,
+    write_conda_meta,
+)
 
 ENTRY = "015_nebius_h8_raw_mirror"
 ARCHIVES = "data/miniforge3_tar"
@@ -75,11 +83,7 @@ def build_sparsespec(prefix: Path) -> bool:
 def build_neo(prefix: Path) -> None:
     """A small env with a cu121 torch's metadata (no torch code) and a binary that holds the prefix unpadded."""
     make_env(prefix, str(prefix), str(prefix.parent.parent))
-    site = next(prefix.glob("lib/python*/site-packages"))
-    (site / "torch").mkdir()
-    (site / "torch/version.py").write_text("__version__ = '2.3.0+cu121'\ndebug = False\ncuda = '12.1'\n")
-    (site / "torch-2.3.0+cu121.dist-info").mkdir()
-    (site / "torch-2.3.0+cu121.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: torch\n")
+    add_torch_stub(prefix)
     (prefix / "lib/libnopad.bin").write_bytes(b"\x00\x01" + str(prefix).encode() + b"/share\x00\x02\x03")
 
 

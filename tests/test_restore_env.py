@@ -208,14 +208,36 @@ def test_a_binary_the_new_prefix_does_not_fit_is_refused_unless_allowed(lab, env
     assert _run(prefix / "bin/vault-demo-hello").stdout.strip() == f"hello from {prefix}"
 
 
-def test_restored_env_is_restored_again_elsewhere_and_rerun_is_idempotent(env_vault, tmp_path):
-    first, second = tmp_path / "first/sparsespec", tmp_path / "second-place/sparsespec"
+def test_restored_env_moves_again_and_a_rerun_is_idempotent(env_vault, tmp_path):
+    first, second = tmp_path / "first/sparsespec", tmp_path / LONG_TAIL / "second/sparsespec"
     assert env_vault("sparsespec", "--prefix", str(first)).code == 0
     again = env_vault("sparsespec", "--prefix", str(first))
     assert again.code == 0 and "already restored" in again.out
-    assert env_vault("sparsespec", "--prefix", str(second)).code == 0
-    _assert_runs(first)
+    r = env_vault("sparsespec", "--move", str(first), "--prefix", str(second), "--json")
+    assert r.code == 0, r.err
+    done = json.loads(r.out)["restored"][0]
+    assert done["moved_from"] == str(first) and done["rewritten"] >= 10 and all(c["ok"] for c in done["checks"])
+    assert not first.exists()
+    assert _files_holding(second, str(first).encode()) == ["conda-meta/vault-restore.json"]
     _assert_runs(second)
+    marker = json.loads((second / "conda-meta/vault-restore.json").read_text())
+    assert [m["to"] for m in marker["moves"]] == [str(second)] and marker["old_prefix"] == str(first)
+
+
+def test_a_pip_binary_grows_back_into_the_nuls_an_earlier_move_left(lab, env_vault, tmp_path):
+    built, _ = lab
+    original = len(str(built.prefix("neo")))
+    short = tmp_path / "n"
+    assert env_vault("neo", "--prefix", str(short)).code == 0
+    same_length = tmp_path / ("m" * (original - len(str(tmp_path)) - 1))
+    assert len(str(same_length)) == original
+    r = env_vault("neo", "--move", str(short), "--prefix", str(same_length))
+    assert r.code == 0, r.err
+    data = (same_length / "lib/libnopad.bin").read_bytes()
+    assert data == b"\x00\x01" + str(same_length).encode() + b"/share\x00\x02\x03"
+    too_long = tmp_path / LONG_TAIL / "neo"
+    r = env_vault("neo", "--move", str(same_length), "--prefix", str(too_long))
+    assert r.code == 2 and "lib/libnopad.bin" in r.err and same_length.is_dir() and not too_long.exists()
 
 
 def test_existing_target_is_refused_and_untouched_without_force(env_vault, tmp_path):
@@ -389,3 +411,34 @@ def test_hostile_member_paths_are_refused_with_nothing_written(tmp_path, vault, 
     assert r.code == 5 and "refusing" in r.err, r.err
     assert list((tmp_path / "out/a/b").iterdir()) == []
     assert not list(tmp_path.rglob("escape.txt")) and not (tmp_path / "out/etc").exists()
+
+
+def test_demo_mirror_envs_list_restore_under_another_root_and_move(demo_catalog, vault, tmp_path):
+    db = str(demo_catalog)
+    listed = vault("--catalog", db, "restore", "env", "nebius", "--list", "--json")
+    envs = {e["name"]: e for e in json.loads(listed.out)["envs"]}
+    assert envs["neo"]["gpu"]["fits"]["12.0"] is False and envs["vaultdemo"]["torch"] is None
+    root = tmp_path / "miniforge3"
+    r = vault("--catalog", db, "restore", "env", "nebius", "--to", str(root))
+    assert r.code == 0, r.err
+    for name in ("vaultdemo", "neo"):
+        assert _run(root / "envs" / name / "bin/vault-demo-hello").stdout.strip() == f"hello from {root}/envs/{name}"
+    assert "no kernels for compute capability 12.0" in r.err
+    moved = tmp_path / "moved/vaultdemo"
+    r = vault(
+        "--catalog",
+        db,
+        "restore",
+        "env",
+        "nebius",
+        "vaultdemo",
+        "--move",
+        str(root / "envs/vaultdemo"),
+        "--prefix",
+        str(moved),
+    )
+    assert r.code == 0, r.err
+    assert _run(moved / "bin/vault-demo-hello").stdout.strip() == f"hello from {moved}"
+    r = vault("--catalog", db, "restore", "env", "runpod", "probe_mini", "--prefix", str(tmp_path / "w/probe_mini"))
+    assert r.code == 0 and "/tmp and /root vanish when a pod stops" in r.out
+    assert len(sqlite3.connect(db).execute("SELECT * FROM restores WHERE status = 'ok'").fetchall()) == 4

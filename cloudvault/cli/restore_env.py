@@ -38,6 +38,11 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="place the env even when some file cannot hold the new prefix (they are listed)",
     )
+    parser.add_argument(
+        "--move",
+        metavar="FROM",
+        help="move an env vault restored at FROM to --prefix/--to (relocated again), then remove FROM",
+    )
     parser.add_argument("--no-checks", action="store_true", help="skip the recipe's smoke checks")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -59,6 +64,8 @@ def run(args) -> int:
                 detail=f"recipe {recipe.name} finds no env archive matching "
                 f"{recipe.data['archives']!r} in entry {recipe.data['entry']}"
             )
+        if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
+            raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
         if args.prefix and len(envs) != 1:
             raise errors.UsageError(
                 detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})"
@@ -124,8 +131,11 @@ def _dry_run(ui, recipe, conn, envs, args) -> int:
 
 
 def _restore(ui, recipe, conn, envs, args) -> int:
+    from pathlib import Path
+
     from cloudvault.catalog.records import now
     from cloudvault.restore.env import ChecksFailed, target_for
+    from cloudvault.restore.env_move import move
     from cloudvault.restore.env_restore import record, restore
 
     results = []
@@ -134,16 +144,28 @@ def _restore(ui, recipe, conn, envs, args) -> int:
         started = now()
         progress = ui.progress(f"restoring {env.name}")
         try:
-            result = restore(
-                conn,
-                recipe,
-                env,
-                target,
-                force=args.force,
-                allow_unpatched=args.allow_unpatched,
-                smoke=not args.no_checks,
-                progress=progress,
-            )
+            if args.move:
+                result = move(
+                    conn,
+                    recipe,
+                    env,
+                    Path(args.move).expanduser().absolute(),
+                    target,
+                    force=args.force,
+                    allow_unpatched=args.allow_unpatched,
+                    smoke=not args.no_checks,
+                )
+            else:
+                result = restore(
+                    conn,
+                    recipe,
+                    env,
+                    target,
+                    force=args.force,
+                    allow_unpatched=args.allow_unpatched,
+                    smoke=not args.no_checks,
+                    progress=progress,
+                )
         except errors.VaultError as exc:
             if not isinstance(exc, errors.DestinationExists):
                 record(conn, env, target, None, exc.message, started)
@@ -165,11 +187,35 @@ def _restore(ui, recipe, conn, envs, args) -> int:
 
 
 def _say(ui, r: dict) -> None:
-    from cloudvault.cli.ui import human_size
-
     if r["status"] == "already restored":
         ui.line(f"{r['name']}: already restored at {r['target']} from this archive; nothing to do")
         return
+    if "moved_from" in r:
+        ui.heading(f"{r['name']}: moved from {r['moved_from']} to {r['target']}")
+        ui.line(
+            f"  {r['rewritten']} files rewritten from {r['old_prefix']}; byte-code: {r['pyc_removed']} removed, "
+            f"{r['pyc_recompiled']} compiled again"
+        )
+    else:
+        _say_restored(ui, r)
+    if r["pyc_note"]:
+        ui.warn(f"{r['name']}: {r['pyc_note']}")
+    for u in r["unpatched"]:
+        ui.warn(f"{r['name']}: not moved: {u['path']}: {u['why']}")
+    for c in r["checks"]:
+        ui.line(
+            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
+            + ("" if c["ok"] else f": {c['output'][-200:]}")
+        )
+    for note in (r["gpu"] or {}).get("notes", []):
+        ui.warn(f"{r['name']}: {note}")
+    for pitfall in r["pitfalls"]:
+        ui.line(f"  note: {pitfall}")
+
+
+def _say_restored(ui, r: dict) -> None:
+    from cloudvault.cli.ui import human_size
+
     v = r["verified"]
     ui.heading(f"{r['name']}: restored at {r['target']}")
     ui.line(
@@ -185,16 +231,3 @@ def _say(ui, r: dict) -> None:
             f"  moved from {r['old_prefix']}: {r['rewritten']} files rewritten ({how}); byte-code: "
             f"{r['pyc_removed']} removed, {r['pyc_recompiled']} compiled again"
         )
-    if r["pyc_note"]:
-        ui.warn(f"{r['name']}: {r['pyc_note']}")
-    for u in r["unpatched"]:
-        ui.warn(f"{r['name']}: not moved: {u['path']}: {u['why']}")
-    for c in r["checks"]:
-        ui.line(
-            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
-            + ("" if c["ok"] else f": {c['output'][-200:]}")
-        )
-    for note in (r["gpu"] or {}).get("notes", []):
-        ui.warn(f"{r['name']}: {note}")
-    for pitfall in r["pitfalls"]:
-        ui.line(f"  note: {pitfall}")

@@ -116,6 +116,18 @@ def python_package(build: Path) -> dict:
     return {"name": "python", "version": version, "build": "h955ad1f_0_cpython", "paths": paths}
 
 
+def add_torch_stub(build: Path) -> None:
+    """What the neo env's cu121 torch leaves to read without importing it: torch/version.py and its dist-info
+    (the demo carries no torch code)."""
+    site = next(build.glob("lib/python*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch/version.py").write_text("__version__ = '2.3.0+cu121'\ndebug = False\ncuda = '12.1'\n")
+    (site / "torch-2.3.0+cu121.dist-info").mkdir()
+    (site / "torch-2.3.0+cu121.dist-info/METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0+cu121\n"
+    )
+
+
 def make_env(build: Path, prefix: str, root: str) -> None:
     """A small real env at build that reads as if installed at prefix (root: the miniforge root it came from)."""
     make_venv(build, prefix)
@@ -127,7 +139,9 @@ def pack(root: Path, folder: str, out: Path) -> None:
     """GNU tar of root/folder with paths relative to root, through zstd, as the lab packed its envs."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as fh:
-        tar = subprocess.Popen(["tar", "--format=gnu", "-C", str(root), "-cf", "-", folder], stdout=subprocess.PIPE)
+        tar = subprocess.Popen(
+            ["tar", "--format=gnu", "-C", str(root), "--sort=name", "-cf", "-", folder], stdout=subprocess.PIPE
+        )
         subprocess.run(["zstd", "-q", "-3", "-c"], stdin=tar.stdout, stdout=fh, check=True)
         if tar.wait() != 0:
             raise RuntimeError(f"tar failed for {root / folder}")
@@ -136,16 +150,19 @@ def pack(root: Path, folder: str, out: Path) -> None:
 def build(tree: Path) -> None:
     from cloudvault.demo.build import MTIME
 
+    archives = tree / NEBIUS / "data/miniforge3_tar"
+    runpod = tree / RUNPOD / "data/workspace/cs/backup/env-probe_mini.tar.zst"
     with tempfile.TemporaryDirectory(prefix="vault-demo-envs-") as tmp:
         work = Path(tmp)
-        make_env(work / "nebius/envs/vaultdemo", f"{NEBIUS_ROOT}/envs/vaultdemo", NEBIUS_ROOT)
-        nebius = tree / NEBIUS / "data/miniforge3_tar/vaultdemo.tar.zst"
-        pack(work / "nebius", "envs/vaultdemo", nebius)
+        for name in ("vaultdemo", "neo"):
+            make_env(work / "nebius/envs" / name, f"{NEBIUS_ROOT}/envs/{name}", NEBIUS_ROOT)
+        add_torch_stub(work / "nebius/envs/neo")
+        for name in ("vaultdemo", "neo"):
+            pack(work / "nebius", f"envs/{name}", archives / f"{name}.tar.zst")
         make_env(work / "runpod/probe_mini", f"{RUNPOD_ROOT}/probe_mini", "/workspace/miniforge3")
-        runpod = tree / RUNPOD / "data/workspace/cs/backup/env-probe_mini.tar.zst"
         pack(work / "runpod", "probe_mini", runpod)
     (runpod.parent / "RESTORE.md").write_text(RESTORE_MD)
-    for path in (nebius, runpod, runpod.parent / "RESTORE.md"):
+    for path in (*archives.glob("*.tar.zst"), runpod, runpod.parent / "RESTORE.md"):
         os.utime(path, (MTIME, MTIME))
 
 
@@ -154,7 +171,18 @@ def journeys(dest: Path, root: Path) -> list[list[str]]:
     return [
         ["restore", "env", "nebius", "--list"],
         ["restore", "env", "nebius", "--dry-run"],
-        ["restore", "env", "nebius", "vaultdemo", "--prefix", str(envs / "vaultdemo"), "--force"],
-        ["restore", "env", "runpod", "--to", str(envs / "workspace"), "--force"],
+        ["restore", "env", "nebius", "--to", str(envs / "miniforge3"), "--force"],
+        [
+            "restore",
+            "env",
+            "nebius",
+            "vaultdemo",
+            "--move",
+            str(envs / "miniforge3/envs/vaultdemo"),
+            "--prefix",
+            str(envs / "moved/vaultdemo"),
+            "--force",
+        ],
+        ["restore", "env", "runpod", "probe_mini", "--prefix", str(envs / "workspace/probe_mini"), "--force"],
         ["search", "restored"],
     ]

@@ -93,7 +93,7 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def _prepare(env: EnvSource, target: Path, need: int, force: bool) -> Path:
+def prepare_staging(env: EnvSource, target: Path, need: int, force: bool) -> Path:
     """The staging folder beside target, after the checks that must pass before anything is written."""
     if os.path.lexists(target) and not force:
         raise errors.DestinationExists(path=target)
@@ -113,7 +113,7 @@ def _prepare(env: EnvSource, target: Path, need: int, force: bool) -> Path:
     return staging
 
 
-def _swap(staging: Path, target: Path) -> None:
+def swap_into_place(staging: Path, target: Path) -> None:
     """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed."""
     aside = None
     if os.path.lexists(target):
@@ -174,12 +174,12 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}
     members = env.members(conn)
     need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
-    staging = _prepare(env, target, need, force)
+    staging = prepare_staging(env, target, need, force)
     try:
         progress.start(need, sum(m.type == "file" for m in members))
         with MemberReader(conn, on_data=progress.advance) as reader:
             staged = stage(reader, members, StagingArea(staging, env.folder, old, new), progress)
-        conda = env_meta.conda_paths(_conda_documents(staging))
+        conda = env_meta.conda_paths(conda_documents(staging))
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
         if moved.unpatched and not allow_unpatched:
@@ -188,7 +188,7 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
         os.sync()  # every file durable before the rename makes the env visible
-        _swap(staging, target)
+        swap_into_place(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -206,7 +206,7 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
     }  # fmt: skip
 
 
-def _conda_documents(root: Path) -> dict[str, bytes]:
+def conda_documents(root: Path) -> dict[str, bytes]:
     meta = root / "conda-meta"
     return {p.name: p.read_bytes() for p in sorted(meta.glob("*.json")) if p.name != "vault-restore.json"}
 

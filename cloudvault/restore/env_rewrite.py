@@ -28,8 +28,13 @@ class Relocation:
     pyc_note: str = ""
 
 
-def relocate(root: Path, holding: dict[str, bool], old: str, new: str, conda: dict[str, CondaPath]) -> Relocation:
-    """Rewrite, under root (the staged env), each file in holding (rel path -> has a NUL byte) from old to new."""
+def relocate(
+    root: Path, holding: dict[str, bool], old: str, new: str, conda: dict[str, CondaPath], original: str | None = None
+) -> Relocation:
+    """Rewrite, under root (the staged env), each file in holding (rel path -> has a NUL byte) from old to new.
+
+    original is the prefix the env was installed at: a binary conda did not record may grow back into the NULs
+    an earlier, shorter move left, up to that prefix's length."""
     moved = Relocation()
     sources: set[str] = set()
     for rel in sorted(holding):
@@ -42,7 +47,8 @@ def relocate(root: Path, holding: dict[str, bool], old: str, new: str, conda: di
         info = conda.get(rel)
         binary = info.file_mode == "binary" if info and info.file_mode else holding[rel]
         if binary:
-            _binary(path, rel, old, new, info, moved)
+            placeholder = len(info.placeholder) if info and info.placeholder else None
+            _binary(path, rel, old, new, placeholder, placeholder or len(original or old), moved)
         else:
             _text(path, rel, old, new, moved)
             if rel.endswith(".py"):
@@ -88,8 +94,7 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _binary(path: Path, rel: str, old: str, new: str, info: CondaPath | None, moved: Relocation) -> None:
-    room = len(info.placeholder) if info and info.placeholder else None
+def _binary(path: Path, rel: str, old: str, new: str, placeholder: int | None, room: int, moved: Relocation) -> None:
     with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
         run_paths = elf.patch_run_paths(buf, old.encode(), os.path.dirname(rel)) if elf.is_elf(buf[:4]) else 0
         patched, misfits = patch_binary(buf, old.encode(), new.encode(), room)
@@ -98,7 +103,7 @@ def _binary(path: Path, rel: str, old: str, new: str, info: CondaPath | None, mo
     how = "+".join(h for h, n in (("elf-run-path", run_paths), ("nul-padded", patched)) if n) or "binary"
     moved.rewritten.append({"path": rel, "how": how, "blake3": digest})
     if misfits:
-        limit = f"{room} bytes (its conda placeholder)" if room else f"{len(old)} bytes (the old prefix)"
+        limit = f"{room} bytes (its conda placeholder)" if placeholder else f"{room} bytes (the original prefix)"
         moved.unpatched.append({"path": rel, "why": f"{len(misfits)} string(s) hold the old prefix and the new "
                                 f"one does not fit: at most {limit}", "offsets": misfits[:10]})  # fmt: skip
 

@@ -1,0 +1,108 @@
+"""Move an env vault restored (its marker says from which prefix its files speak) to a new prefix: copied into a
+staging folder beside the new target, relocated again, renamed into place, and only then the old one removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+from cloudvault import errors
+from cloudvault.catalog.records import now
+from cloudvault.restore import env_meta
+from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, read_marker
+from cloudvault.restore.env_checks import run_checks
+from cloudvault.restore.env_restore import conda_documents, installed_gpu_fit, prepare_staging, swap_into_place
+from cloudvault.restore.env_rewrite import relocate
+from cloudvault.restore.prefix import PrefixScanner
+
+CHUNK = 1 << 20
+
+
+def files_holding(root: Path, old: str) -> dict[str, bool]:
+    """rel path -> has a NUL byte, for every regular file under root that holds old."""
+    found = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            scanner = PrefixScanner(old.encode())
+            with open(path, "rb") as fh:
+                while chunk := fh.read(CHUNK):
+                    scanner.feed(chunk)
+            if scanner.found:
+                found[os.path.relpath(path, root)] = scanner.has_nul
+    return found
+
+
+def _tree_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def move(
+    conn: sqlite3.Connection,
+    recipe: EnvRecipe,
+    env: EnvSource,
+    source: Path,
+    target: Path,
+    *,
+    force: bool = False,
+    allow_unpatched: bool = False,
+    smoke: bool = True,
+) -> dict:
+    """The env at source (restored by vault: it has a marker) placed at target and source removed."""
+    marker = read_marker(source)
+    if marker is None:
+        raise errors.UsageError(detail=f"{source} has no {MARKER}: only an env vault restored can be moved")
+    if os.path.realpath(source) == os.path.realpath(target):
+        raise errors.UsageError(detail=f"{source} is already at {target}")
+    old, new = marker["prefix"], str(target)
+    staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), force)
+    try:
+        shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True)
+        conda = env_meta.conda_paths(conda_documents(staging))
+        holding = files_holding(staging, old)
+        holding.pop(MARKER, None)
+        moved = relocate(staging, holding, old, new, conda, marker.get("original_prefix"))
+        if moved.unpatched and not allow_unpatched:
+            from cloudvault.restore.env import Unpatched
+
+            files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
+            raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
+        history = marker.get("moves", []) + [{"from": old, "to": new, "at": now()}]
+        doc = marker | {
+            "old_prefix": old,
+            "prefix": new,
+            "rewritten": moved.rewritten,
+            "moves": history,
+            "unpatched": moved.unpatched,
+        }
+        (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        os.sync()
+        swap_into_place(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(source)
+    checks = run_checks(target, recipe.checks_for(env.name)) if smoke else []
+    return {
+        "name": env.name,
+        "status": "ok",
+        "target": new,
+        "old_prefix": old,
+        "moved_from": str(source),
+        "archive": marker.get("source"),
+        "archive_blake3": marker.get("source_blake3"),
+        "files": None,
+        "rewritten": len(moved.rewritten),
+        "unpatched": moved.unpatched,
+        "pyc_removed": moved.pyc_removed,
+        "pyc_recompiled": moved.pyc_recompiled,
+        "pyc_note": moved.pyc_note,
+        "checks": checks,
+        "gpu": installed_gpu_fit(target),
+        "pitfalls": recipe.pitfalls_for(env.name),
+    }
