@@ -196,7 +196,7 @@ def test_unreadable_file_is_flagged_not_fatal():
 
     from cloudvault.catalog.db import open_catalog
     from cloudvault.index.roots import resolve_root
-    from cloudvault.index.run import index_mirrors
+    from cloudvault.index.run import IndexOptions, index_mirrors
 
     tmp_path = Path(tempfile.mkdtemp(prefix="vault-unreadable-"))  # outside pytest's 0700 tree
     mirror = tmp_path / "m"
@@ -214,7 +214,7 @@ def test_unreadable_file_is_flagged_not_fatal():
         os.seteuid(65534)
     try:
         conn = open_catalog(db, create=True)
-        report = index_mirrors(conn, [resolve_root(str(mirror), None)], workers=1)
+        report = index_mirrors(conn, [resolve_root(str(mirror), None)], IndexOptions(workers=1))
     finally:
         if as_root:
             os.seteuid(0)

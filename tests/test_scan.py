@@ -101,7 +101,7 @@ def every_shape(tmp_path_factory):
         require(tool)
     from cloudvault.catalog.db import open_catalog
     from cloudvault.index.roots import resolve_root
-    from cloudvault.index.run import index_mirrors
+    from cloudvault.index.run import IndexOptions, index_mirrors
 
     base = tmp_path_factory.mktemp("shapes")
     src = make_tree(base / "src")
@@ -116,7 +116,7 @@ def every_shape(tmp_path_factory):
         compress(tar_path, entry / name, how)
         tars[name] = tar_path.read_bytes()
     conn = open_catalog(base / "c.db", create=True)
-    report = index_mirrors(conn, [resolve_root(str(base / "m"), None)], workers=1)
+    report = index_mirrors(conn, [resolve_root(str(base / "m"), None)], IndexOptions(workers=1))
     assert not report.damaged and report.archives_read == len(SHAPES)
     mirror_id = conn.execute("SELECT id FROM mirrors").fetchone()[0]
     everything = EntryMembers(conn, mirror_id, "018_shapes").glob("*")

@@ -161,53 +161,78 @@ def _header_fields(block: bytes) -> dict:
     }
 
 
+class _Extensions:
+    """GNU long-name/long-link records and pax headers read so far, applied to the next real header."""
+
+    def __init__(self) -> None:
+        self.global_pax: dict[bytes, bytes] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.long_name: bytes | None = None
+        self.long_link: bytes | None = None
+        self.pax: dict[bytes, bytes] = {}
+
+    def absorb(self, typeflag: bytes, data: bytes, header_offset: int) -> None:
+        if typeflag == LONG_NAME:
+            self.long_name = cstring(data)
+        elif typeflag == LONG_LINK:
+            self.long_link = cstring(data)
+        else:
+            try:
+                (self.pax if typeflag == PAX else self.global_pax).update(parse_pax(data))
+            except ValueError:
+                raise TarFormatError("corrupt_header", header_offset, "bad pax record") from None
+
+    def apply(self, fields: dict) -> None:
+        _apply_pax(self.global_pax, fields)
+        _apply_pax(self.pax, fields)
+        if self.long_name is not None and b"path" not in self.pax:
+            fields["name"] = self.long_name
+        if self.long_link is not None and b"linkpath" not in self.pax:
+            fields["linkname"] = self.long_link
+
+
+def _header_block(stream: Stream, first: bool) -> dict | None:
+    """The fields of the next header block; None at the end of the archive."""
+    header_offset = stream.pos
+    block = stream.read(BLOCK)
+    if len(block) < BLOCK:
+        if not block and not first:
+            return None  # no end-of-archive blocks: GNU tar reads such archives too
+        raise TarFormatError("not_tar" if first else "truncated", header_offset, "archive ends inside a header")
+    if block == bytes(BLOCK):
+        return None
+    if not checksum_ok(block):
+        raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
+    try:
+        return _header_fields(block)
+    except ValueError:
+        raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header") from None
+
+
 def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
     """Each member's header and a reader of its data; read the data before asking for the next member."""
-    long_name = long_link = None
-    pax: dict[bytes, bytes] = {}
-    global_pax: dict[bytes, bytes] = {}
+    ext = _Extensions()
     first = True
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
     while True:
         header_offset = stream.pos
         if ext_offset is None:
             ext_offset = header_offset
-        block = stream.read(BLOCK)
-        if len(block) < BLOCK:
-            if not block and not first:
-                return  # no end-of-archive blocks: GNU tar reads such archives too
-            raise TarFormatError("not_tar" if first else "truncated", header_offset, "archive ends inside a header")
-        if block == bytes(BLOCK):
+        fields = _header_block(stream, first)
+        if fields is None:
             return
-        if not checksum_ok(block):
-            raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
         first = False
-        try:
-            fields = _header_fields(block)
-        except ValueError:
-            raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header") from None
         typeflag = fields.pop("typeflag")
         if typeflag == PAX_GLOBAL:
             ext_offset = None
         if typeflag in (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL):
             data = _read_exact(stream, fields["size"])
             _read_exact(stream, -fields["size"] % BLOCK)
-            if typeflag == LONG_NAME:
-                long_name = cstring(data)
-            elif typeflag == LONG_LINK:
-                long_link = cstring(data)
-            else:
-                try:
-                    (pax if typeflag == PAX else global_pax).update(parse_pax(data))
-                except ValueError:
-                    raise TarFormatError("corrupt_header", header_offset, "bad pax record") from None
+            ext.absorb(typeflag, data, header_offset)
             continue
-        _apply_pax(global_pax, fields)
-        _apply_pax(pax, fields)
-        if long_name is not None and b"path" not in pax:
-            fields["name"] = long_name
-        if long_link is not None and b"linkpath" not in pax:
-            fields["linkname"] = long_link
+        ext.apply(fields)
         kind = TYPES.get(typeflag, "other")
         size = fields.pop("size") if kind not in ("hardlink", "symlink", "dir") else 0
         fields.pop("size", None)
@@ -216,5 +241,5 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
         yield header, data
         data.skip()
         _read_exact(stream, -size % BLOCK)
-        long_name = long_link = ext_offset = None
-        pax = {}
+        ext.reset()
+        ext_offset = None

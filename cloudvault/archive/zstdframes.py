@@ -164,35 +164,43 @@ class _FrameSource:
                     raise ZstdFormatError("truncated", start, "partial frame magic")
                 return False
             (magic,) = struct.unpack("<I", self._bytes(start, 4))
-            if SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
-                if not self._have(start + 8):
-                    raise ZstdFormatError("truncated", start, "skippable frame header cut short")
-                (length,) = struct.unpack("<I", self._bytes(start + 4, 4))
-                if not self._have(start + 8 + length):
-                    raise ZstdFormatError("truncated", start, "skippable frame cut short")
-                self._advance_to(start + 8 + length)
-                self.first = False
-                continue
-            if magic != ZSTD_MAGIC and self.first:
-                self._have(start + 512)
-                what = sniff_format(self._bytes(start, min(512, self._end - start)))
-                detail = f"not zstd but {what}" if what else f"not zstd (bad frame magic {magic:#010x})"
-                raise ZstdFormatError("not_zstd", start, detail)
-            if magic != ZSTD_MAGIC:
-                raise ZstdFormatError("corrupt_frame", start, f"bad frame magic {magic:#010x}")
-            if not self._have(start + 5):
-                raise ZstdFormatError("truncated", start, "frame header cut short")
-            descriptor = self._byte(start + 4)
-            if descriptor & 0x08:
-                raise ZstdFormatError("corrupt_frame", start, "reserved bit set in frame header")
-            size = frame_header_size(descriptor)
-            if not self._have(start + size):
-                raise ZstdFormatError("truncated", start, "frame header cut short")
-            self.first = False
-            self._checksum = bool(descriptor & 0x04)
-            self._safe = self._walk = start + size
-            self.frame_end = None
-            return True
+            if not SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
+                break
+            self._skip_skippable(start)
+        if magic != ZSTD_MAGIC:
+            self._refuse_magic(start, magic)
+        if not self._have(start + 5):
+            raise ZstdFormatError("truncated", start, "frame header cut short")
+        descriptor = self._byte(start + 4)
+        if descriptor & 0x08:
+            raise ZstdFormatError("corrupt_frame", start, "reserved bit set in frame header")
+        size = frame_header_size(descriptor)
+        if not self._have(start + size):
+            raise ZstdFormatError("truncated", start, "frame header cut short")
+        self.first = False
+        self._checksum = bool(descriptor & 0x04)
+        self._safe = self._walk = start + size
+        self.frame_end = None
+        return True
+
+    def _skip_skippable(self, start: int) -> None:
+        """Step over a skippable frame (pzstd's index, a seekable table) at start."""
+        if not self._have(start + 8):
+            raise ZstdFormatError("truncated", start, "skippable frame header cut short")
+        (length,) = struct.unpack("<I", self._bytes(start + 4, 4))
+        if not self._have(start + 8 + length):
+            raise ZstdFormatError("truncated", start, "skippable frame cut short")
+        self._advance_to(start + 8 + length)
+        self.first = False
+
+    def _refuse_magic(self, start: int, magic: int) -> None:
+        """Not a zstd frame: at the start of the file, say what the file is instead (gzip, xz, plain tar)."""
+        if not self.first:
+            raise ZstdFormatError("corrupt_frame", start, f"bad frame magic {magic:#010x}")
+        self._have(start + 512)
+        what = sniff_format(self._bytes(start, min(512, self._end - start)))
+        detail = f"not zstd but {what}" if what else f"not zstd (bad frame magic {magic:#010x})"
+        raise ZstdFormatError("not_zstd", start, detail)
 
     def _walk_blocks(self, want: int) -> None:
         """Parse block headers until bytes up to want are known to be inside the frame, or the frame ends."""

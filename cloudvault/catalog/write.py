@@ -155,25 +155,17 @@ def insert_flags(
     )
 
 
-def insert_archive(
-    conn: sqlite3.Connection,
-    file_id: int,
-    *,
-    status: str,
-    raw_size: int,
-    member_count: int,
-    frames: list[Frame],
-    shard_alias: str,
-) -> int:
-    """The archive row, its frame table, and its members copied from an attached shard database."""
+def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: str) -> int:
+    """The archive row, its frame table, and its members copied from an attached shard database; scan is what
+    the archive scan found (status, raw_size, member_count, frames: see cloudvault.archive.scan.ScanResult)."""
     cur = conn.execute(
         "INSERT INTO archives(file_id, status, raw_size, member_count, frame_count) VALUES (?,?,?,?,?)",
-        (file_id, status, raw_size, member_count, len(frames)),
+        (file_id, scan.status, scan.raw_size, scan.member_count, len(scan.frames)),
     )
     archive_id = cur.lastrowid
     conn.executemany(
         "INSERT INTO frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) VALUES (?,?,?,?,?,?)",
-        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(frames)],
+        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(scan.frames)],
     )
     conn.execute(
         f"INSERT INTO members(archive_id, {MEMBER_COLUMNS}) SELECT ?, {MEMBER_COLUMNS} FROM {shard_alias}.members",

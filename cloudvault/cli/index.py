@@ -40,7 +40,7 @@ def run(args) -> int:
     from cloudvault.catalog.db import open_catalog, writer_lock
     from cloudvault.cli.ui import UI
     from cloudvault.index.roots import roots_to_index
-    from cloudvault.index.run import index_mirrors
+    from cloudvault.index.run import IndexOptions, index_mirrors
 
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
@@ -51,8 +51,8 @@ def run(args) -> int:
         try:
             cache = config.cache_dir(path) if args.optimize else None
             roots = roots_to_index(conn, args.mirrors, args.definition)
-            report = index_mirrors(conn, roots, workers=args.workers, progress=ui.progress(), copy_cache=cache,
-                                   prune=args.prune)  # fmt: skip
+            options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)
+            report = index_mirrors(conn, roots, options, progress=ui.progress())
         finally:
             conn.close()
     if args.json:

@@ -181,9 +181,7 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
             write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
             if alias:
-                archive_id = write.insert_archive(ctx.conn, file_id, status=scan.status, raw_size=scan.raw_size,
-                                                  member_count=scan.member_count, frames=scan.frames,
-                                                  shard_alias=alias)  # fmt: skip
+                archive_id = write.insert_archive(ctx.conn, file_id, scan, alias)
             if outcome.copy_tmp and alias:
                 final = seekable_copy_path(ctx.copy_cache, scan.blake3)
                 write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)

@@ -55,6 +55,16 @@ class IndexReport:
             self.flags[kind] = self.flags.get(kind, 0) + n
 
 
+@dataclass(frozen=True)
+class IndexOptions:
+    """How `vault index` runs: worker processes for archives (None: 2 when there are several), a cache to
+    write seekable copies into in the same pass, and whether a root that lost most of its files may be pruned."""
+
+    workers: int | None = None
+    copy_cache: Path | None = None
+    prune: bool = False
+
+
 @dataclass
 class MirrorContext:
     conn: sqlite3.Connection

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from pathlib import Path
 
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.indexing import copies_of_files, known_files
 from cloudvault.index.archives import read_archives
-from cloudvault.index.context import IndexReport, MirrorContext
+from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.definition import load_manifest
 from cloudvault.index.files import read_files
 from cloudvault.index.listing import check_listings
@@ -22,20 +21,18 @@ from cloudvault.mirrorfs import WalkProblem
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.progress import Progress
 
-__all__ = ["IndexReport", "index_mirrors"]
+__all__ = ["IndexOptions", "IndexReport", "index_mirrors"]
 
 
 def index_mirrors(
     conn: sqlite3.Connection,
     roots: list[MirrorRoot],
-    *,
-    workers: int | None = None,
+    options: IndexOptions | None = None,
     progress: Progress | None = None,
-    copy_cache: Path | None = None,
-    prune: bool = False,
 ) -> IndexReport:
-    """Index each root; with copy_cache, also write seekable copies of single-frame archives in the same pass.
-    A root that vanished, is empty or lost more than half its files is refused unless prune."""
+    """Index each root; with options.copy_cache, also write seekable copies of single-frame archives in the same
+    pass. A root that vanished, is empty or lost more than half its files is refused unless options.prune."""
+    options = options or IndexOptions()
     report = IndexReport()
     started = time.monotonic()
     progress = progress or Progress()
@@ -43,8 +40,9 @@ def index_mirrors(
         with transaction(conn):
             mirror_id = write.upsert_mirror(conn, mroot.definition.name, mroot.mirror.root, mroot.definition.manifest)
         rules = SecretRules(mroot.definition.secrets)
-        ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress, copy_cache)
-        _index_one(ctx, workers, prune)
+        ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress,
+                            options.copy_cache)  # fmt: skip
+        _index_one(ctx, options.workers, options.prune)
         report.mirrors.append(mroot.definition.name)
     report.seconds = time.monotonic() - started
     return report
