@@ -7,7 +7,7 @@ import sqlite3
 from collections import namedtuple
 
 from cloudvault.catalog.db import transaction
-from cloudvault.catalog.query import entry_filter
+from cloudvault.catalog.integrity import files_in_scope
 
 Candidate = namedtuple("Candidate", "archive_id file_id path raw_path size mtime_ns blake3 root entry_id")
 
@@ -19,8 +19,7 @@ def copy_candidates(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> 
         "JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id "
         "WHERE a.status = 'ok' AND a.id NOT IN (SELECT archive_id FROM seekable)"
     )
-    where, args = entry_filter("f", scope)
-    return [Candidate(*r) for r in conn.execute(sql + where + " ORDER BY f.path", args)]
+    return [Candidate(*r) for r in files_in_scope(conn, sql, scope)]
 
 
 def copy_bytes_used(conn: sqlite3.Connection) -> int:

@@ -17,6 +17,12 @@ _MEMBERS = (
 )
 
 
+def files_in_scope(conn: sqlite3.Connection, sql: str, scope: tuple[int, str] | None) -> list[tuple]:
+    """Rows of sql (over files aliased f, ending in a WHERE clause) kept to one entry when scoped, by path."""
+    where, args = entry_filter("f", scope)
+    return conn.execute(sql + where + " ORDER BY f.path", args).fetchall()
+
+
 def integrity_problem(conn: sqlite3.Connection) -> str | None:
     """What SQLite's own integrity check finds wrong with the catalog file, or None when it is sound."""
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
@@ -30,16 +36,14 @@ def hashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> lis
         "JOIN mirrors m ON m.id = f.mirror_id LEFT JOIN archives a ON a.file_id = f.id "
         "WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
     )
-    where, args = entry_filter("f", scope)
-    return [HashedFile(*r) for r in conn.execute(sql + where + " ORDER BY f.path", args)]
+    return [HashedFile(*r) for r in files_in_scope(conn, sql, scope)]
 
 
 def unhashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[str]:
     """Regular files of the scope that were never hashed (unreadable when indexed, or a name that held a
     credential): verify cannot check them."""
-    where, args = entry_filter("f", scope)
-    sql = "SELECT f.path FROM files f WHERE f.kind = 'file' AND f.blake3 IS NULL" + where + " ORDER BY f.path"
-    return [r[0] for r in conn.execute(sql, args)]
+    sql = "SELECT f.path FROM files f WHERE f.kind = 'file' AND f.blake3 IS NULL"
+    return [r[0] for r in files_in_scope(conn, sql, scope)]
 
 
 def hashed_members(conn: sqlite3.Connection, archive_id: int) -> list[Member]:
