@@ -238,3 +238,39 @@ def test_config_arch_list_and_cuda_version_come_from_env_or_labels():
                           labels={"org.example.cuda_arch_list": "9.0 12.0"})  # fmt: skip
     assert (cfg.arch_list, cfg.cuda_version) == ("9.0 12.0", "12.8")
     assert oci.ImageConfig("sha256:x", ()).arch_list is None
+
+
+# -- the daemon's answer -------------------------------------------------------------------------------------------
+class AnsweringClient:
+    """A docker-py client whose load answers with these stream items (as dockerd does, inside an HTTP 200)."""
+
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def load_image(self, body):
+        assert b"".join(body)
+        return iter(self.items)
+
+
+@pytest.mark.parametrize(
+    ("items", "code", "text"),
+    [
+        ([{"errorDetail": {"message": "unexpected EOF"}, "error": "unexpected EOF"}], 5, "refused neo: unexpected EOF"),
+        ([{"errorDetail": {"message": "write /var/lib/docker/tmp/x: no space\nleft on device"}}], 6, "no space left"),
+        ([{"message": "open /var/lib/docker/tmp/docker-import-1/manifest.json: no such file"}], 5, "manifest.json"),
+    ],
+)
+def test_error_detail_in_the_load_stream_becomes_one_line(items, code, text):
+    from cloudvault.restore import docker_daemon as dd
+
+    daemon = dd.Daemon(AnsweringClient(items), "unix:///x.sock", "20.10", "/var/lib/docker", False)
+    with pytest.raises(Exception) as caught:
+        dd.load(daemon, "neo", [b"tar bytes"])
+    assert caught.value.exit_code == code and text in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_loaded_lines_are_returned():
+    from cloudvault.restore import docker_daemon as dd
+
+    daemon = dd.Daemon(AnsweringClient([{"stream": "Loaded image: a/b:c\n"}]), "unix:///x", "20.10", "/", False)
+    assert dd.load(daemon, "neo", [b"x"]) == ["Loaded image: a/b:c"]

@@ -172,6 +172,27 @@ def test_sha256sums_that_lie_cut_the_load_off_and_the_daemon_keeps_nothing(tmp_p
     assert failed.code == 0 and "neo: failed" in failed.out
 
 
+def test_ctrl_c_while_streaming_loads_nothing_and_is_recorded(tmp_path, vault, daemon, monkeypatch):
+    from cloudvault.errors import Interrupted
+    from cloudvault.restore.docker_stream import TeeStream
+
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    calls = []
+    real_take = TeeStream.take
+
+    def take(self, **kw):
+        calls.append(1)
+        if len(calls) == 4:  # a few pieces went to the daemon, then SIGINT
+            raise Interrupted()
+        return real_take(self, **kw)
+
+    monkeypatch.setattr(TeeStream, "take", take)
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 130 and image_ids(daemon) == set()
+    found = vault("--catalog", str(db), "search", "restored", "docker", "neo")
+    assert "neo: interrupted" in found.out
+
+
 def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, vault, daemon):
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     other = images.demo_image("other", tag=NEO_TAG)

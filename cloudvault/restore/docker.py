@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cloudvault import gpu
-from cloudvault.errors import IntegrityError, NotFound, RecipeInvalid, UsageError, VaultError
+from cloudvault.errors import INTERRUPTED, IntegrityError, NotFound, RecipeInvalid, UsageError, VaultError
 from cloudvault.models import Member
 from cloudvault.restore import docker_daemon as dd
 from cloudvault.restore.docker_errors import (
@@ -406,7 +406,8 @@ def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = Non
     try:
         done = _from_archive(conn, plan, timeout, progress) if plan.source == "archive" else _from_registry(plan)
     except VaultError as exc:
-        _record(conn, plan, record_restore, source, None, "failed", {"error": str(exc), "exit_code": exc.exit_code},
+        status = "interrupted" if exc.exit_code == INTERRUPTED else "failed"
+        _record(conn, plan, record_restore, source, None, status, {"error": str(exc), "exit_code": exc.exit_code},
                 started)  # fmt: skip
         raise
     except KeyboardInterrupt:
