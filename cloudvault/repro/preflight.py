@@ -64,7 +64,29 @@ def _environment(conn: sqlite3.Connection, plan: Plan) -> Check:
     if not done:
         hint = f"vault restore {kind} {env.get('env_recipe', name)}"
         return Check("environment", False, f"{kind} {name!r} is not restored here; run `{hint}` first")
+    misfit = _image_misfit(name, plan) if kind == "docker" else None
+    if misfit:
+        return Check("environment", False, misfit)
     return Check("environment", True, f"{kind} {name!r} restored at {done[-1].target}")
+
+
+def _image_misfit(recipe_name: str, plan: Plan) -> str | None:
+    """Why the image's CUDA arch list cannot run on a GPU the plan uses ("no kernel image is available"), if so."""
+    import tomllib
+
+    from cloudvault.recipe import find_recipe
+
+    try:
+        from cloudvault.gpu import describe, fits, local_gpus, parse_arch_list
+    except ImportError:
+        return None
+    arch_list = tomllib.loads(find_recipe("docker", recipe_name).read_text(encoding="utf-8")).get("arch_list")
+    wanted = {p.gpu for p in plan.processes if p.gpu is not None}
+    for gpu in local_gpus() or []:
+        if gpu.index in wanted and arch_list and fits(arch_list, gpu.compute_cap) is False:
+            built = describe(parse_arch_list(arch_list))
+            return f"image {recipe_name!r} is built for {built}; GPU {gpu.index} ({gpu.name}) is {gpu.sm}"
+    return None
 
 
 def _persistent(run_dir: Path, out_explicit: bool) -> Check:
