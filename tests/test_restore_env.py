@@ -357,7 +357,8 @@ def test_small_tmpfs_is_refused_with_exit_6(env_vault, tmp_path):
 
 def test_restores_are_recorded_and_found_by_search_and_show(env_vault, vault, tmp_path):
     target = tmp_path / "rec/neo"
-    assert env_vault("neo", "--prefix", str(target)).code == 0
+    r = env_vault("neo", "--prefix", str(target))
+    assert r.code == 0 and "1 file(s) differ from conda-meta (changed after install): etc/vaultpad/paths.conf" in r.err
     found = vault("--catalog", str(env_vault.catalog), "search", "restored")
     assert found.code == 0 and str(target) in found.out
     shown = vault("--catalog", str(env_vault.catalog), "show", "015")
@@ -366,6 +367,7 @@ def test_restores_are_recorded_and_found_by_search_and_show(env_vault, vault, tm
     detail = json.loads(row[1])
     assert len(row[0]) == 64 and [c["name"] for c in detail["checks"]] == ["prefix", "hello"]
     assert detail["gpu"]["torch"]["cuda"] == "12.1" and detail["gpu"]["fits"]["12.0"] is False
+    assert detail["verified"]["conda_differ"] == ["etc/vaultpad/paths.conf"]
 
 
 def test_unknown_env_is_exit_3_with_the_close_names(env_vault):

@@ -96,6 +96,9 @@ def _list(ui, recipe, conn, envs, caps) -> int:
             f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
         )
         ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
+        if r["gpu"]:
+            fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r["gpu"]["fits"].items())
+            ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")
         for note in (r["gpu"] or {}).get("notes", []):
             ui.line(f"    ! {note}")
     return errors.OK

@@ -179,8 +179,10 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         progress.start(need, sum(m.type == "file" for m in members))
         with MemberReader(conn, on_data=progress.advance) as reader:
             staged = stage(reader, members, StagingArea(staging, env.folder, old, new), progress)
+        progress.current("checking conda-meta and pip RECORD hashes")
         conda = env_meta.conda_paths(conda_documents(staging))
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+        progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, compiling byte-code")
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
         if moved.unpatched and not allow_unpatched:
             files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])

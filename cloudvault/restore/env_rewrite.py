@@ -77,8 +77,9 @@ def _drop_pyc(source: Path) -> int:
 def _text(path: Path, rel: str, old: str, new: str, moved: Relocation) -> None:
     data = path.read_bytes()
     out = rewrite_text(data, old.encode(), new.encode())
-    if not shebang_runs(out):
-        moved.unpatched.append({"path": rel, "why": "its #! line is over 127 bytes and not a Python script"})
+    if not shebang_runs(out, new.encode()):
+        why = "its #! line is over 127 bytes or has a space, and it is not a Python script"
+        moved.unpatched.append({"path": rel, "why": why})
     _replace(path, out)
     moved.rewritten.append({"path": rel, "how": "text", "blake3": blake3.blake3(out).hexdigest()})
 

@@ -56,12 +56,13 @@ def fix_shebang(data: bytes, new: bytes) -> bytes:
     return b"#!/bin/sh\n'''exec' \"" + interpreter + b'"' + extra + b' "$0" "$@"\n' + b"' '''\n" + rest
 
 
-def shebang_runs(data: bytes) -> bool:
-    """Whether the kernel can run this #! line as written (short enough, no space inside the interpreter path)."""
+def shebang_runs(data: bytes, new: bytes = b"") -> bool:
+    """Whether the kernel can run this #! line as written: at most 127 bytes, and no space inside an interpreter
+    path under the new prefix."""
     if not data.startswith(b"#!"):
         return True
     line = data.split(b"\n", 1)[0]
-    return len(line) <= SHEBANG_MAX
+    return len(line) <= SHEBANG_MAX and not (b" " in new and line[2:].lstrip().startswith(new))
 
 
 def patch_binary(buf, old: bytes, new: bytes, room: int | None = None) -> tuple[int, list[int]]:
