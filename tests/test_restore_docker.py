@@ -101,6 +101,14 @@ def _config_bytes(tar: bytes) -> bytes:
         return t.extractfile(manifest[0]["Config"]).read()
 
 
+def test_list_leaves_the_config_unread_when_it_would_cost_a_full_decode(demo_catalog, vault, monkeypatch):
+    monkeypatch.setattr("cloudvault.restore.docker.READ_BUDGET", 1000)
+    result = vault("--catalog", str(demo_catalog), "restore", "docker", "--list", "--json")
+    neo = {r["name"]: r for r in json.loads(result.out)["images"]}["neo"]
+    assert neo["config_digest"] is None and neo["arch_source"] == "arch_list in recipe neo"
+    assert "would decode" in neo["unread"] and "vault optimize _docker" in neo["unread"]
+
+
 def test_list_without_a_catalog_shows_the_recipes(vault, tmp_path):
     result = vault("--catalog", str(tmp_path / "none.db"), "restore", "docker", "--list")
     assert result.code == 0 and "tandemspec" in result.out and "arch_list in recipe tandemspec" in result.out

@@ -218,6 +218,30 @@ def test_an_sm120_image_is_not_loaded_on_a_9_0_gpu(tmp_path, vault, daemon, monk
     assert loaded.code == 0 and "fits" in loaded.out
 
 
+def test_unread_config_of_a_big_single_frame_archive_is_checked_in_the_stream(tmp_path, vault, daemon, monkeypatch):
+    """When reading manifest.json first would cost a full decode, the GPU and tag checks run on the streamed
+    config, before docker gets manifest.json: refused means nothing loaded."""
+    from test_restore_docker import H200, fake_gpu
+
+    monkeypatch.setattr("cloudvault.restore.docker.READ_BUDGET", 0)
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    recipes = tmp_path / "recipes" / "docker"
+    recipes.mkdir(parents=True)
+    (recipes / "neo-bare.toml").write_text('entry = "_docker"\narchive = "images/neo.tar.zst"\ntags = []\n')
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+    fake_gpu(monkeypatch, tmp_path / "h200", H200)
+    dry = vault("--catalog", str(db), "restore", "docker", "neo-bare", "--dry-run")
+    assert dry.code == 0 and "checked as it streams instead" in dry.out and "cannot tell" in dry.out
+    refused = vault("--catalog", str(db), "restore", "docker", "neo-bare")
+    assert refused.code == 6 and "TORCH_CUDA_ARCH_LIST=12.0 in the image config" in refused.err
+    assert image_ids(daemon) == set()
+    other = images.demo_image("other", tag=NEO_TAG)
+    daemon.load_image(other)
+    held = vault("--catalog", str(db), "restore", "docker", "neo-bare", "--ignore-gpu")
+    assert held.code == 6 and f"tag {NEO_TAG} is held by image" in held.err
+    assert image_ids(daemon) == {config_digest(other)}
+
+
 def test_daemon_down_exits_6_naming_the_socket(tmp_path, vault, daemon, monkeypatch):
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/stopped.sock")

@@ -80,7 +80,7 @@ def _catalog(args, *, optional: bool):
 
 def _list(args, ui) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.docker import arch_source, archive_info, load_docker_recipe, recipe_names
+    from cloudvault.restore.docker import READ_BUDGET, arch_source, archive_info, load_docker_recipe, recipe_names
 
     conn = _catalog(args, optional=True)
     names = [args.name] if args.name else recipe_names()
@@ -90,7 +90,7 @@ def _list(args, ui) -> int:
         info, problem = None, None
         if conn is not None:
             try:
-                info = archive_info(conn, recipe)
+                info = archive_info(conn, recipe, budget=READ_BUDGET)
             except errors.VaultError as exc:
                 problem = str(exc)
         config = info.config if info else None
@@ -103,6 +103,7 @@ def _list(args, ui) -> int:
             "cuda_version": (config.cuda_version if config else None) or recipe.cuda_version,
             "arch_list": arch, "arch_source": where, "registry": recipe.repository,
             "manifest_digest": recipe.manifest_digest, "problem": problem or (info.problem if info else None),
+            "unread": info.unread if info else None,
         })  # fmt: skip
     if ui.as_json:
         ui.emit({"images": rows})
@@ -116,6 +117,8 @@ def _list(args, ui) -> int:
         ui.line(f"  {'':<11} registry {r['registry'] or '-'} ({pull})")
         if r["problem"]:
             ui.line(f"  {'':<11} ! {r['problem']}")
+        if r["unread"]:
+            ui.line(f"  {'':<11} config not read: {r['unread']}")
     return errors.OK
 
 

@@ -46,6 +46,7 @@ SCHEMA = {
     "registry": ({"repository": (str, True), "tag": (str, False), "manifest_digest": (str, False)}, False),
 }
 LOAD_FACTOR = 2  # docker load unpacks the tar in its data root, then the layers: about twice the raw size
+READ_BUDGET = 256 << 20  # decoded bytes worth spending to read manifest.json and the config before a load
 
 
 @dataclass(frozen=True)
@@ -112,16 +113,19 @@ class ArchiveInfo:
     config: ImageConfig | None = None
     repo_tags: tuple[str, ...] = ()
     problem: str | None = None  # why the config could not be read
+    unread: str | None = None  # why the config was not read before loading (it costs a full decode)
 
     @property
     def mirror_path(self) -> str:
         return f"{self.entry_id}/{self.file.path}" if self.entry_id else self.file.path
 
 
-def archive_info(conn: sqlite3.Connection, recipe: DockerRecipe, *, read_config: bool = True) -> ArchiveInfo:
+def archive_info(conn: sqlite3.Connection, recipe: DockerRecipe, *, budget: int | None = None) -> ArchiveInfo:
     """Find the archive in the catalog; read manifest.json and the config through the verified member reader.
 
-    Only those two members are read: on a multi-frame (or optimized) archive that is a seek to their frames."""
+    Only those two members are read: on a multi-frame (or optimized) archive that is a seek to their frames. When
+    reaching one would decode more than budget bytes first (a big single-frame archive), they are left unread
+    (`unread` says why) and the stream checks them before anything is loaded."""
     from cloudvault.catalog.lookup import EntryMembers
     from cloudvault.catalog.query import resolve_entry
 
@@ -132,15 +136,42 @@ def archive_info(conn: sqlite3.Connection, recipe: DockerRecipe, *, read_config:
     inside = EntryMembers(conn, mirror_id, entry_id, archive=recipe.archive)
     members = [m for m in inside.glob("*") if m.file_id == files[0].file_id]
     info = ArchiveInfo(mirror_id, entry_id, files[0], sum(m.size for m in members), len(members))
-    if read_config:
-        try:
-            manifest = parse_manifest(_read(conn, _one(members, "manifest.json")))
-            config_bytes = _read(conn, _one(members, manifest[0].config))
-            info.config = parse_config(config_bytes, "sha256:" + _sha256(config_bytes))
-            info.repo_tags = manifest[0].repo_tags
-        except (VaultError, ValueError, IndexError) as exc:
-            info.problem = str(exc)
+    try:
+        manifest_member = _one(members, "manifest.json")
+        if _over_budget(conn, info, manifest_member, budget):
+            return info
+        manifest = parse_manifest(_read(conn, manifest_member))
+        config_member = _one(members, manifest[0].config)
+        if _over_budget(conn, info, config_member, budget):
+            return info
+        config_bytes = _read(conn, config_member)
+        info.config = parse_config(config_bytes, "sha256:" + _sha256(config_bytes))
+        info.repo_tags = manifest[0].repo_tags
+    except (VaultError, ValueError, IndexError) as exc:
+        info.problem = str(exc)
     return info
+
+
+def _over_budget(conn: sqlite3.Connection, info: ArchiveInfo, member: Member, budget: int | None) -> bool:
+    """Whether reading member costs more than budget decoded bytes before it (then info.unread says so)."""
+    if budget is None:
+        return False
+    import os
+
+    from cloudvault.archive.zstdframes import frame_for_offset
+    from cloudvault.catalog.lookup import archive_location, frame_table
+
+    loc = archive_location(conn, member.file_id)
+    copy = bool(loc.copy_path and os.path.exists(loc.copy_path))
+    frames = frame_table(conn, loc.archive_id, seekable_copy=copy)
+    start = frame_for_offset(frames, member.data_offset).raw_offset if frames else 0
+    cost = member.data_offset - start
+    if cost > budget:
+        info.unread = (
+            f"reading its {member.path} first would decode {cost / (1 << 30):.1f} GiB (one zstd frame); "
+            f"it is checked as it streams instead (`vault optimize {info.entry_id}` makes it a seek)"
+        )
+    return cost > budget
 
 
 def _one(members: list[Member], path: str) -> Member:
@@ -255,6 +286,9 @@ class Plan:
     holders: dict[str, str | None] = field(default_factory=dict)
     problems: list[VaultError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    require_gpu: bool = False
+    ignore_gpu: bool = False
+    retag: bool = False
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -266,7 +300,7 @@ def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: 
               digest: str | None = None, require_gpu: bool = False, ignore_gpu: bool = False, gpu_only: bool = False,
               retag: bool = False) -> Plan:  # fmt: skip
     """GPU fit first (from the catalog alone), then the daemon, its free space and the tags."""
-    plan = Plan(recipe, source)
+    plan = Plan(recipe, source, require_gpu=require_gpu, ignore_gpu=ignore_gpu, retag=retag)
     if conn is not None:
         _source_checks(conn, plan, digest)
     else:
@@ -285,7 +319,7 @@ def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: 
         plan.problems.append(exc)
         return plan
     _space_check(plan)
-    _tag_check(plan, retag)
+    _tag_check(plan)
     return plan
 
 
@@ -294,7 +328,9 @@ def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None) -> 
     digest the pulled image must have."""
     recipe = plan.recipe
     try:
-        plan.archive = archive_info(conn, recipe)
+        plan.archive = archive_info(conn, recipe, budget=READ_BUDGET if plan.source == "archive" else None)
+        if plan.archive.unread:
+            plan.notes.append(f"config: {plan.archive.unread}")
     except NotFound as exc:
         if plan.source == "archive":
             plan.problems.append(exc)
@@ -349,7 +385,7 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
-def _tag_check(plan: Plan, retag: bool) -> None:
+def _tag_check(plan: Plan) -> None:
     """A tag held by a different image is refused (docker load would silently take it away), or with --retag
     noted as moving."""
     plan.holders = dd.tag_holders(plan.daemon, plan.tags)
@@ -357,7 +393,7 @@ def _tag_check(plan: Plan, retag: bool) -> None:
     for tag, holder in plan.holders.items():
         if holder is None or not expected or holder in expected:
             continue
-        if retag:
+        if plan.retag:
             plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
         else:
             plan.problems.append(TagConflict(tag=tag, holder=holder[:19], name=plan.recipe.name,
@@ -444,7 +480,8 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     if progress is not None:
         progress.start(info.file.size, info.member_count)
     body = VerifiedBody(_archive_opener(conn, info), label=info.mirror_path, expected_sha256=plan.sha256,
-                        sums_label=f"{info.entry_id}/{recipe.sha256sums}", progress=progress)  # fmt: skip
+                        sums_label=f"{info.entry_id}/{recipe.sha256sums}", progress=progress,
+                        gate=lambda image: _stream_gate(plan, image))  # fmt: skip
     before = dd.image(plan.daemon, plan.expected_config) if plan.expected_config else None
     # the read timeout covers the daemon registering layers after the last byte: size it to the archive
     plan.daemon.client.timeout = timeout or max(300.0, info.raw_size / (20 << 20))
@@ -466,6 +503,30 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     return Restored(recipe.name, "archive", found["Id"], image.config.digest, tags, len(image.config.diff_ids),
                     sha256=image.sha256, bytes_in=info.file.size, bytes_out=body.bytes_out,
                     moved_tags=[n for n in plan.notes if n.startswith("tag ")])  # fmt: skip
+
+
+def _stream_gate(plan: Plan, image) -> None:
+    """The checks that need the image config, run on the streamed one before docker gets manifest.json: raising
+    here cuts the stream, so nothing is loaded. (Preflight ran them already when it could read the config.)"""
+    recipe, config = plan.recipe, image.config
+    if recipe.config_digest and config.digest != recipe.config_digest:
+        what = f"the archive's config is {config.digest}, recipe {recipe.name} expects {recipe.config_digest}"
+        raise ImageMismatch(what=what, action="nothing was loaded")
+    arch_list, where = arch_source(recipe, config)
+    fit = gpu_fit(arch_list, where, plan.gpu.gpus)
+    problem = gpu_problem(recipe.name, fit, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
+    if problem:
+        raise problem
+    plan.gpu, plan.expected_config = fit, config.digest
+    unseen = [t for t in image.repo_tags if t not in plan.holders]
+    plan.holders.update(dd.tag_holders(plan.daemon, unseen))
+    for tag in unseen:
+        holder = plan.holders[tag]
+        if holder is None or holder in {config.digest, *image.manifest_digests}:
+            continue
+        if not plan.retag:
+            raise TagConflict(tag=tag, holder=holder[:19], name=recipe.name, image=config.digest[:19])
+        plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
 
 
 def _loaded_problem(found: dict | None, config: ImageConfig, accepted: set[str], recipe: DockerRecipe) -> str | None:

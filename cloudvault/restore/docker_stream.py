@@ -185,15 +185,19 @@ class TeeStream:
 
 
 class VerifiedBody:
-    """Iterate it as the body of `APIClient.load_image`; after a full pass, `image` is what the archive proved."""
+    """Iterate it as the body of `APIClient.load_image`; after a full pass, `image` is what the archive proved.
+
+    gate, if given, sees the proven image before the held-back tail goes out, and may still refuse it."""
 
     def __init__(self, opener: Callable[[], BinaryIO], *, label: str, expected_sha256: str, sums_label: str,
-                 progress: Progress | None = None) -> None:  # fmt: skip
+                 progress: Progress | None = None,
+                 gate: Callable[[CheckedImage], None] | None = None) -> None:  # fmt: skip
         self.opener = opener
         self.label = label
         self.expected = expected_sha256.lower()
         self.sums_label = sums_label
         self.progress = progress or Progress()
+        self.gate = gate  # last checks on the proven image; raising cuts the stream before docker loads anything
         self.image: CheckedImage | None = None
         self.bytes_out = 0
 
@@ -215,6 +219,8 @@ class VerifiedBody:
         if found != self.expected:
             raise ArchiveHashMismatch(path=self.label, found=found, expected=self.expected, sums=self.sums_label)
         self.image = check.finish(found)
+        if self.gate is not None:
+            self.gate(self.image)
         yield from self._counted(tee.take(final=True))
 
     def _members(self, tee: TeeStream, check: TarCheck) -> Iterator[bytes]:
