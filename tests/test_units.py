@@ -192,8 +192,9 @@ def test_a_rule_with_a_top_level_bar_prefilters_on_every_branch():
 @given(st.sampled_from(["train.log.1", "env.bak", "run.stdout", "job.err", "job.out", "notes", "x.json"]))
 def test_text_is_scanned_whatever_its_name_and_binary_is_not(name):
     rules = SecretRules(DEFAULT_RULES)
-    assert rules.inspector(name.encode(), 100, b"HF_TOKEN=abc\n") is not None
-    assert rules.inspector(name.encode(), 100, b"\0\1binary") is None
+    assert rules.scanner(name.encode(), 100, b"HF_TOKEN=abc\n") is not None
+    assert rules.scanner(name.encode(), 100, b"\0\1binary") is None
+    assert rules.scanner(b"dumps/scores.bin", 100, b"looks like text") is None  # a dump, whatever its bytes
 
 
 def test_parallel_stream_gives_the_same_bytes_and_frames_and_stops_early(tmp_path):

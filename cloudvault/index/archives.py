@@ -65,7 +65,7 @@ def scan_to_shard(
             mirror = open_mirror(root)
             opener = None if mirror.remote else partial(mirror.open, path, raw)
             with mirror.open(path, raw) as fh:
-                scan = ArchiveScan(fh, inspect=secret_rules.inspector, on_bytes=on_bytes,
+                scan = ArchiveScan(fh, inspect=secret_rules.scanner, on_bytes=on_bytes,
                                    on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
                 write.add_shard_members(shard, redacted(scan, secret_rules, scan.result))
             scan.result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import blake3
 
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
 from cloudvault.hashing import CHUNK
 from cloudvault.index.context import MirrorContext
-from cloudvault.index.secrets import MAX_SCANNED, worth_scanning
+from cloudvault.index.secrets import MAX_SCANNED, TEXT_SNIFF
 from cloudvault.models import FileStat, Flag
 
 DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
@@ -32,8 +34,8 @@ def read_plain(ctx: MirrorContext, st: FileStat) -> tuple[str | None, list[Flag]
     with ctx.mirror.open(st.path, st.raw_path) as fh:
         while chunk := fh.read(CHUNK):
             if first:
-                scanner = ctx.rules.scanner(st.size, chunk)
-                text = worth_scanning(st.size, chunk)
+                scanner = ctx.rules.scanner(os.fsencode(st.path), st.size, chunk)
+                text = b"\0" not in chunk[:TEXT_SNIFF]
             first = False
             h.update(chunk)
             if scanner:

@@ -18,9 +18,20 @@ TEXT_SNIFF = 8192
 MAX_SCANNED = 256 << 20
 
 
-def worth_scanning(size: int, first: bytes) -> bool:
-    """Text of any name (`train.log.1`, `env.bak`, `run.stdout` hold tokens as often as `.log` does): judged by
-    its first bytes holding no NUL, which also passes over data dumps cheaply."""
+# Dumps, weights, arrays and compressed data: never scanned, even when their first bytes hold no NUL (a dump of
+# random bytes can look like text), so scanning costs little on archives that are mostly dumps.
+DATA_SUFFIXES = (
+    b".bin", b".pt", b".pth", b".ckpt", b".npy", b".npz", b".safetensors", b".gguf", b".onnx", b".h5", b".arrow",
+    b".parquet", b".pkl", b".so", b".o", b".a", b".gz", b".zst", b".xz", b".bz2", b".zip", b".tar", b".whl", b".pyc",
+    b".png", b".jpg", b".jpeg", b".gif", b".pdf", b".mp4",
+)  # fmt: skip
+
+
+def worth_scanning(name: bytes, size: int, first: bytes) -> bool:
+    """Text of any name (`train.log.1`, `env.bak`, `run.stdout` hold tokens as often as `.log` does), judged by
+    its first bytes holding no NUL; known data formats are passed over by their suffix."""
+    if name.lower().endswith(DATA_SUFFIXES):
+        return False
     return size <= MAX_SCANNED and b"\0" not in first[:TEXT_SNIFF]
 
 
@@ -86,13 +97,9 @@ class SecretRules:
         object.__setattr__(self, "pattern", re.compile(joined.encode()))
         object.__setattr__(self, "literals", prefilter(self.rules) or ())
 
-    def scanner(self, size: int, first: bytes) -> SecretScanner | None:
-        """A scanner for a file or member whose first bytes are first, if it is worth scanning."""
-        return SecretScanner(self) if self.rules and worth_scanning(size, first) else None
-
-    def inspector(self, name: bytes, size: int, first: bytes) -> SecretScanner | None:
-        """The archive scan's hook (see cloudvault.archive.scan.Inspect)."""
-        return self.scanner(size, first)
+    def scanner(self, name: bytes, size: int, first: bytes) -> SecretScanner | None:
+        """A scanner for a file or member (the archive scan's Inspect hook), if it is worth scanning."""
+        return SecretScanner(self) if self.rules and worth_scanning(name, size, first) else None
 
     def redact(self, text: str) -> str:
         """The text with every secret-looking match replaced, for storing docs, names and details."""
