@@ -39,6 +39,11 @@ def test_compare_json_names_the_request_index_and_prefix(demo_catalog, vault):
     assert doc["totals"]["b"]["output_tokens"] == 93790 - 1956 + 1855
 
 
+def test_expect_turns_a_known_divergence_into_exit_0(demo_catalog, vault):
+    assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "DIVERGED").code == 0
+    assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "REPRODUCED").code == 10
+
+
 def test_compare_a_run_with_itself_is_reproduced(demo_catalog, vault):
     result = vault("--catalog", str(demo_catalog), "compare", REP2, REP2)
     assert result.code == 0

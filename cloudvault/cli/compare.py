@@ -5,12 +5,15 @@ any folder with per_request.csv / requests.jsonl), a run id from `vault runs`, o
 its repro recipe records, `014/data/ss20_temp0_c1024_rep2/20260925_072725` a folder of that entry, read through
 the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recipe` to choose). Nothing is
 written unless --out names a folder for compare.csv and REPORT.md. Exit 0 when reproduced (REPRODUCED or
-WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE).
+WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that one
+(a check that a known divergence, like 014's rep2, is still exactly what it was).
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
+
+VERDICTS = ("REPRODUCED", "WITHIN_TOLERANCE", "DIVERGED", "NOT_COMPARABLE")
 
 
 def add_arguments(parser) -> None:
@@ -19,6 +22,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recipe", help="take the compare rules and settings from this repro recipe")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--out", help="write compare.csv and REPORT.md into this (new or empty) folder")
+    parser.add_argument("--expect", choices=VERDICTS, help="exit 0 when the verdict is this one (a known divergence)")
     parser.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
 
 
@@ -60,6 +64,8 @@ def run(args) -> int:
             ui.line(f"  not checked: {column} (not recorded on one side)")
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(_totals_line(totals))
+    if args.expect:
+        return errors.OK if cmp.verdict == args.expect else errors.REPRO_MISMATCH
     return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
 
 
