@@ -444,3 +444,14 @@ def test_demo_mirror_envs_list_restore_under_another_root_and_move(demo_catalog,
     r = vault("--catalog", db, "restore", "env", "runpod", "probe_mini", "--prefix", str(tmp_path / "w/probe_mini"))
     assert r.code == 0 and "/tmp and /root vanish when a pod stops" in r.out
     assert len(sqlite3.connect(db).execute("SELECT * FROM restores WHERE status = 'ok'").fetchall()) == 4
+
+
+def test_leftovers_of_dead_restores_are_removed_and_a_live_ones_kept(env_vault, tmp_path):
+    target = tmp_path / "envs/neo"
+    target.parent.mkdir()
+    dead, aside = tmp_path / "envs/.neo.vault-restore-4194999", tmp_path / "envs/.neo.vault-replaced-4194999"
+    live = tmp_path / f"envs/.neo.vault-restore-{os.getppid()}"  # another restore still running
+    for folder in (dead, aside, live):
+        (folder / "bin").mkdir(parents=True)
+    assert env_vault("neo", "--prefix", str(target), "--no-checks").code == 0
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted(["neo", live.name])

@@ -34,6 +34,7 @@ from cloudvault.restore.env_rewrite import Relocation, relocate
 from cloudvault.restore.env_stage import Staged, StagingArea, finish_dirs, stage
 
 STAGING_MARK = ".vault-restore-"
+REPLACED_MARK = ".vault-replaced-"
 
 
 def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path) -> dict:
@@ -80,13 +81,15 @@ def _pid_gone(pid: int) -> bool:
 
 
 def remove_stale_staging(target: Path) -> None:
-    """Staging folders of a restore that was killed (its pid gone) are vault's own: removed before a new one."""
+    """Staging folders (and envs set aside by --force) of a restore that was killed, its pid gone, are vault's
+    own: removed before a new one starts."""
     if not target.parent.is_dir():
         return
-    for path in target.parent.glob(f".{target.name}{STAGING_MARK}*"):
-        pid = path.name.rsplit(STAGING_MARK, 1)[1]
-        if pid.isdigit() and int(pid) != os.getpid() and _pid_gone(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
+    for mark in (STAGING_MARK, REPLACED_MARK):
+        for path in target.parent.glob(f".{target.name}{mark}*"):
+            pid = path.name.rsplit(mark, 1)[1]
+            if pid.isdigit() and int(pid) != os.getpid() and _pid_gone(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _gib(n: int) -> str:
@@ -117,7 +120,7 @@ def swap_into_place(staging: Path, target: Path) -> None:
     """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed."""
     aside = None
     if os.path.lexists(target):
-        aside = target.with_name(f".{target.name}.vault-replaced-{os.getpid()}")
+        aside = target.with_name(f".{target.name}{REPLACED_MARK}{os.getpid()}")
         os.rename(target, aside)
     os.rename(staging, target)
     fsync_dir(target.parent)
