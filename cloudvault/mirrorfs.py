@@ -85,14 +85,17 @@ class FsspecMirror:
         self._base = self._base.rstrip("/")
 
     @contextlib.contextmanager
-    def _reaching(self) -> Iterator[None]:
+    def _reaching(self, one_file: bool = False) -> Iterator[None]:
         """What the network or the storage library raises (refused connection, unknown host, no credentials,
-        a missing backend) becomes one line naming the URL: these are the user's setup, not vault's bugs."""
+        a missing backend) becomes one line naming the URL: these are the user's setup, not vault's bugs. For
+        one file, an OSError stays what it is (that file is unreadable; the walk goes on)."""
         try:
             yield
         except FileNotFoundError:
             raise
         except Exception as exc:  # paramiko, botocore and fsspec each raise their own classes
+            if one_file and isinstance(exc, OSError):
+                raise
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise MirrorUnreachable(url=self.root, detail=f"{type(exc).__name__}: {detail}") from None
 
@@ -120,11 +123,13 @@ class FsspecMirror:
                 yield _file_stat(rel, info)
 
     def open(self, path: str, raw: bytes | None = None) -> BinaryIO:
-        return self._fs.open(self._abs(path), "rb", block_size=REMOTE_BLOCK)
+        with self._reaching(one_file=True):
+            return self._fs.open(self._abs(path), "rb", block_size=REMOTE_BLOCK)
 
     def stat(self, path: str, raw: bytes | None = None) -> tuple[int, int] | None:
         try:
-            info = self._fs.info(self._abs(path))
+            with self._reaching(one_file=True):
+                info = self._fs.info(self._abs(path))
         except FileNotFoundError:
             return None
         return info["size"], _mtime_ns(info)
