@@ -249,15 +249,73 @@ def test_daemon_down_exits_6_naming_the_socket(tmp_path, vault, daemon, monkeypa
     assert result.code == 6 and f"unix://{tmp_path}/stopped.sock" in result.err and "DOCKER_HOST" in result.err
 
 
-def test_too_little_space_in_the_data_root_exits_6_before_loading(tmp_path, vault, daemon, monkeypatch):
-    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
-    root = daemon.info()["DockerRootDir"]
-    st = os.statvfs(root)
-    # the image's raw size (over 1 MB) times the free space of the real data root: more than is free
-    monkeypatch.setattr("cloudvault.restore.docker.LOAD_FACTOR", st.f_bavail * st.f_frsize)
-    result = vault("--catalog", str(db), "restore", "docker", "neo")
-    assert result.code == 6 and f"the docker data root {root} has" in result.err
-    assert image_ids(daemon) == set()
+@pytest.fixture
+def small_daemon(services, tmp_path, monkeypatch):
+    """A second dockerd whose data root is a 6 MiB tmpfs: room for the demo image's spool, not for it unpacked."""
+    import docker
+
+    folder = Path(tempfile.mkdtemp(prefix="vcs", dir="/tmp"))
+    root = folder / "data"
+    root.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(root)], capture_output=True)
+    if mounted.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot mount a tmpfs: {mounted.stderr!r}")
+        pytest.skip("cannot mount a tmpfs here")
+    sock = f"unix://{folder}/sock"
+    proc = subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none", "--data-root", str(root), "--exec-root",
+                             str(folder / "x"), "--pidfile", str(folder / "pid"), "-H", sock, "--containerd-namespace",
+                             "vault-small"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client = docker.APIClient(base_url=sock, version="auto", timeout=60)
+                break
+            except docker.errors.DockerException:
+                assert time.monotonic() < deadline, "the small dockerd did not answer in 30 s"
+                time.sleep(0.3)
+        monkeypatch.setenv("DOCKER_HOST", sock)
+        yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        subprocess.run(["umount", str(root)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_data_root_too_small_exits_6_before_loading(tmp_path, vault, small_daemon, monkeypatch):
+    db = docker_mirror(tmp_path, vault, {"big": images.compress(big_image())})
+    big_recipe(tmp_path, monkeypatch)
+    root = small_daemon.info()["DockerRootDir"]
+    result = vault("--catalog", str(db), "restore", "docker", "big")
+    assert result.code == 6 and f"the docker data root {root} has" in result.err and "needs about" in result.err
+    assert small_daemon.images(all=True) == []
+
+
+def test_the_daemon_running_out_of_space_mid_load_is_one_line_and_keeps_nothing(tmp_path, vault, small_daemon,
+                                                                               monkeypatch):  # fmt: skip
+    """With the space check fooled, docker's own "no space left" (an errorDetail in its 200 answer) is exit 6."""
+    db = docker_mirror(tmp_path, vault, {"big": images.compress(big_image())})
+    big_recipe(tmp_path, monkeypatch)
+    monkeypatch.setattr("cloudvault.restore.docker.LOAD_FACTOR", 0)
+    result = vault("--catalog", str(db), "restore", "docker", "big")
+    assert result.code == 6 and "no space left on device" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert small_daemon.images(all=True) == []
+
+
+def big_recipe(tmp_path: Path, monkeypatch) -> None:
+    recipes = tmp_path / "recipes" / "docker"
+    recipes.mkdir(parents=True)
+    (recipes / "big.toml").write_text('entry = "_docker"\narchive = "images/big.tar.zst"\ntags = []\n')
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+
+
+def big_image() -> bytes:
+    """An image of 8 MiB of incompressible bytes: more than the small data root holds."""
+    layers = [images.tar_bytes([("blob.bin", os.urandom(8 << 20), None)])]
+    return images.save_archive("marvell/big:1", layers, images.image_config(layers, images.BUILD_ENV, {}))
 
 
 def test_a_real_docker_save_archive_restores_too(tmp_path, vault, daemon, services, monkeypatch):
