@@ -65,35 +65,6 @@ def test_second_run_reads_nothing_then_picks_up_changes_and_deletions(demo_mirro
     conn.execute("INSERT INTO members_fts(members_fts) VALUES('integrity-check')")
 
 
-def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(tmp_path):
-    mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
-    db = tmp_path / "c.db"
-    cmd = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
-    proc = subprocess.Popen(cmd)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if db.exists():
-            try:
-                if _count(db, "archives") >= 1:
-                    break
-            except sqlite3.OperationalError:
-                pass
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    partial = _count(db, "archives")
-    assert 1 <= partial < 6
-    conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    # every archive present is complete: its member count matches its rows
-    for archive_id, count in conn.execute("SELECT id, member_count FROM archives"):
-        assert conn.execute("SELECT count(*) FROM members WHERE archive_id = ?", (archive_id,)).fetchone()[0] == count
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert _count(db, "archives") == 6
-    assert not list(tmp_path.glob(".c.db.shards-*"))
-
-
 # The indexer, with a pause after each committed archive: Ctrl-C lands at a known point, every run.
 PAUSING_INDEXER = """
 import sys, time
@@ -104,6 +75,49 @@ def commit_then_pause(*args, **kwargs):
     print("committed", flush=True)
     time.sleep(60)
 archives.commit_archive = commit_then_pause
+from cloudvault.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(tmp_path):
+    mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
+    db = tmp_path / "c.db"
+    args = ["--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
+    proc = subprocess.Popen([sys.executable, "-c", MID_ARCHIVE_INDEXER, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    assert first == "inside archive 2\n", f"the child never reached its second archive; its stderr:\n{err}"
+    assert _count(db, "archives") == 1 and list(tmp_path.glob(".c.db.shards-*"))  # killed with a shard open
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # every archive present is complete: its member count matches its rows
+    for archive_id, count in conn.execute("SELECT id, member_count FROM archives"):
+        assert conn.execute("SELECT count(*) FROM members WHERE archive_id = ?", (archive_id,)).fetchone()[0] == count
+    done = subprocess.run([sys.executable, "-m", "cloudvault", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _count(db, "archives") == 6
+    assert not list(tmp_path.glob(".c.db.shards-*"))
+
+
+# The indexer, paused inside its second archive with members already in the shard: kill -9 lands mid-archive.
+MID_ARCHIVE_INDEXER = """
+import sys, time
+import cloudvault.catalog.write as write
+add = write.add_shard_members
+calls = []
+def add_then_pause(shard, records):
+    calls.append(1)
+    if len(calls) < 2:
+        return add(shard, records)
+    add(shard, [next(iter(records))])
+    print("inside archive 2", flush=True)
+    time.sleep(60)
+write.add_shard_members = add_then_pause
 from cloudvault.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
