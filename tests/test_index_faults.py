@@ -264,7 +264,10 @@ def test_s3_without_credentials_is_exit_6_naming_the_url(tmp_path, vault, monkey
 
 def test_empty_mirror_and_zero_workers_are_usage_errors(tmp_path, vault):
     db = str(tmp_path / "c.db")
-    for argv in ([""], ["  "], ["--workers", "0", str(tmp_path)], ["--workers", "-3", str(tmp_path)]):
+    for argv in ([""], ["  "], *(["--workers", n, str(tmp_path)] for n in ("0", "-3", "1e3", "9" * 40))):
         r = vault("--catalog", db, "index", *argv)
         assert r.code == 2 and "Traceback" not in r.err, argv
     assert not Path(db).exists()
+    for size in ("nan", "inf", "-1", "1e308"):
+        r = vault("--catalog", db, "optimize", "--max-gb", size)
+        assert r.code == 2 and "Traceback" not in r.err, size

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from cloudvault import errors
 
+MAX_WORKERS = 256
+
 
 def positive_int(text: str) -> int:
+    """Worker processes: 1 up to MAX_WORKERS (each holds an archive's decoding buffers)."""
     value = int(text)
-    if value < 1:
+    if not 1 <= value <= MAX_WORKERS:
         raise ValueError(text)
     return value
 
 
-positive_int.__name__ = "positive integer"
+positive_int.__name__ = f"worker count (1 to {MAX_WORKERS})"
 
 
 def add_arguments(parser) -> None:

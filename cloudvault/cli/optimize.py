@@ -10,10 +10,11 @@ from cloudvault import errors
 
 
 def gib(text: str) -> float:
+    """A size in GiB: 0 up to 2**30 GiB (an exbibyte; beyond it the byte count would overflow)."""
     import math
 
     value = float(text)
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= 2**30:
         raise ValueError(text)
     return value
 
