@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,21 @@ def fake_gpu(monkeypatch, folder, line: str | None) -> None:
         smi.write_text(f"#!/bin/sh\necho '{line}'\n")
         smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin:/bin")
+
+
+def docker_mirror(tmp_path: Path, vault, archives: dict[str, bytes], sums: dict[str, str] | None = None) -> Path:
+    """A mirror with only _docker/ (these archives and their SHA256SUMS, or the sums given), indexed; the catalog."""
+    folder = tmp_path / "Marvell_cloud" / "_docker"
+    (folder / "images").mkdir(parents=True)
+    lines = []
+    for name, data in archives.items():
+        (folder / "images" / f"{name}.tar.zst").write_bytes(data)
+        lines.append(f"{(sums or {}).get(name) or hashlib.sha256(data).hexdigest()}  images/{name}.tar.zst\n")
+    (folder / "SHA256SUMS").write_text("".join(lines))
+    db = tmp_path / "catalog.db"
+    result = vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(folder.parent))
+    assert result.code == 0, result.err
+    return db
 
 
 # -- recipes ---------------------------------------------------------------------------------------------------------
@@ -282,3 +298,70 @@ def test_loaded_lines_are_returned():
 
     daemon = dd.Daemon(AnsweringClient([{"stream": "Loaded image: a/b:c\n"}]), "unix:///x", "20.10", "/", False)
     assert dd.load(daemon, "neo", [b"x"]) == ["Loaded image: a/b:c"]
+
+
+# -- --scan-kernels ------------------------------------------------------------------------------------------------
+FAKE_CUOBJDUMP = """#!/bin/sh
+# lists the targets a test library names in its bytes, as cuobjdump lists a fatbin's
+shift 2
+targets=$(grep -ao 'FAKE-CUBIN sm_[0-9]*' "$1" | cut -d' ' -f2)
+[ -z "$targets" ] && { echo "cuobjdump info    : File '$1' does not contain device code"; exit 0; }
+i=1; for t in $targets; do echo "ELF file    $i: lib.$i.$t.cubin"; i=$((i + 1)); done
+"""
+
+
+def kernels_image() -> bytes:
+    """An sm_120 image whose NEO extension was still built for sm_89 only (dashboard 2.2.29.1)."""
+    libs = images.tar_bytes([
+        ("usr/", None, None), ("usr/lib/", None, None),
+        ("usr/lib/swiftllm_c.cpython-310-x86_64-linux-gnu.so", b"ELF..FAKE-CUBIN sm_89..", None),
+        ("usr/lib/_C.abi3.so", b"ELF..FAKE-CUBIN sm_90..FAKE-CUBIN sm_120..", None),
+        ("usr/lib/libplain.so.1", b"ELF..no device code..", None),
+    ])  # fmt: skip
+    layers = [images.root_layer(), libs]
+    return images.save_archive("marvell/neo:k", layers, images.image_config(layers, images.BUILD_ENV, {}))
+
+
+def scan_setup(tmp_path, monkeypatch, vault, gpu_line: str | None, with_tool: bool = True):
+    db = docker_mirror(tmp_path, vault, {"neo": images.compress(kernels_image())})
+    fake_gpu(monkeypatch, tmp_path / "bin", gpu_line)
+    if with_tool:
+        tool = tmp_path / "bin" / "cuobjdump"
+        tool.write_text(FAKE_CUOBJDUMP)
+        tool.chmod(0o755)
+    return db
+
+
+def test_scan_kernels_finds_the_library_that_cannot_run_on_the_gpu(tmp_path, monkeypatch, vault):
+    db = scan_setup(tmp_path, monkeypatch, vault, RTX_PRO_6000)
+    result = vault("--catalog", str(db), "restore", "docker", "neo", "--check-gpu", "--scan-kernels", "--json")
+    doc = json.loads(result.out)
+    assert result.code == 6 and "1 CUDA libraries of neo hold no kernels for GPU 0" in doc["error"]
+    assert "swiftllm_c.cpython-310-x86_64-linux-gnu.so (sm_89)" in doc["error"] and "sm_120" in doc["error"]
+    assert doc["kernels"] == {"usr/lib/swiftllm_c.cpython-310-x86_64-linux-gnu.so": ["sm_89"],
+                              "usr/lib/_C.abi3.so": ["sm_90", "sm_120"]}  # fmt: skip
+
+
+def test_scan_kernels_without_a_gpu_checks_the_targets_the_image_claims(tmp_path, monkeypatch, vault):
+    db = scan_setup(tmp_path, monkeypatch, vault, None)
+    result = vault("--catalog", str(db), "restore", "docker", "neo", "--check-gpu", "--scan-kernels")
+    assert result.code == 0, result.err
+    assert "kernels  usr/lib/_C.abi3.so: sm_90 sm_120" in result.out
+    assert "swiftllm_c.cpython-310-x86_64-linux-gnu.so holds sm_89 only: no kernels for sm_120" in result.out
+
+
+def test_scan_kernels_needs_cuobjdump(tmp_path, monkeypatch, vault):
+    db = scan_setup(tmp_path, monkeypatch, vault, H200, with_tool=False)
+    result = vault("--catalog", str(db), "restore", "docker", "neo", "--check-gpu", "--scan-kernels")
+    assert result.code == 6 and "cuobjdump is not installed" in result.err
+
+
+def test_cuobjdump_listing_is_parsed_into_targets():
+    from cloudvault.gpu import Arch
+    from cloudvault.restore.docker_kernels import parse_cuobjdump
+
+    text = (
+        "ELF file    1: libtorch_cuda.1.sm_90.cubin\nELF file    2: libtorch_cuda.2.sm_120a.cubin\n"
+        "PTX file    1: libtorch_cuda.1.sm_90.ptx\ncuobjdump info    : File 'x' does not contain device code\n"
+    )
+    assert parse_cuobjdump(text) == [Arch(9, 0), Arch(9, 0, True), Arch(12, 0, False, "a")]

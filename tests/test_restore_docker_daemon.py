@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
+from test_restore_docker import docker_mirror
 
 from cloudvault.demo import images
 
@@ -60,21 +61,6 @@ def daemon(services, monkeypatch):
     for image in client.images(all=True):
         client.remove_image(image["Id"], force=True)
     return client
-
-
-def docker_mirror(tmp_path: Path, vault, archives: dict[str, bytes], sums: dict[str, str] | None = None) -> Path:
-    """A mirror with only _docker/ (these archives and their SHA256SUMS, or the sums given), indexed; the catalog."""
-    folder = tmp_path / "Marvell_cloud" / "_docker"
-    (folder / "images").mkdir(parents=True)
-    lines = []
-    for name, data in archives.items():
-        (folder / "images" / f"{name}.tar.zst").write_bytes(data)
-        lines.append(f"{(sums or {}).get(name) or hashlib.sha256(data).hexdigest()}  images/{name}.tar.zst\n")
-    (folder / "SHA256SUMS").write_text("".join(lines))
-    db = tmp_path / "catalog.db"
-    result = vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(folder.parent))
-    assert result.code == 0, result.err
-    return db
 
 
 def neo_archive(**kw) -> bytes:

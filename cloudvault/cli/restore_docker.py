@@ -30,6 +30,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--check-gpu", action="store_true", help="only check the image's arch list against the GPU")
     parser.add_argument("--require-gpu", action="store_true", help="fail (exit 6) when this machine has no GPU")
     parser.add_argument("--ignore-gpu", action="store_true", help="load even if the GPU cannot run the image")
+    parser.add_argument("--scan-kernels", action="store_true",
+                        help="also list every CUDA library's device code (cuobjdump; reads all layers)")  # fmt: skip
     parser.add_argument("--retag", action="store_true", help="move tags that other images hold to this one")
     parser.add_argument("--timeout", type=float, help="seconds to wait on the daemon (default: sized to the image)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -50,7 +52,8 @@ def run(args) -> int:
     checking = args.dry_run or args.check_gpu
     conn = _catalog(args, optional=args.check_gpu)
     plan = preflight(conn, recipe, source=args.source, digest=args.digest, require_gpu=args.require_gpu,
-                     ignore_gpu=args.ignore_gpu, gpu_only=args.check_gpu, retag=args.retag)  # fmt: skip
+                     ignore_gpu=args.ignore_gpu, gpu_only=args.check_gpu, retag=args.retag,
+                     scan=args.scan_kernels)  # fmt: skip
     if checking:
         return _show_plan(ui, plan, args.check_gpu)
     for note in plan.notes:
@@ -150,6 +153,10 @@ def _show_plan(ui, plan, gpu_only: bool) -> int:
     if plan.ref:
         ui.line(f"  pull     {plan.ref}")
     ui.line(f"  gpu      {_gpu_line(plan.gpu)}")
+    for lib in plan.kernels or ():
+        ui.line(f"  kernels  {lib.path}: {' '.join(str(a) for a in lib.archs)}")
+    if plan.kernels == []:
+        ui.line("  kernels  no library with device code found")
     if plan.daemon is not None:
         d = plan.daemon
         space = f"{human_size(plan.free)} free" if plan.free is not None else "free space unknown"
@@ -175,6 +182,7 @@ def _plan_json(plan) -> dict:
         "daemon": {"host": plan.daemon.host, "version": plan.daemon.version, "root": plan.daemon.root_dir,
                    "free": plan.free, "need": plan.need} if plan.daemon else None,
         "tags": plan.holders, "notes": plan.notes, "problems": [str(p) for p in plan.problems],
+        "kernels": None if plan.kernels is None else {k.path: [str(a) for a in k.archs] for k in plan.kernels},
     }  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from cloudvault.restore.docker_errors import (
     DaemonNoSpace,
     GpuMismatch,
     ImageMismatch,
+    KernelMismatch,
     NoGpu,
     TagConflict,
 )
@@ -114,6 +115,7 @@ class ArchiveInfo:
     repo_tags: tuple[str, ...] = ()
     problem: str | None = None  # why the config could not be read
     unread: str | None = None  # why the config was not read before loading (it costs a full decode)
+    layers: list[Member] = field(default_factory=list)  # the layer members, in manifest order
 
     @property
     def mirror_path(self) -> str:
@@ -147,6 +149,7 @@ def archive_info(conn: sqlite3.Connection, recipe: DockerRecipe, *, budget: int 
         config_bytes = _read(conn, config_member)
         info.config = parse_config(config_bytes, "sha256:" + _sha256(config_bytes))
         info.repo_tags = manifest[0].repo_tags
+        info.layers = [_one(members, path) for path in manifest[0].layers]
     except (VaultError, ValueError, IndexError) as exc:
         info.problem = str(exc)
     return info
@@ -289,6 +292,7 @@ class Plan:
     require_gpu: bool = False
     ignore_gpu: bool = False
     retag: bool = False
+    kernels: list | None = None  # LibraryKernels found by --scan-kernels
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -298,11 +302,11 @@ class Plan:
 
 def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: str = "archive",
               digest: str | None = None, require_gpu: bool = False, ignore_gpu: bool = False, gpu_only: bool = False,
-              retag: bool = False) -> Plan:  # fmt: skip
+              retag: bool = False, scan: bool = False) -> Plan:  # fmt: skip
     """GPU fit first (from the catalog alone), then the daemon, its free space and the tags."""
     plan = Plan(recipe, source, require_gpu=require_gpu, ignore_gpu=ignore_gpu, retag=retag)
     if conn is not None:
-        _source_checks(conn, plan, digest)
+        _source_checks(conn, plan, digest, scan)
     else:
         plan.notes.append("no catalog: the arch list comes from the recipe")
     config = plan.archive.config if plan.archive else None
@@ -311,6 +315,8 @@ def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: 
     problem = gpu_problem(recipe.name, plan.gpu, require_gpu=require_gpu, ignore_gpu=ignore_gpu)
     if problem:
         plan.problems.append(problem)
+    if scan and plan.archive is not None:
+        _kernel_checks(conn, plan)
     if gpu_only:
         return plan
     try:
@@ -323,12 +329,13 @@ def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: 
     return plan
 
 
-def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None) -> None:
+def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None, scan: bool = False) -> None:
     """The archive in the catalog and its SHA256SUMS line; for a registry pull, the reference and the config
     digest the pulled image must have."""
     recipe = plan.recipe
     try:
-        plan.archive = archive_info(conn, recipe, budget=READ_BUDGET if plan.source == "archive" else None)
+        reads_all = plan.source == "registry" or scan
+        plan.archive = archive_info(conn, recipe, budget=None if reads_all else READ_BUDGET)
         if plan.archive.unread:
             plan.notes.append(f"config: {plan.archive.unread}")
     except NotFound as exc:
@@ -350,6 +357,33 @@ def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None) -> 
             plan.problems.append(exc)
     if plan.source == "registry":
         _registry_ref(plan, digest)
+
+
+def _kernel_checks(conn: sqlite3.Connection, plan: Plan) -> None:
+    """--scan-kernels: every CUDA library against every GPU; with no GPU, against the targets the image claims."""
+    from cloudvault.restore.docker_kernels import misfits, scan_kernels
+
+    plan.kernels = scan_kernels(conn, plan.archive.layers)
+    for g in plan.gpu.gpus:
+        bad = misfits(plan.kernels, g.compute_cap)
+        if bad and not plan.ignore_gpu:
+            names = ", ".join(f"{lib.path} ({gpu.describe(lib.archs)})" for lib in bad[:5])
+            plan.problems.append(KernelMismatch(count=len(bad), name=plan.recipe.name, gpu=f"GPU {g.index} ({g.name})",
+                                                cap=g.cap_text, sm=g.sm, libraries=names))  # fmt: skip
+            return
+    claimed = {a.cap for a in _claimed_archs(plan) if not a.ptx}
+    for cap in sorted(claimed):
+        for lib in misfits(plan.kernels, cap):
+            plan.notes.append(f"{lib.path} holds {gpu.describe(lib.archs)} only: no kernels for "
+                              f"sm_{cap[0]}{cap[1]}, which the image says it was built for")  # fmt: skip
+
+
+def _claimed_archs(plan: Plan) -> list[gpu.Arch]:
+    arch_list, _ = arch_source(plan.recipe, plan.archive.config if plan.archive else None)
+    try:
+        return gpu.parse_arch_list(arch_list) if arch_list else []
+    except ValueError:
+        return []
 
 
 def _registry_ref(plan: Plan, digest: str | None) -> None:

@@ -38,6 +38,12 @@ class GpuMismatch(OneLine, EnvironmentProblem):
     fail with "no kernel image is available for execution"; use a GPU it was built for, or pass --ignore-gpu"""
 
 
+class KernelMismatch(OneLine, EnvironmentProblem):
+    """{count} CUDA libraries of {name} hold no kernels for {gpu}, compute capability {cap} ({sm}): {libraries};
+    they would fail with "no kernel image is available for execution"; rebuild them with TORCH_CUDA_ARCH_LIST
+    including {cap}, or pass --ignore-gpu"""
+
+
 class NoGpu(OneLine, EnvironmentProblem):
     """no NVIDIA GPU found (nvidia-smi {why}) and --require-gpu was given; {name} is built for {archs}"""
 
