@@ -28,6 +28,7 @@ COMMANDS = {
     "repro": "cloudvault.cli.repro",
     "compare": "cloudvault.cli.compare",
     "runs": "cloudvault.cli.runs",
+    "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
 }
 

@@ -1,0 +1,48 @@
+"""Open the catalog in a web browser, read-only (Datasette): search, entries, archives, flags, restores, runs.
+
+Serves the catalog on 127.0.0.1 (this machine only) and prints the URL; Ctrl-C stops it. The file is opened
+read-only (mode=ro, or immutable in a folder you cannot write), and every page is a read: search with the
+same query as `vault search`, one entry's summary with its cautions and settings, an archive's members with
+size and BLAKE3, flags and damage, restores done, repro runs with their verdicts and per-request comparison.
+Each hit carries the `vault show` / `vault extract` command that fetches it.
+Needs the browse extra: pip install 'cloudvault[browse]'.
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+DEFAULT_PORT = 8001
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")  # fmt: skip
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 opens it to the "
+                        "network)")  # fmt: skip
+    parser.add_argument("--no-open", action="store_true", help="only print the URL; do not open a web browser")
+
+
+def run(args) -> int:
+    import contextlib
+    import sys
+
+    from cloudvault import config
+    from cloudvault.browse.server import require_datasette, serve
+    from cloudvault.cli.ui import UI
+
+    if not 0 <= args.port <= 65535:
+        raise errors.UsageError(detail=f"--port {args.port}: give 0..65535")
+    require_datasette()
+    ui = UI()
+
+    def say(text: str) -> None:  # flushed: whoever started the server waits for the URL line
+        ui.line(text)
+        sys.stdout.flush()
+
+    with contextlib.suppress(KeyboardInterrupt, errors.Interrupted):  # Ctrl-C is how a server is meant to stop
+        serve(config.catalog_path(args.catalog), host=args.host, port=args.port, open_browser=not args.no_open,
+              say=say)  # fmt: skip
+    ui.line("stopped")
+    return errors.OK
