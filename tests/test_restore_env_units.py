@@ -182,7 +182,43 @@ def test_torch_version_file_and_gpu_fit_say_plainly_when_sm_120_has_no_kernels()
     assert "no kernels for compute capability 12.0 (sm_120)" in fit["notes"][0] and len(fit["notes"]) == 1
     blackwell = env_meta.gpu_fit({"version": "2.9.0+cu128", "cuda": "12.8"}, None, [(9, 0)])
     assert blackwell["fits"] == {"12.0": True, "9.0": True} and not blackwell["notes"]
-    measured = env_meta.gpu_fit(torch, "sm_80 sm_86", [(9, 0)])
+    measured = env_meta.gpu_fit(torch, "sm_80 sm_86", [(9, 0)], "cuobjdump")
     assert measured["fits"]["9.0"] is False and measured["arches_from"] == "cuobjdump"
     assert env_meta.gpu_fit({"version": "2.3.0+cpu", "cuda": "cpu"}) is None
     assert env_meta.python_version(["e/conda-meta/python-3.11.7-h955ad1f_0.json", "e/lib/python3.11/x"]) == "3.11.7"
+
+
+def _fatbin(entries: list[tuple[int, int]]) -> bytes:
+    """A CUDA fat binary container: (kind, sm) entries with 8-byte payloads, laid out as nvcc writes them."""
+    import struct
+
+    body = b"".join(struct.pack("<HHIIIIIII", kind, 1, 64, 8, 0, 8, 0, 0, sm) + b"\0" * 32 + b"payload!"
+                    for kind, sm in entries)  # fmt: skip
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+def test_cuda_arches_are_read_from_the_nv_fatbin_section_of_a_real_elf(tmp_path):
+    require("gcc")
+    blob = _fatbin([(2, 80), (2, 90), (1, 90)]) + _fatbin([(2, 80), (2, 90), (2, 121)])
+    data = ", ".join(str(b) for b in blob)
+    source = f'__attribute__((section(".nv_fatbin"), used)) const unsigned char fb[] = {{{data}}};\n'
+    (tmp_path / "k.c").write_text(source + "int f(void) { return 0; }\n")
+    lib = tmp_path / "libk.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.c")], check=True)
+    counts = elf.cuda_arches(lib.read_bytes())
+    assert counts == {"sm_80": 2, "sm_90": 2, "compute_90": 1, "sm_121": 1}
+    assert elf.main_arches(counts) == "sm_80 compute_90 sm_90 sm_121"
+    assert elf.main_arches({"sm_90": 400, "sm_120": 380, "sm_121": 1}) == "sm_90 sm_120"
+    assert elf.cuda_arches(b"\x7fELF" + b"\0" * 100) == {}
+
+
+def test_a_pypi_torch_gets_its_cuda_from_the_nvidia_runtime_wheel():
+    site = "envs/x/lib/python3.11/site-packages"
+    paths = [f"{site}/torch-2.14.1.dist-info/METADATA", f"{site}/nvidia_cuda_runtime-13.0.96.dist-info/RECORD"]
+    assert env_meta.torch_build(paths)["cuda"] == "13.0"
+    paths[1] = f"{site}/nvidia_cuda_runtime_cu12-12.1.105.dist-info/RECORD"
+    assert env_meta.torch_build(paths)["cuda"] == "12.1"
+    assert env_meta.gpu_fit({"version": "2.14.1", "cuda": "13.0"}, None, [(9, 0)])["fits"] == {
+        "12.0": True,
+        "9.0": True,
+    }

@@ -20,6 +20,8 @@ _CONDA_PYTHON = re.compile(r"(?:^|/)conda-meta/python-(\d[^-]*)-[^/]+\.json$")
 _LIB_PYTHON = re.compile(r"(?:^|/)lib/python(\d+\.\d+)/")
 _CU_TAG = re.compile(r"\+cu(\d+)(\d)$")
 _CUDA_BUILD = re.compile(r"cuda(\d+)\.(\d+)")
+# pip's CUDA runtime wheel says which CUDA a PyPI torch (whose dist-info name has no +cuXYZ) was built for
+_NV_RUNTIME = re.compile(r"(?:^|/)site-packages/nvidia_cuda_runtime(?:_cu\d+)?-(\d+)\.(\d+)[^/]*\.dist-info(?:/|$)")
 # torch's release wheels: every CUDA build before 12.8 stops at Hopper (sm_90); 12.8 added Blackwell.
 ARCHES_BEFORE_CU128 = "5.0 6.0 7.0 7.5 8.0 8.6 9.0"
 ARCHES_FROM_CU128 = "7.5 8.0 8.6 9.0 10.0 12.0+PTX"
@@ -75,11 +77,12 @@ def python_version(paths: list[str]) -> str | None:
 
 def torch_build(paths: list[str]) -> dict | None:
     """{'version', 'cuda'} of the env's torch from its dist-info folder or conda-meta name, or None."""
+    runtime = next((f"{m[1]}.{m[2]}" for p in paths if (m := _NV_RUNTIME.search(p))), None)
     for p in paths:
         if m := _DIST_INFO.search(p):
             version = m[1]
             cu = _CU_TAG.search(version)
-            cuda = f"{cu[1]}.{cu[2]}" if cu else ("cpu" if version.endswith("+cpu") else None)
+            cuda = f"{cu[1]}.{cu[2]}" if cu else ("cpu" if version.endswith("+cpu") else runtime)
             return {"version": version, "cuda": cuda, "from": "dist-info"}
         if m := _CONDA_TORCH.search(p):
             cu = _CUDA_BUILD.search(m[2])
@@ -106,13 +109,16 @@ def arch_list_for(cuda: str | None) -> str | None:
     return ARCHES_FROM_CU128 if (major, minor) >= (12, 8) else ARCHES_BEFORE_CU128
 
 
-def gpu_fit(torch: dict | None, arch_text: str | None = None, local_caps: list | None = None) -> dict | None:
-    """Whether the torch build has kernels for sm_120 (RTX PRO 6000) and for each local GPU, said plainly."""
+def gpu_fit(
+    torch: dict | None, arch_text: str | None = None, local_caps: list | None = None, source: str | None = None
+) -> dict | None:
+    """Whether the torch build has kernels for sm_120 (RTX PRO 6000) and for each local GPU, said plainly.
+    arch_text: the build's arch list as read from its libraries (source says how); None infers it from CUDA."""
     from cloudvault import gpu
 
     if not torch or torch.get("cuda") in (None, "cpu"):
         return None
-    source = "cuobjdump" if arch_text else f"torch release wheels for CUDA {torch['cuda']}"
+    source = (source or "its libraries") if arch_text else f"torch release wheels for CUDA {torch['cuda']}"
     arch_text = arch_text or arch_list_for(torch["cuda"])
     if arch_text is None:
         return None

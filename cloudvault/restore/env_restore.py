@@ -224,21 +224,29 @@ def _count_how(rewritten: list[dict]) -> dict[str, int]:
 
 
 def installed_gpu_fit(prefix: Path) -> dict | None:
-    """The restored env's torch build from torch/version.py (arch list by cuobjdump when it is installed)."""
-    import subprocess
+    """The restored env's torch build from torch/version.py; its arch list read from libtorch_cuda.so's fat
+    binaries (else cuobjdump's listing, else inferred from the CUDA version)."""
+    import mmap
 
+    from cloudvault.restore import elf
     from cloudvault.restore.env import local_caps
 
     found = sorted(prefix.glob("lib/python*/site-packages/torch/version.py"))
     if not found:
         return None
     torch = env_meta.torch_version_file(found[-1].read_text(errors="replace"))
-    arch_text = None
     lib = found[-1].parent / "lib" / "libtorch_cuda.so"
-    if shutil.which("cuobjdump") and lib.is_file():
-        done = subprocess.run(["cuobjdump", "--list-elf", str(lib)], capture_output=True, text=True, check=False)
-        arch_text = " ".join(sorted(set(re.findall(r"\bsm_\d+[af]?\b", done.stdout)))) or None
-    fit = env_meta.gpu_fit(torch, arch_text, local_caps())
+    arch_text, source = None, None
+    if lib.is_file() and lib.stat().st_size:
+        with open(lib, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            arch_text, source = elf.main_arches(elf.cuda_arches(buf)), "libtorch_cuda.so fat binaries"
+        if arch_text is None and shutil.which("cuobjdump"):
+            import subprocess
+
+            done = subprocess.run(["cuobjdump", "--list-elf", str(lib)], capture_output=True, text=True, check=False)
+            arch_text = " ".join(sorted(set(re.findall(r"\bsm_\d+[af]?\b", done.stdout)))) or None
+            source = "cuobjdump"
+    fit = env_meta.gpu_fit(torch, arch_text, local_caps(), source if arch_text else None)
     return {"torch": torch, **fit} if fit else {"torch": torch}
 
 
