@@ -179,6 +179,20 @@ def test_ctrl_c_while_streaming_loads_nothing_and_is_recorded(tmp_path, vault, d
     assert "neo: interrupted" in found.out
 
 
+def test_an_image_the_daemon_loaded_differently_is_removed_unless_it_was_there_before(tmp_path, vault, daemon,
+                                                                                       monkeypatch):  # fmt: skip
+    """The check after loading (image id, layers): what this restore added goes; an image that was there stays."""
+    db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
+    monkeypatch.setattr("cloudvault.restore.docker._loaded_problem", lambda *a: "the daemon's layers differ")
+    result = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert result.code == 5 and "the daemon's layers differ; removed what was loaded" in result.err
+    assert image_ids(daemon) == set()
+    daemon.load_image(images.demo_image("neo"))
+    kept = vault("--catalog", str(db), "restore", "docker", "neo")
+    assert kept.code == 5 and "kept the image that was there before" in kept.err
+    assert image_ids(daemon) == {config_digest(images.demo_image("neo"))}
+
+
 def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, vault, daemon):
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     other = images.demo_image("other", tag=NEO_TAG)

@@ -293,6 +293,7 @@ class Plan:
     ignore_gpu: bool = False
     retag: bool = False
     kernels: list | None = None  # LibraryKernels found by --scan-kernels
+    existed: bool = False  # the image was in the daemon before this restore
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -516,7 +517,6 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     body = VerifiedBody(_archive_opener(conn, info), label=info.mirror_path, expected_sha256=plan.sha256,
                         sums_label=f"{info.entry_id}/{recipe.sha256sums}", progress=progress,
                         gate=lambda image: _stream_gate(plan, image))  # fmt: skip
-    before = dd.image(plan.daemon, plan.expected_config) if plan.expected_config else None
     # the read timeout covers the daemon registering layers after the last byte: size it to the archive
     plan.daemon.client.timeout = timeout or max(300.0, info.raw_size / (20 << 20))
     try:
@@ -529,10 +529,10 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     accepted = {image.config.digest, *image.manifest_digests}
     problem = _loaded_problem(found, image.config, accepted, recipe)
     if problem:
-        if before is None and found is not None:
+        if not plan.existed and found is not None:
             dd.remove(plan.daemon, found["Id"])
-        raise ImageMismatch(what=problem, action="removed what was loaded" if before is None else "kept the image "
-                            "that was there before")  # fmt: skip
+        raise ImageMismatch(what=problem, action="kept the image that was there before" if plan.existed else
+                            "removed what was loaded")  # fmt: skip
     tags = _apply_tags(plan, found["Id"])
     return Restored(recipe.name, "archive", found["Id"], image.config.digest, tags, len(image.config.diff_ids),
                     sha256=image.sha256, bytes_in=info.file.size, bytes_out=body.bytes_out,
@@ -552,6 +552,7 @@ def _stream_gate(plan: Plan, image) -> None:
     if problem:
         raise problem
     plan.gpu, plan.expected_config = fit, config.digest
+    plan.existed = dd.image(plan.daemon, config.digest) is not None  # then a mismatch after loading removes nothing
     unseen = [t for t in image.repo_tags if t not in plan.holders]
     plan.holders.update(dd.tag_holders(plan.daemon, unseen))
     for tag in unseen:
