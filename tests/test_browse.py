@@ -254,13 +254,45 @@ def test_writes_through_the_server_fail_and_the_catalog_is_unchanged(served):
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+def test_datasette_own_write_connection_cannot_write(served, monkeypatch):
+    """Below the HTTP layer: even a plugin or canned write query on Datasette's write connection is refused."""
+    import asyncio
+    import sqlite3
+
+    from cloudvault.browse import server
+
+    db, _ = served
+    database = server.build_app(db).get_database("catalog")
+    assert database.is_mutable  # mode=ro: rows that vault repro records while the page is open show up
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        asyncio.run(database.execute_write("DELETE FROM runs"))
+    monkeypatch.setattr(server.os, "access", lambda path, mode: False)  # a folder this user cannot write
+    assert not server.build_app(db).get_database("catalog").is_mutable  # immutable: no -shm needed there
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses (hex, as the kernel lists them) with a socket listening on port."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return {r[1].split(":")[0] for r in rows if r[3] == "0A" and int(r[1].split(":")[1], 16) == port}
+
+
 def test_listens_on_loopback_only_by_default(served):
     _, url = served
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     assert url.startswith("http://127.0.0.1:")
-    listening = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
-    local = {fields[1] for fields in listening if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port}
-    assert local == {f"0100007F:{port:04X}"}  # 127.0.0.1, not 0.0.0.0
+    assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1, not 0.0.0.0
+
+
+def test_another_host_is_said_out_loud(served):
+    db, _ = served
+    proc, url = start_browse(db, "--port", "0", "--host", "0.0.0.0")
+    try:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        assert listening_addresses(port) == {"00000000"}
+    finally:
+        stop(proc)
+    warning = db.with_name("browse.err").read_text()
+    assert warning == "vault: listening on 0.0.0.0: anyone who can reach this machine can read the catalog\n"
 
 
 def test_ctrl_c_stops_the_server_cleanly_exit_0(served):

@@ -15,7 +15,7 @@ INSTALL_HINT = "install the browse extra: pip install 'cloudvault[browse]' (in a
 
 
 class CannotListen(EnvironmentProblem):
-    """cannot listen on {host}:{port} ({reason}); pick another with --port"""
+    """cannot listen on {host}:{port} ({reason}); pick another --port, or a --host this machine has"""
 
 
 def require_datasette() -> None:
@@ -67,7 +67,9 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def serve(catalog: Path, *, host: str, port: int, open_browser: bool, say: Callable[[str], None]) -> None:
+def serve(
+    catalog: Path, *, host: str, port: int, open_browser: bool, say: Callable[[str], None], warn: Callable[[str], None]
+) -> None:
     """Serve until Ctrl-C. The catalog is checked first (missing, damaged, too new: the usual one-line errors)."""
     import uvicorn
 
@@ -81,7 +83,7 @@ def serve(catalog: Path, *, host: str, port: int, open_browser: bool, say: Calla
     url = f"http://{shown}:{bound_port}/catalog"
     say(f"serving {catalog} read-only at {url} (Ctrl-C to stop)")
     if not is_loopback(host):
-        say(f"warning: listening on {host}: anyone who can reach this machine can read the catalog")
+        warn(f"listening on {host}: anyone who can reach this machine can read the catalog")
     if open_browser:
         import webbrowser
 

@@ -43,6 +43,6 @@ def run(args) -> int:
 
     with contextlib.suppress(KeyboardInterrupt, errors.Interrupted):  # Ctrl-C is how a server is meant to stop
         serve(config.catalog_path(args.catalog), host=args.host, port=args.port, open_browser=not args.no_open,
-              say=say)  # fmt: skip
+              say=say, warn=ui.warn)  # fmt: skip
     ui.line("stopped")
     return errors.OK
