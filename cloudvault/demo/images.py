@@ -169,10 +169,8 @@ def build(tree: Path) -> None:
 
 
 def journeys(dest: Path, root: Path) -> list[list[str]]:
-    """List the images, check the GPU, and restore one when a docker daemon answers (else a dry run says how)."""
+    """List the images and check the GPU (no daemon needed); restore one when a docker daemon answers."""
     steps = [["restore", "docker", "--list"], ["restore", "docker", "tandemspec", "--check-gpu"]]
     from cloudvault.restore.docker_daemon import daemon_reachable
 
-    if daemon_reachable():
-        return [*steps, ["restore", "docker", "tandemspec"]]
-    return [*steps, ["restore", "docker", "tandemspec", "--dry-run"]]
+    return [*steps, ["restore", "docker", "tandemspec"]] if daemon_reachable() else steps
