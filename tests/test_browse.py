@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import blake3
 import pytest
 from conftest import require
 
@@ -149,7 +150,7 @@ def test_search_hits_carry_their_cautions_and_commands(served):
     assert [(r["kind"], r["open"]) for r in run] == [("run", f"run?run={RUN_ID}")]
 
 
-def test_member_command_on_the_page_extracts_that_member(served, vault, tmp_path, monkeypatch):
+def test_commands_on_the_page_extract_what_they_name(served, vault, tmp_path, monkeypatch):
     db, url = served
     members = rows(url, "members.json?archive=accept_g07&path=accept_meta.json")
     assert len(members) == 1
@@ -161,10 +162,13 @@ def test_member_command_on_the_page_extracts_that_member(served, vault, tmp_path
     argv = member["command"].split()[1:]
     result = vault("--catalog", str(db), *argv)
     assert result.code == 0, result.err
-    import blake3
-
     assert blake3.blake3((tmp_path / "accept_meta.json").read_bytes()).hexdigest() == member["blake3"]
     assert (tmp_path / "accept_meta.json").stat().st_size == member["size"]
+    plain = [r for r in rows(url, "search.json?q=gra_ss_b16r64+summary.csv") if r["kind"] == "file"]
+    assert len(plain) == 1
+    assert plain[0]["command"].startswith("vault extract 004_granite_30b_batch_sweep data/gra_ss_b16r64_")
+    assert vault("--catalog", str(db), *plain[0]["command"].split()[1:]).code == 0
+    assert blake3.blake3((tmp_path / "summary.csv").read_bytes()).hexdigest() == plain[0]["blake3"]
 
 
 def test_entry_page_of_014_has_cautions_settings_and_its_run(served):
