@@ -274,6 +274,21 @@ def test_datasette_own_write_connection_cannot_write(served, monkeypatch):
     assert not server.build_app(db).get_database("catalog").is_mutable  # immutable: no -shm needed there
 
 
+def test_a_catalog_path_with_uri_characters_is_served_as_itself(served, tmp_path):
+    import asyncio
+
+    from cloudvault.browse import server
+
+    db, _ = served
+    odd = tmp_path / "lab share #2" / "cat%20alog?.db"
+    odd.parent.mkdir()
+    shutil.copy(db, odd)
+    ds = server.build_app(odd)
+    response = asyncio.run(ds.client.get("/catalog/entry.json?entry=014&_shape=array"))
+    assert response.status_code == 200, response.text
+    assert {r["field"]: r["value"] for r in response.json()}["setting commit"] == "8246fb6"
+
+
 def listening_addresses(port: int) -> set[str]:
     """Local addresses (hex, as the kernel lists them) with a socket listening on port."""
     rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]

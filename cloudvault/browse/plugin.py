@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 import shlex
 import sqlite3
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from datasette import hookimpl
+from datasette.database import Database
 from markupsafe import Markup, escape
 
 from cloudvault.catalog import query
@@ -31,6 +32,19 @@ COPY_BUTTON = (
     'onclick="navigator.clipboard &amp;&amp; navigator.clipboard.writeText(this.previousElementSibling.textContent)">'
     "copy</button>"
 )
+
+
+class CatalogDatabase(Database):
+    """The catalog as Datasette opens it: every connection, its write one too, read-only through a quoted URI.
+
+    (Datasette's own puts the path in the URI unquoted, so a `#`, `?` or `%` in it would open another file.)
+    """
+
+    def connect(self, write: bool = False) -> sqlite3.Connection:
+        flags = "mode=ro" if self.is_mutable else "immutable=1"
+        conn = sqlite3.connect(f"file:{quote(self.path)}?{flags}", uri=True, check_same_thread=False)
+        self._all_file_connections.append(conn)
+        return conn
 
 
 def _terms(q: str | None) -> list[str]:

@@ -30,7 +30,6 @@ def require_datasette() -> None:
 def build_app(catalog: Path):
     """The Datasette instance serving catalog as /catalog: mode=ro (immutable in a folder we cannot write)."""
     from datasette.app import Datasette
-    from datasette.database import Database
     from datasette.plugins import pm
 
     from cloudvault.browse import plugin
@@ -45,7 +44,7 @@ def build_app(catalog: Path):
     ds = Datasette(metadata=metadata(plugin.DATABASE, f"/{plugin.DATABASE}"), settings={"sql_time_limit_ms": 3000})
     # same rule as catalog.db: no -shm can be made in a read-only folder, and nobody can write there either
     mutable = os.access(catalog.parent, os.W_OK)
-    ds.add_database(Database(ds, path=str(catalog.absolute()), is_mutable=mutable), name=plugin.DATABASE)
+    ds.add_database(plugin.CatalogDatabase(ds, path=str(catalog.absolute()), is_mutable=mutable), name=plugin.DATABASE)
     ds.remove_database("_memory")
     return ds
 
