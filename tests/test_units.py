@@ -267,3 +267,27 @@ def test_a_file_named_tar_zst_that_is_another_format_is_named(tmp_path):
         else:
             raise AssertionError(f"{name} read as zstd")
     assert sniff_format(b"plain text, no magic") is None
+
+
+WORDS = st.text(st.sampled_from("abcxyz_"), min_size=3, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(WORDS, min_size=1, max_size=3), min_size=1, max_size=3),
+    st.lists(st.one_of(WORDS, st.text(st.sampled_from("abcxyz_ \n"), max_size=40)), max_size=30),
+    st.integers(1, 64),
+)
+def test_the_prefilter_never_hides_a_match(rule_branches, pieces, chunk_size):
+    """Rules whose regex is a top-level alternation of literals followed by [a-z]+: the scanner with its prefilter
+    finds exactly what the bare regex finds, chunk boundaries or not."""
+    rules = SecretRules({f"r{i}": "|".join(f"{w}[a-z]+" for w in branches) for i, branches in enumerate(rule_branches)})
+    text = "".join(pieces).encode()
+    scanner = SecretScanner(rules)
+    for i in range(0, len(text), chunk_size):
+        scanner.feed(text[i : i + chunk_size])
+    bare = SecretScanner(rules)
+    object.__setattr__(rules, "literals", ())  # no prefilter: the regex runs on every chunk
+    for i in range(0, len(text), chunk_size):
+        bare.feed(text[i : i + chunk_size])
+    assert {(h.rule, h.line) for h in scanner.hits} == {(h.rule, h.line) for h in bare.hits}
