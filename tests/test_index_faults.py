@@ -120,6 +120,8 @@ def _secret_mirror(tmp_path: Path) -> tuple[Path, Path]:
     mirror = tmp_path / "m"
     logs = mirror / "019_x/logs"
     logs.mkdir(parents=True)
+    (mirror / f"020_{HF}").mkdir()  # even an entry's own name
+    (mirror / f"020_{HF}/notes.txt").write_text("an entry named after the token\n")
     for name in ("train.log.1", "env.bak", "run.stdout", "job.err", "job.out", "NOTES"):
         (logs / name).write_text(f"step 1\nexport HF_TOKEN={HF}\n")
     (logs / "gh.txt").write_text("x" * 9000 + f"\ntoken: {GITHUB_PAT}\n")

@@ -107,7 +107,7 @@ def _entries(ctx: MirrorContext, walked: list[FileStat]) -> list[tuple[Entry, bo
     """Every top-level directory that the definition calls an entry, plus the manifest's, found or not."""
     definition = ctx.definition
     manifest = load_manifest(definition.manifest) if definition.manifest else {}
-    on_disk = {name for name in ctx.mirror.top_dirs() if definition.is_entry(name)}
+    on_disk = {ctx.rules.redact(name) for name in ctx.mirror.top_dirs() if definition.is_entry(name)}
     on_disk |= {entry_of(st.path) for st in walked if definition.is_entry(entry_of(st.path))}
     rows = [
         (manifest.get(name) or Entry(definition.name, name, "", "", "", "", (), "", "{}"), True)
