@@ -264,6 +264,13 @@ def test_s3_without_credentials_is_exit_6_naming_the_url(tmp_path, vault, monkey
     assert r.code == 6 and url in r.err and _one_line(r.err)
 
 
+def test_a_url_holding_a_password_is_refused_and_never_stored(tmp_path, vault):
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", "ssh://lab:hunter2secret@127.0.0.1:22/mirror")
+    assert r.code == 2 and "password" in r.err and "hunter2secret" not in r.err + r.out
+    assert not db.exists() or b"hunter2secret" not in db.read_bytes()
+
+
 def test_empty_mirror_and_zero_workers_are_usage_errors(tmp_path, vault):
     db = str(tmp_path / "c.db")
     for argv in ([""], ["  "], *(["--workers", n, str(tmp_path)] for n in ("0", "-3", "1e3", "9" * 40))):

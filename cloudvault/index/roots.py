@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cloudvault import errors
 from cloudvault.catalog.query import known_mirrors
@@ -34,6 +35,8 @@ def resolve_root(
     """A local path (made absolute) or an fsspec URL, with its definition. A plain path that the catalog already
     knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is named after its
     directory, with a suffix when that name is taken by another root."""
+    if is_url(path) and urlsplit(path).password is not None:  # the catalog keeps the root: never a credential
+        raise errors.UsageError(detail="a mirror URL must not hold a password; use ssh keys or the storage's own login")
     mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
     known = known or {}
     if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
