@@ -205,6 +205,19 @@ def test_run_pages_show_verdict_and_per_request_comparison(served):
     )
 
 
+def test_a_run_recorded_while_the_page_is_open_shows_up_on_reload(served):
+    db, url = served
+    assert rows(url, "runs.json?entry=013") == []
+    conn = open_catalog(db)
+    mirror_id, entry, _ = resolve_entry(conn, "013")
+    records.start_run(conn, run_id="013_vanilla-live", recipe="013_vanilla", recipe_hash="77", mirror_id=mirror_id,
+                      entry_id=entry, executor="local", folder="/runs/013")  # fmt: skip
+    conn.close()
+    assert [(r["run_id"], r["status"], r["verdict"]) for r in rows(url, "runs.json?entry=013")] == [
+        ("013_vanilla-live", "running", None)
+    ]
+
+
 def test_flags_restores_and_archives_pages(served):
     db, url = served
     flags = rows(url, "flags.json?entry=019")

@@ -80,9 +80,9 @@ def serve(
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     url = f"http://{shown}:{bound_port}/catalog"
-    say(f"serving {catalog} read-only at {url} (Ctrl-C to stop)")
     if not is_loopback(host):
         warn(f"listening on {host}: anyone who can reach this machine can read the catalog")
+    say(f"serving {catalog} read-only at {url} (Ctrl-C to stop)")
     if open_browser:
         import webbrowser
 
