@@ -37,7 +37,7 @@ def test_017_redraw_notices_a_changed_run_summary(demo_mirror, vault, tmp_path):
     summary.write_text(summary.read_text().replace("1502.4", "1502.5"))
     assert vault("--catalog", str(db), "index", "--quiet", str(mirror)).code == 0
     result = repro(vault, db, "017_redraw", tmp_path / "b", "--json")
-    assert result.code == 10
+    assert result.code == 10, result.err
     doc = json.loads(result.out)
     assert doc["verdict"] == "DIVERGED"
     first = "run,batch,requests,output_tokens,stable_tps,e2e_tps\nqwen3_4b_b16,16,64,1203388,980.1,912.4\n"

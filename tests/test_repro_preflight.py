@@ -26,8 +26,8 @@ def user_recipe(tmp_path: Path, monkeypatch, name: str, text: str) -> None:
 
 def checks_for(db: Path, recipe: str, run_dir: Path, **kw) -> dict:
     conn = open_catalog(db)
-    plan = planning.build(conn, load(recipe), run_dir, **kw)
-    return {c.name: c for c in run_checks(conn, plan, out_explicit=False)}
+    plan = planning.build(conn, load(recipe), run_dir, planning.RunOptions(run_dir.parent, **kw))
+    return {c.name: c for c in run_checks(conn, plan, False)}
 
 
 def fake_gpus(monkeypatch, used_mib: int, cap=(12, 0), name="NVIDIA RTX PRO 6000 Blackwell") -> None:
@@ -88,3 +88,10 @@ def test_a_failing_process_is_recorded_as_failed(demo_catalog, vault, tmp_path, 
     assert prov["status"] == "failed" and prov["exit_codes"] == {"run": 2}
     runs = vault("--catalog", str(demo_catalog), "runs", "016", "--json")
     assert [(r["status"], r["verdict"]) for r in json.loads(runs.out)] == [("failed", None)]
+
+
+def test_a_run_folder_inside_the_mirror_is_refused(demo_catalog, demo_mirror, vault):
+    result = vault("--catalog", str(demo_catalog), "repro", "016_plots", "--out", str(demo_mirror / "runs"))
+    assert result.code == 2
+    assert "is inside the mirror" in result.err and "vault never writes into a mirror" in result.err
+    assert not (demo_mirror / "runs").exists()

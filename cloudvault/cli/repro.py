@@ -42,22 +42,21 @@ def run(args) -> int:
     from pathlib import Path
 
     from cloudvault.catalog.db import open_catalog
+    from cloudvault.repro.plan import RunOptions
     from cloudvault.repro.recipe import load
 
     recipe = load(args.name)
-    overrides = dict(_pair(text) for text in args.env)
     base = Path(args.out).expanduser().resolve() if args.out else config.data_home() / "cloudvault" / "runs"
+    options = RunOptions(base, bool(args.out), args.standin, dict(_pair(t) for t in args.env), args.force_preflight)
     conn = open_catalog(config.catalog_path(args.catalog), readonly=args.dry_run)
     if args.dry_run:
-        return _dry_run(conn, recipe, base, args, overrides, ui)
+        return _dry_run(conn, recipe, options, args, ui)
     from cloudvault.repro import report
     from cloudvault.repro.compare import PASSING
     from cloudvault.repro.executors.local import LocalExecutor
     from cloudvault.repro.run import reproduce
 
-    cmp, prov = reproduce(conn, recipe, base, out_explicit=bool(args.out), executor=LocalExecutor(),
-                          standin=args.standin, env_overrides=overrides, force_preflight=args.force_preflight,
-                          on_line=None if args.json else ui.warn)  # fmt: skip
+    cmp, prov = reproduce(conn, recipe, LocalExecutor(), options, on_line=None if args.json else ui.warn)
     if args.json:
         ui.emit({**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
                  "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
@@ -115,27 +114,21 @@ def _last_runs(catalog) -> dict:
         conn.close()
 
 
-def _dry_run(conn, recipe, base, args, overrides, ui) -> int:
+def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
     from cloudvault.repro.executors.local import LocalExecutor
     from cloudvault.repro.preflight import run_checks
-    from cloudvault.repro.run import new_run_dir
+    from cloudvault.repro.run import mirror_root_of, new_run_dir
 
-    run_id, run_dir = new_run_dir(base, recipe, _root(conn, recipe))
-    plan = planning.build(conn, recipe, run_dir, standin=args.standin, env_overrides=overrides)
-    checks = run_checks(conn, plan, out_explicit=bool(args.out))
+    _, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
+    plan = planning.build(conn, recipe, run_dir, options)
+    checks = run_checks(conn, plan, options.out_explicit)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
     if args.json:
         ui.emit(doc)
     else:
         _print_plan(ui, doc, LocalExecutor().describe(plan))
     return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
-
-
-def _root(conn, recipe) -> str:
-    from cloudvault.repro.run import _mirror_root
-
-    return _mirror_root(conn, recipe)
 
 
 def _print_plan(ui, doc: dict, commands: list[str]) -> None:

@@ -30,6 +30,8 @@ def run(args) -> int:
             ui.emit([{"request": r, "verdict": v, "first_divergence": i, "detail": d} for r, v, i, d in rows])
         for request, verdict, index, _ in rows:
             ui.line(f"{verdict:<17} {'' if index is None else index:>7}  {request}")
+        if not rows:
+            ui.warn(f"no compared requests recorded for run {args.requests!r}; `vault runs` lists the runs")
         return errors.OK if rows else errors.NOTHING_FOUND
     scope = {}
     if args.entry:

@@ -23,6 +23,17 @@ class InputMissing(NotFound):
     """recipe {recipe}: input {name!r} ({path} in {entry}) is not in the catalog; index the mirror that holds it"""
 
 
+class RunOptions(
+    namedtuple(
+        "RunOptions", "base out_explicit standin env_overrides force_preflight", defaults=(False, False, None, False)
+    )
+):
+    """How the user asked to run: the folder runs go under (and whether --out chose it), --standin, --env
+    overrides, --force-preflight."""
+
+    __slots__ = ()
+
+
 Process = namedtuple("Process", "name argv env gpu cpu_cores cwd")
 StagedInput = namedtuple("StagedInput", "name entry_id members base dest single")  # single: one file, dest is it
 Plan = namedtuple(
@@ -32,8 +43,7 @@ Plan = namedtuple(
 )
 
 
-def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, *, standin: bool = False,
-          env_overrides: dict[str, str] | None = None) -> Plan:  # fmt: skip
+def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunOptions) -> Plan:
     """Resolve the recipe against the catalog: settings, staged inputs, processes with their env and cores."""
     from cloudvault.catalog.browse import entry_details
     from cloudvault.catalog.query import known_mirrors, resolve_entry
@@ -42,7 +52,7 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, *, standin: b
     settings = entry_details(conn, mirror_id, entry_id).settings
     root = next((r for r, (name, _) in known_mirrors(conn).items() if name == mirror_name), "")
     record = recipe.section("record")
-    inputs = _inputs(conn, recipe, mirror_id, entry_id, run_dir, standin)
+    inputs = _inputs(conn, recipe, (mirror_id, entry_id), run_dir, options.standin)
     run = recipe.section("run")
     env = dict(settings.get("env", {})) if run.get("env_from_record") else {}
     context = {"settings": settings, "python": sys.executable, "run": str(run_dir), "out": str(run_dir / "work"),
@@ -50,15 +60,15 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, *, standin: b
     context["model"] = context["inputs"].get("model") or _mirror_path(root, recipe.section("model"), entry_id)
     context["code"] = _mirror_path(root, recipe.section("code"), entry_id)
     env.update({k: expand(v, context, where=f"run.env.{k}", recipe=recipe.path) for k, v in run.get("env", {}).items()})
-    env.update(env_overrides or {})
+    env.update(options.env_overrides or {})
     run_settings = {**settings, "env": {**settings.get("env", {}), **env}} if settings.get("env") or env else settings
     rules = {c: parse_rule(s) for c, s in recipe.section("compare").get("rules", {}).items()} or dict(DEFAULT_RULES)
     return Plan(
         recipe, mirror_id, entry_id, root, settings, run_settings, record["folder"], list(record.get("files", [])),
-        inputs, _processes(recipe, context, settings, env, standin),
+        inputs, _processes(recipe, context, settings, env, options.standin),
         list(recipe.section("outputs").get("files", record.get("files", []))),
         dict(recipe.section("outputs").get("merge", {})), rules, recipe.section("compare").get("settings"),
-        float(recipe.section("compare").get("near_tie_margin", 0.1)), run_dir, standin, env,
+        float(recipe.section("compare").get("near_tie_margin", 0.1)), run_dir, options.standin, env,
     )  # fmt: skip
 
 
@@ -69,7 +79,7 @@ def _mirror_path(root: str, spec: dict, entry_id: str) -> str:
     return str(PurePosixPath(root) / spec.get("entry", entry_id) / spec["path"]) if root else spec["path"]
 
 
-def _inputs(conn, recipe: Recipe, mirror_id: int, entry_id: str, run_dir: Path, standin: bool) -> list[StagedInput]:
+def _inputs(conn, recipe: Recipe, scope: tuple[int, str], run_dir: Path, standin: bool) -> list[StagedInput]:
     """Each input's members (a file, an archive member, or every file under a folder), and where it is staged."""
     from cloudvault.catalog.lookup import EntryMembers
     from cloudvault.catalog.query import resolve_entry
@@ -81,7 +91,7 @@ def _inputs(conn, recipe: Recipe, mirror_id: int, entry_id: str, run_dir: Path, 
     skip = {str(folder / f) for f in recipe.section("record").get("files", [])}  # a files recipe remakes these
     staged = []
     for name, spec in specs.items():
-        mid, eid = (mirror_id, entry_id) if "entry" not in spec else resolve_entry(conn, spec["entry"])[:2]
+        mid, eid = scope if "entry" not in spec else resolve_entry(conn, spec["entry"])[:2]
         lookup = EntryMembers(conn, mid, eid, archive=spec.get("archive"))
         path = str(PurePosixPath(spec["path"].strip("/") or "."))
         members = lookup.exact(path) if path != "." else []

@@ -21,7 +21,7 @@ class PreflightFailed(EnvironmentProblem):
     """preflight {check} failed: {detail} (--force-preflight runs anyway and records it)"""
 
 
-def run_checks(conn: sqlite3.Connection, plan: Plan, *, out_explicit: bool) -> list[Check]:
+def run_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list[Check]:
     return [
         _gpus_free(plan),
         _environment(conn, plan),

@@ -28,38 +28,38 @@ class RunFailed(EnvironmentProblem):
     """{recipe}: {failed} of {total} processes failed (exit codes {codes}); logs in {logs}"""
 
 
-def new_run_dir(base: Path, recipe: Recipe, mirror_root: str) -> tuple[str, Path]:
-    """A run id and its folder under base, which must not be inside the mirror."""
+def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe, mirror_root: str) -> tuple[str, Path]:
+    """A run id unused in the catalog and a new folder for it under base, which must not be inside the mirror."""
+    from cloudvault.catalog.records import runs
+
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     real_base, real_root = os.path.realpath(base), os.path.realpath(mirror_root) if mirror_root else None
     if real_root and (real_base == real_root or real_base.startswith(real_root + os.sep)):
         raise UsageError(detail=f"{base} is inside the mirror {mirror_root}; vault never writes into a mirror")
     for n in range(100):
         run_id = f"{recipe.name}-{stamp}" + (f"-{n}" if n else "")
-        if not (base / run_id).exists():
+        if not (base / run_id).exists() and not runs(conn, run_id=run_id):
             return run_id, base / run_id
-    raise UsageError(detail=f"too many runs of {recipe.name} in {base} this second")
+    raise UsageError(detail=f"too many runs of {recipe.name} this second")
 
 
-def reproduce(conn: sqlite3.Connection, recipe: Recipe, base: Path, *, out_explicit: bool, executor,
-              standin: bool = False, env_overrides: dict | None = None, force_preflight: bool = False,
+def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
               on_line=None) -> tuple[RunComparison, dict]:  # fmt: skip
     """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6)."""
-    from cloudvault.catalog.records import finish_run, start_run
+    from cloudvault.catalog.records import start_run
 
     say = on_line or (lambda text: None)
-    run_id, run_dir = new_run_dir(base, recipe, _mirror_root(conn, recipe))
-    plan = planning.build(conn, recipe, run_dir, standin=standin, env_overrides=env_overrides)
-    checks = run_checks(conn, plan, out_explicit=out_explicit)
+    run_id, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
+    plan = planning.build(conn, recipe, run_dir, options)
+    checks = run_checks(conn, plan, options.out_explicit)
     failed = [c for c in checks if not c.ok]
-    if failed and not force_preflight:
+    if failed and not options.force_preflight:
         raise PreflightFailed(check=failed[0].name, detail=failed[0].detail)
     run_dir.mkdir(parents=True)
     prov = _provenance(plan, run_id, checks, forced=[c.name for c in failed])
     _write_json(run_dir / results.PROVENANCE, prov)
     start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
               entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
-    job = None
     try:
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
         stage_inputs(conn, plan)
@@ -75,22 +75,18 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, base: Path, *, out_expli
         merge_outputs(plan)
         cmp, totals = compare_with_record(conn, plan)
     except (KeyboardInterrupt, Interrupted):
-        _finish(conn, run_id, prov, "interrupted", run_dir)
+        _close(conn, prov, run_dir, "interrupted")
         raise Interrupted() from None
     except VaultError as exc:
         prov["error"] = exc.message
-        _finish(conn, run_id, prov, "failed", run_dir)
+        _close(conn, prov, run_dir, "failed")
         raise
     _write_report(plan, cmp, totals)
-    summary = {"headline": report.headline(cmp), "reasons": cmp.reasons, "counts": cmp.counts,
-               "forced_preflight": prov["forced_preflight"]}  # fmt: skip
-    _finish(conn, run_id, prov, "finished", run_dir, verdict=cmp.verdict, summary=summary)
-    finish_run(conn, run_id, status="finished", verdict=cmp.verdict, summary=summary,
-               requests=report.requests_for_catalog(cmp))  # fmt: skip
+    _close(conn, prov, run_dir, "finished", cmp)
     return cmp, prov
 
 
-def _mirror_root(conn: sqlite3.Connection, recipe: Recipe) -> str:
+def mirror_root_of(conn: sqlite3.Connection, recipe: Recipe) -> str:
     from cloudvault.catalog.query import known_mirrors, resolve_entry
 
     name = resolve_entry(conn, recipe.entry)[2]
@@ -117,13 +113,20 @@ def _gpu_names(plan) -> list[str]:
     return [f"{g.index}: {g.name} ({g.cap_text})" for g in local_gpus() or []]
 
 
-def _finish(conn, run_id: str, prov: dict, status: str, run_dir: Path, verdict=None, summary=None) -> None:
+def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | None = None) -> None:
+    """The run's end, in provenance.json and in the catalog (with its verdict and per-request results)."""
     from cloudvault.catalog.records import finish_run
 
+    verdict = cmp.verdict if cmp else None
     prov.update(status=status, verdict=verdict, finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
     _write_json(run_dir / results.PROVENANCE, prov)
-    if status != "finished":
-        finish_run(conn, run_id, status=status, summary={"error": prov.get("error", status)})
+    if cmp is None:
+        finish_run(conn, prov["run_id"], status=status, summary={"error": prov.get("error", status)})
+        return
+    summary = {"headline": report.headline(cmp), "reasons": cmp.reasons, "counts": cmp.counts,
+               "forced_preflight": prov["forced_preflight"]}  # fmt: skip
+    finish_run(conn, prov["run_id"], status=status, verdict=verdict, summary=summary,
+               requests=report.requests_for_catalog(cmp))  # fmt: skip
 
 
 def _write_json(path: Path, doc: dict) -> None:
