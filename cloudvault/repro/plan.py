@@ -57,8 +57,10 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
     env = dict(settings.get("env", {})) if run.get("env_from_record") else {}
     context = {"settings": settings, "python": sys.executable, "run": str(run_dir), "out": str(run_dir / "work"),
                "inputs": {i.name: str(i.dest) for i in inputs}, "gpu": ""}  # fmt: skip
-    context["model"] = context["inputs"].get("model") or _mirror_path(root, recipe.section("model"), entry_id)
-    context["code"] = _mirror_path(root, recipe.section("code"), entry_id)
+    context["model"] = context["inputs"].get("model") or _mirror_path(conn, root, recipe.section("model"), entry_id)
+    context["code"] = _mirror_path(conn, root, recipe.section("code"), entry_id)
+    if "{clip_length}" in run["args"]:
+        context["clip_length"] = clip_length(conn, inputs, settings)
     env.update({k: expand(v, context, where=f"run.env.{k}", recipe=recipe.path) for k, v in run.get("env", {}).items()})
     env.update(options.env_overrides or {})
     run_settings = {**settings, "env": {**settings.get("env", {}), **env}} if settings.get("env") or env else settings
@@ -72,11 +74,29 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
     )  # fmt: skip
 
 
-def _mirror_path(root: str, spec: dict, entry_id: str) -> str:
+def _mirror_path(conn: sqlite3.Connection, root: str, spec: dict, entry_id: str) -> str:
     """Where a code or model path of the recipe is in the mirror (for the real harness; never written to)."""
+    from cloudvault.catalog.query import resolve_entry
+
     if not spec:
         return ""
-    return str(PurePosixPath(root) / spec.get("entry", entry_id) / spec["path"]) if root else spec["path"]
+    entry = resolve_entry(conn, spec["entry"])[1] if "entry" in spec else entry_id
+    return str(PurePosixPath(root) / entry / spec["path"]) if root else spec["path"]
+
+
+def clip_length(conn: sqlite3.Connection, inputs: list[StagedInput], settings: dict) -> int:
+    """The harness's clip length as the lab set it: the longest prompt of the docs input + the output cap."""
+    import json
+
+    from cloudvault.members import MemberReader
+
+    docs = next((i for i in inputs if i.name == "docs" and i.single), None)
+    if docs is None:
+        return int(settings.get("output_cap", 0))
+    with MemberReader(conn) as reader:
+        text = b"".join(reader.open(docs.members[0])).decode("utf-8")
+    longest = max(int(json.loads(line)["prompt_tokens"]) for line in text.splitlines() if line.strip())
+    return longest + int(settings.get("output_cap", 0))
 
 
 def _inputs(conn, recipe: Recipe, scope: tuple[int, str], run_dir: Path, standin: bool) -> list[StagedInput]:
