@@ -155,7 +155,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--record-logprobs", action="store_true", help="also write each token's top-2 logprob margin")
     # The harness's engine settings: accepted so the command lines match, recorded, not simulated.
     for flag in ("--spec-stride", "--budget-ratio", "--num-min-budget", "--chunk", "--clip-length", "--batch",
-                 "--kv-cache", "--admit-policy", "--mem-fraction", "--max-model-len", "--block-size"):  # fmt: skip
+                 "--kv-cache", "--admit-policy", "--mem-fraction", "--max-model-len", "--block-size",
+                 "--prefix-caching", "--max-num-batched-tokens"):  # fmt: skip
         p.add_argument(flag)
     return p
 
