@@ -126,6 +126,10 @@ def metadata(database: str, base: str) -> dict:
         "Read-only view of the cloudvault catalog: what the mirror holds, where, with which settings, and what vault "
         "restored and re-ran. Every hit has the <code>vault</code> command that fetches it."
     )
+    search = (
+        f'<form action="{base}/search" method="get"><input type="search" name="q" placeholder="granite, 670bf1c4, '
+        'b16r64 ..." size="40"> <input type="submit" value="Search everything"></form>'
+    )
     tables = {
         name: {"description": text, "columns": columns, **({"label_column": LABELS[name]} if name in LABELS else {})}
         for name, (text, columns) in TABLES.items()
@@ -133,11 +137,11 @@ def metadata(database: str, base: str) -> dict:
     tables.update({name: {"hidden": True} for name in HIDDEN})
     return {
         "title": "cloudvault catalog",
-        "description_html": f"<p>{about}</p><ul>{links}</ul>",
+        "description_html": f"<p>{about}</p>{search}<ul>{links}</ul>",
         "databases": {
             database: {
                 "title": "cloudvault catalog",
-                "description_html": f"<p>{about}</p><ul>{links}</ul>",
+                "description_html": f"<p>{about}</p>{search}",
                 "tables": tables,
                 "queries": canned_queries(),
             }
