@@ -6,7 +6,7 @@
 # VAULT_TEST_REGISTRY_USER and VAULT_TEST_REGISTRY_PASSWORD. See ../shared/domain/SERVICES.md for why these flags.
 
 vault_docker_start() {
-  local dir="$CI_SERVICES/docker" port password i
+  local dir="$CI_SERVICES/docker" port password i tool
   mkdir -p "$dir/data" "$dir/exec" "$dir/registry/data"
   for tool in dockerd docker docker-registry htpasswd; do
     command -v "$tool" >/dev/null || { echo "docker.sh: $tool is not installed" >&2; return 1; }
