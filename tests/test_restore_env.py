@@ -351,6 +351,17 @@ def test_small_tmpfs_is_refused_with_exit_6(env_vault, tmp_path):
         r = env_vault("sparsespec", "--prefix", str(mount / "sparsespec"))
         assert r.code == 6 and "needs about" in r.err
         assert list(mount.iterdir()) == []
+        # past the free-space check (told there is room), the disk really fills mid-write: same outcome
+        from collections import namedtuple
+
+        from cloudvault.restore import env_restore
+
+        roomy = namedtuple("usage", "total used free")(1 << 40, 0, 1 << 40)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(env_restore.shutil, "disk_usage", lambda p: roomy)
+            r = env_vault("sparsespec", "--prefix", str(mount / "sparsespec"))
+        assert r.code == 6 and f"no space left writing {mount / 'sparsespec'}" in r.err, r.err
+        assert list(mount.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mount)], check=False)
 

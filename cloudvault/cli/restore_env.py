@@ -8,6 +8,7 @@ every archive it finds is an env, named by its folder (envs/NAME). With no ENV, 
   vault restore env nebius --dry-run                                the plan, reading only conda-meta
   vault restore env nebius sparsespec --prefix ~/envs/sparsespec    one env, relocated
   vault restore env nebius --to ~/miniforge3                        every env under ROOT/envs/NAME
+  vault restore env nebius neo --move ~/envs/neo --prefix /data/neo  move a restored env again
 
 Each archive is streamed once, every file verified (catalog BLAKE3, conda-meta sha256, pip RECORD) into a
 staging folder beside the target that is renamed into place at the end: Ctrl-C or kill leaves nothing at the

@@ -14,7 +14,13 @@ from cloudvault.catalog.records import now
 from cloudvault.restore import env_meta
 from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, read_marker
 from cloudvault.restore.env_checks import run_checks
-from cloudvault.restore.env_restore import conda_documents, installed_gpu_fit, prepare_staging, swap_into_place
+from cloudvault.restore.env_restore import (
+    conda_documents,
+    discard_staging,
+    installed_gpu_fit,
+    prepare_staging,
+    swap_into_place,
+)
 from cloudvault.restore.env_rewrite import relocate
 from cloudvault.restore.prefix import PrefixScanner
 
@@ -83,8 +89,8 @@ def move(
         (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         os.sync()
         swap_into_place(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as exc:
+        discard_staging(staging, target, exc)
         raise
     shutil.rmtree(source)
     checks = run_checks(target, recipe.checks_for(env.name)) if smoke else []

@@ -3,6 +3,7 @@ relocation, hash checks against conda-meta and pip RECORD, marker, rename into p
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 from cloudvault import __version__, errors
 from cloudvault.atomic import fsync_dir
 from cloudvault.catalog.records import now, record_restore
+from cloudvault.errors import NoSpace
 from cloudvault.members import MemberReader
 from cloudvault.progress import Progress
 from cloudvault.restore import env_meta
@@ -116,6 +118,13 @@ def prepare_staging(env: EnvSource, target: Path, need: int, force: bool) -> Pat
     return staging
 
 
+def discard_staging(staging: Path, target: Path, exc: BaseException) -> None:
+    """A failed or interrupted restore leaves nothing: staging removed; a full disk becomes NoSpace (exit 6)."""
+    shutil.rmtree(staging, ignore_errors=True)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise NoSpace(path=target) from None
+
+
 def swap_into_place(staging: Path, target: Path) -> None:
     """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed."""
     aside = None
@@ -194,8 +203,8 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         finish_dirs(staging, staged)
         os.sync()  # every file durable before the rename makes the env visible
         swap_into_place(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException as exc:
+        discard_staging(staging, target, exc)
         raise
     finally:
         progress.finish()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import posixpath
@@ -11,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cloudvault.archive.paths import unsafe_reason
-from cloudvault.errors import NoSpace, UnsafeMember
+from cloudvault.errors import UnsafeMember
 from cloudvault.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -75,18 +74,13 @@ class StagingArea:
 
 
 def stage(reader: MemberReader, members: list[Member], area: StagingArea, progress: Progress) -> Staged:
-    """Write members (one forward pass) under area; raises UnsafeMember, HashMismatch, NoSpace."""
+    """Write members (one forward pass) under area; raises UnsafeMember, HashMismatch, OSError (a full disk)."""
     staged = Staged()
-    try:
-        for member in read_order(members):
-            rel = env_relative(member.path, area.folder)
-            if rel is None or member.type in SKIPPED_TYPES:
-                continue
-            _stage_one(reader, member, rel, area, staged, progress)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise NoSpace(path=area.root) from None
-        raise
+    for member in read_order(members):
+        rel = env_relative(member.path, area.folder)
+        if rel is None or member.type in SKIPPED_TYPES:
+            continue
+        _stage_one(reader, member, rel, area, staged, progress)
     return staged
 
 
