@@ -165,3 +165,18 @@ def test_timings_and_totals_follow_the_seed_formulas():
     assert (got["ttft_mean_s"], got["ttft_median_s"], got["tpot_mean_ms"], got["tpot_median_ms"]) == (
         73.41, 71.28, 13.5, 13.59)  # fmt: skip
     assert got["tokens_per_s"] == pytest.approx(38.68, abs=0.011)
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests, st.floats(-0.049, 0.049), st.floats(0.051, 0.5))
+def test_timings_moved_within_rtol_reproduce_and_beyond_it_diverge(rows, inside, outside):
+    rows = with_lengths(rows)
+    near = {k: {**r, "ttft_s": r["ttft_s"] * (1 + inside)} for k, r in rows.items()}
+    assert compare_runs(rows, near, RULES).verdict == REPRODUCED
+    key = sorted(rows)[0]
+    far = {k: dict(r) for k, r in rows.items()}
+    far[key]["ttft_s"] = rows[key]["ttft_s"] * (1 + outside)
+    result = compare_runs(rows, far, RULES)
+    assert result.verdict == DIVERGED
+    assert [r.request for r in result.requests if r.verdict == "out_of_tolerance"] == [key]
+    assert result.reasons == [f"ttft_s: {len(rows) - 1} of {len(rows)} requests within tolerance"]

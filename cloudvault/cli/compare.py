@@ -33,8 +33,7 @@ def run(args) -> int:
     from cloudvault.catalog.db import open_catalog
     from cloudvault.cli.ui import UI
     from cloudvault.repro import report, sources
-    from cloudvault.repro.compare import PASSING, compare_runs, settings_differences
-    from cloudvault.repro.plan import DEFAULT_RULES
+    from cloudvault.repro.compare import DEFAULT_RULES, PASSING, compare_runs, settings_differences
 
     ui = UI(as_json=args.json)
     conns = []
@@ -46,7 +45,7 @@ def run(args) -> int:
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)
-    rules, keys, margin = _rules(args.recipe, a, connect, DEFAULT_RULES)
+    rules, keys, margin = _rules(args.recipe, a, DEFAULT_RULES)
     diff = settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
     cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin)
     totals = (a.totals(), b.totals())
@@ -69,22 +68,16 @@ def run(args) -> int:
     return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
 
 
-def _rules(name, a, connect, default):
+def _rules(name, a, default):
     """The compare rules, the settings compared and the near-tie margin: --recipe, else RUN_A's entry's recipe."""
     from cloudvault.repro import sources
+    from cloudvault.repro.compare import DEFAULT_NEAR_TIE
     from cloudvault.repro.recipe import load
 
     recipe = load(name) if name else None
     if recipe is None and a.entry:
-        found = [r for r in sources.recipes_for(a.entry) if r.kind == "harness"]
-        recipe = found[0] if found else None
-    if recipe is None:
-        return dict(default), None, 0.1
-    from cloudvault.repro.compare import parse_rule
-
-    section = recipe.section("compare")
-    rules = {c: parse_rule(s) for c, s in section.get("rules", {}).items()} or dict(default)
-    return rules, section.get("settings"), float(section.get("near_tie_margin", 0.1))
+        recipe = next((r for r in sources.recipes_for(a.entry) if r.kind == "harness"), None)
+    return recipe.compare_config() if recipe else (dict(default), None, DEFAULT_NEAR_TIE)
 
 
 def _totals_line(totals) -> str:

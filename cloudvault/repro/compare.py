@@ -38,6 +38,13 @@ class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0
         return " ".join(parts) or "equal"
 
 
+DEFAULT_RULES = {
+    "output_ids": EXACT, "output_tokens": EXACT, "finish": EXACT, "ttft_s": Tolerance(0.1, 0.0, 90),
+    "tpot_ms": Tolerance(0.1, 0.0, 90), "e2e_s": Tolerance(0.1, 0.0, 90), "tps": IGNORE,
+}  # fmt: skip
+DEFAULT_NEAR_TIE = 0.1
+
+
 class RequestResult(
     namedtuple("RequestResult", "request verdict first_divergence shared_prefix deltas failed near_tie notes")
 ):

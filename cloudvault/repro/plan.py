@@ -10,13 +10,7 @@ from collections import namedtuple
 from pathlib import Path, PurePosixPath
 
 from cloudvault.errors import NotFound
-from cloudvault.repro.compare import EXACT, IGNORE, Tolerance, parse_rule
 from cloudvault.repro.recipe import Recipe, expand
-
-DEFAULT_RULES = {
-    "output_ids": EXACT, "output_tokens": EXACT, "finish": EXACT, "ttft_s": Tolerance(0.1, 0.0, 90),
-    "tpot_ms": Tolerance(0.1, 0.0, 90), "e2e_s": Tolerance(0.1, 0.0, 90), "tps": IGNORE,
-}  # fmt: skip
 
 
 class InputMissing(NotFound):
@@ -64,13 +58,12 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
     env.update({k: expand(v, context, where=f"run.env.{k}", recipe=recipe.path) for k, v in run.get("env", {}).items()})
     env.update(options.env_overrides or {})
     run_settings = {**settings, "env": {**settings.get("env", {}), **env}} if settings.get("env") or env else settings
-    rules = {c: parse_rule(s) for c, s in recipe.section("compare").get("rules", {}).items()} or dict(DEFAULT_RULES)
+    rules, compared, near_tie = recipe.compare_config()
     return Plan(
         recipe, mirror_id, entry_id, root, settings, run_settings, record["folder"], list(record.get("files", [])),
         inputs, _processes(recipe, context, settings, env, options.standin),
         list(recipe.section("outputs").get("files", record.get("files", []))),
-        dict(recipe.section("outputs").get("merge", {})), rules, recipe.section("compare").get("settings"),
-        float(recipe.section("compare").get("near_tie_margin", 0.1)), run_dir, options.standin, env,
+        dict(recipe.section("outputs").get("merge", {})), rules, compared, near_tie, run_dir, options.standin, env,
     )  # fmt: skip
 
 

@@ -74,6 +74,14 @@ class Recipe:
     def section(self, name: str) -> dict:
         return self.data.get(name, {})
 
+    def compare_config(self) -> tuple[dict, list[str] | None, float]:
+        """(rules per column, settings that must be equal or None for all shared ones, near-tie margin)."""
+        from cloudvault.repro.compare import DEFAULT_NEAR_TIE, DEFAULT_RULES, parse_rule
+
+        section = self.section("compare")
+        rules = {c: parse_rule(s) for c, s in section.get("rules", {}).items()} or dict(DEFAULT_RULES)
+        return rules, section.get("settings"), float(section.get("near_tie_margin", DEFAULT_NEAR_TIE))
+
 
 def load(name: str) -> Recipe:
     """The recipe named (or a path to a .toml), validated; a bad key, type or rule is RecipeInvalid (exit 2)."""

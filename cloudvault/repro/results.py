@@ -43,8 +43,7 @@ def parse(files: dict[str, bytes]) -> dict[str, dict]:
     if TABLE in files:
         for row in csv.DictReader(io.StringIO(files[TABLE].decode("utf-8"))):
             for column in NUMERIC:
-                if row.get(column) not in (None, ""):
-                    row[column] = float(row[column]) if "." in row[column] else int(row[column])
+                row[column] = _number(row.get(column))
             rows[request_key(row)] = row
     for line in files.get(STREAM, b"").decode("utf-8").splitlines():
         if not line.strip():
@@ -58,6 +57,19 @@ def parse(files: dict[str, bytes]) -> dict[str, dict]:
             timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(record["output_ids"]))
             row.update({k: round(v, 3) for k, v in timing.items()})
     return rows
+
+
+def _number(text: str | None) -> int | float | str | None:
+    """A table cell as a number when it is one ('8192' -> 8192, '14.06' -> 14.06), else as it was."""
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
 
 
 def read_folder(folder: Path) -> dict[str, bytes]:
