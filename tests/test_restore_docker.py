@@ -60,7 +60,7 @@ def write_recipe(tmp_path, monkeypatch, name: str, text: str):
 
 
 def test_shipped_recipes_load_and_name_the_mirrors_images():
-    from cloudvault.restore.docker import load_docker_recipe, recipe_names
+    from cloudvault.restore.docker_source import load_docker_recipe, recipe_names
 
     assert recipe_names() == ["headinfer", "neo", "tandemspec"]
     recipe = load_docker_recipe("tandemspec")
