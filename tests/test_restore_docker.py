@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloudvault.demo import images
 from cloudvault.restore import oci
@@ -365,3 +367,21 @@ def test_cuobjdump_listing_is_parsed_into_targets():
         "PTX file    1: libtorch_cuda.1.sm_90.ptx\ncuobjdump info    : File 'x' does not contain device code\n"
     )
     assert parse_cuobjdump(text) == [Arch(9, 0), Arch(9, 0, True), Arch(12, 0, False, "a")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 70_000), min_size=1, max_size=4), lie=st.booleans(), level=st.integers(1, 5))
+def test_property_the_daemon_never_sees_manifest_json_unless_every_check_passed(sizes, lie, level):
+    """Any image (layers of any size, any zstd level): an honest archive passes through byte for byte; with a
+    lying SHA256SUMS the bytes sent are a strict prefix that stops before manifest.json."""
+    import zstandard
+
+    layers = [images.tar_bytes([(f"f{i}.bin", os.urandom(n), None)]) for i, n in enumerate(sizes)]
+    tar = images.save_archive("p/q:r", layers, images.image_config(layers, images.BUILD_ENV, {}))
+    data = zstandard.ZstdCompressor(level=level).compress(tar)
+    sent, error = _drain(_body(data, expected="f" * 64 if lie else None))
+    if lie:
+        assert isinstance(error, ArchiveHashMismatch) and tar.startswith(sent) and len(sent) < len(tar)
+        assert len(sent) <= tar.index(b"index.json") and b"manifest.json" not in sent
+    else:
+        assert error is None and sent == tar
