@@ -381,11 +381,17 @@ def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_p
     registry_recipe(tmp_path, monkeypatch, services, digest)
     user_config = tmp_path / "user-docker"
     monkeypatch.setenv("DOCKER_CONFIG", str(user_config))
+    registry = services["VAULT_TEST_REGISTRY"]
+    dry = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry", "--dry-run")
+    assert dry.code == 0 and f"no docker login for {registry}" in dry.out
+    assert f"pull     {registry}/marvell-tandemspec@{digest}" in dry.out
     anonymous = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry")
     assert anonymous.code == 6 and f"docker login {services['VAULT_TEST_REGISTRY']}" in anonymous.err
     assert image_ids(daemon) == set()
     login(services, ["docker", "--config", str(user_config), "-H", services["VAULT_TEST_DOCKER_HOST"]])
     before = (user_config / "config.json").read_bytes()
+    dry = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry", "--dry-run")
+    assert dry.code == 0 and "no docker login" not in dry.out
     result = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry", "--json")
     assert result.code == 0, result.err
     done = json.loads(result.out)["restored"]

@@ -155,6 +155,10 @@ def _registry_ref(plan: Plan, digest: str | None) -> None:
         plan.problems.append(UsageError(detail=f"--digest must be sha256:<64 hex digits>, not {digest!r}"))
     else:
         plan.ref = f"{recipe.repository}@{digest}"
+        registry = dd.registry_of(recipe.repository)
+        if not dd.has_login(registry):
+            plan.notes.append(f"no docker login for {registry} in your docker config: a private repository needs "
+                              f"`docker login {registry}` first")  # fmt: skip
     if plan.expected_config is None:
         plan.problems.append(UsageError(
             detail=f"no config digest to prove {recipe.name} against: index the mirror's archive or add "

@@ -152,12 +152,31 @@ def _load_error(name: str, message: str) -> Exception:
     return LoadFailed(name=name, detail=message)
 
 
+def registry_of(repository: str) -> str:
+    """'127.0.0.1:5000/x/y' -> '127.0.0.1:5000'; 'junhyeong0724/x' -> 'docker.io' (docker's own rule)."""
+    first = repository.split("/", 1)[0]
+    return first if "/" in repository and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def has_login(registry: str) -> bool:
+    """Whether the user's docker config names a login (or credential helper) for registry; nothing is read out."""
+    from docker import auth
+
+    try:
+        config = auth.load_config()
+    except Exception:  # an unreadable config is the pull's to report
+        return False
+    helpers = config.get_credential_store(registry) if hasattr(config, "get_credential_store") else None
+    known = {auth.resolve_index_name(k) for k in config.auths}
+    return bool(helpers) or auth.resolve_index_name(registry) in known
+
+
 def pull(daemon: Daemon, repository: str, digest: str) -> None:
     """docker pull repository@digest with the user's own login; login, missing and other failures are one line."""
     import docker
 
     ref = f"{repository}@{digest}"
-    registry = repository.split("/", 1)[0] if "." in repository.split("/", 1)[0] or ":" in repository else "docker.io"
+    registry = registry_of(repository)
     try:
         for item in daemon.client.pull(repository, tag=digest, stream=True, decode=True):
             message = _stream_error(item)
