@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from cloudvault import gpu
+from cloudvault.catalog.records import now, record_restore
 from cloudvault.errors import INTERRUPTED, IntegrityError, NotFound, UsageError, VaultError
 from cloudvault.restore import docker_daemon as dd
 from cloudvault.restore.docker_errors import DaemonNoSpace, ImageMismatch, KernelMismatch, TagConflict
@@ -227,8 +228,6 @@ class Restored:
 
 def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> Restored:
     """Load (or pull) the planned image, prove it, tag it, and record the restore (failed ones too)."""
-    from cloudvault.catalog.records import now, record_restore
-
     if plan.problems:
         raise plan.problems[0]
     started, clock = now(), time.monotonic()
@@ -237,18 +236,17 @@ def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = Non
         done = _from_archive(conn, plan, timeout, progress) if plan.source == "archive" else _from_registry(plan)
     except VaultError as exc:
         status = "interrupted" if exc.exit_code == INTERRUPTED else "failed"
-        _record(conn, plan, record_restore, source, None, status, {"error": str(exc), "exit_code": exc.exit_code},
-                started)  # fmt: skip
+        _record(conn, plan, source, None, status, {"error": str(exc), "exit_code": exc.exit_code}, started)
         raise
     except KeyboardInterrupt:
-        _record(conn, plan, record_restore, source, None, "interrupted", {}, started)
+        _record(conn, plan, source, None, "interrupted", {}, started)
         raise
     done.seconds = round(time.monotonic() - clock, 3)
-    _record(conn, plan, record_restore, source, done, "ok", done.to_json() | {"gpu": plan.gpu.to_json()}, started)
+    _record(conn, plan, source, done, "ok", done.to_json() | {"gpu": plan.gpu.to_json()}, started)
     return done
 
 
-def _record(conn, plan: Plan, record_restore, source: str, done: Restored | None, status: str, detail: dict,
+def _record(conn: sqlite3.Connection, plan: Plan, source: str, done: Restored | None, status: str, detail: dict,
             started: str) -> None:  # fmt: skip
     mirror_id = plan.archive.mirror_id if plan.archive else None
     entry_id = plan.archive.entry_id if plan.archive else plan.recipe.entry
