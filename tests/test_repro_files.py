@@ -83,6 +83,10 @@ def test_the_serving_report_is_regenerated_from_stored_results_and_matches_the_s
     comparison = json.loads((folder / "work/comparison.json").read_text())
     assert comparison == {"english": {"output_tok_s_pct": 3.1, "tok_per_j_pct": 4.8},
                           "coding": {"output_tok_s_pct": -2.2, "tok_per_j_pct": -0.7}}  # fmt: skip
+    from cloudvault.demo.build import FAKE_TOKEN
+
+    assert list(folder.rglob("snapshot.json")) and not list(folder.rglob("container_env.txt"))  # flagged: not staged
+    assert not [p for p in folder.rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
     runs = vault("--catalog", str(serving_catalog), "runs", "c4-mtp-ab")
     assert "serving_c4_mtp_ab-" in runs.out and "REPRODUCED" in runs.out
 

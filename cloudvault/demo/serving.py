@@ -19,7 +19,7 @@ from pathlib import Path
 
 import zstandard
 
-from cloudvault.demo.build import MTIME
+from cloudvault.demo.build import FAKE_TOKEN, MTIME
 from cloudvault.index.definition import manifest_table
 from cloudvault.repro import standin
 
@@ -298,6 +298,8 @@ def _arm_files(arm: str) -> dict[str, str]:
             "kv_cache_dtype": "auto",
         }
     )
+    # The container's environment as the snapshot kept it: private values included ("review before sharing").
+    files[f"{folder}/environment/container_env.txt"] = f"VLLM_USE_V1=1\nHF_TOKEN={FAKE_TOKEN}\n"
     counters = dict.fromkeys(("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
                               "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
                               "vllm:spec_decode_num_accepted_tokens_total"), 0.0)  # fmt: skip

@@ -112,11 +112,20 @@ def _inputs(conn, recipe: Recipe, scope: tuple[int, str], run_dir: Path, standin
         if not members:
             pattern = "*" if path == "." else f"{path}/*"
             members = [m for m in lookup.glob(pattern) if m.type == "file" and m.path not in skip]
+        members = _without_secrets(conn, members, mid, eid)
         if not members:
             raise InputMissing(recipe=recipe.name, name=name, path=path, entry=eid)
         dest = run_dir / spec.get("to", f"inputs/{PurePosixPath(path).name}")
         staged.append(StagedInput(name, eid, members, "" if base == "." else base, dest, base != path))
     return staged
+
+
+def _without_secrets(conn: sqlite3.Connection, members: list, mirror_id: int, entry_id: str) -> list:
+    """The members minus those flagged as holding a secret (an env snapshot with a token is never staged)."""
+    from cloudvault.catalog.flagged import secret_holders
+
+    flagged = secret_holders(conn, mirror_id, entry_id)
+    return [m for m in members if (m.file_id, m.path if m.archive else None) not in flagged]
 
 
 def _processes(recipe: Recipe, context: dict, settings: dict, env: dict, standin: bool) -> list[Process]:

@@ -1,0 +1,14 @@
+"""Which files and archive members of an entry were flagged as holding a secret: never staged or copied by repro."""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def secret_holders(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> set[tuple[int, str | None]]:
+    """(file id, member path or None for the plain file itself) of everything flagged 'secret' in the entry."""
+    rows = conn.execute(
+        "SELECT file_id, member FROM flags WHERE mirror_id = ? AND entry_id = ? AND kind = 'secret'",
+        (mirror_id, entry_id),
+    )
+    return {(file_id, member) for file_id, member in rows}
