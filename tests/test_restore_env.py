@@ -381,9 +381,13 @@ def test_restores_are_recorded_and_found_by_search_and_show(env_vault, vault, tm
     assert detail["verified"]["conda_differ"] == ["etc/vaultpad/paths.conf"]
 
 
-def test_unknown_env_is_exit_3_with_the_close_names(env_vault):
+def test_unknown_env_is_exit_3_with_the_close_names_and_usage_mistakes_are_exit_2(env_vault, tmp_path):
     r = env_vault("sparsespek")
     assert r.code == 3 and "did you mean: sparsespec" in r.err
+    assert env_vault("--prefix", str(tmp_path / "x")).code == 2  # two envs, one prefix
+    assert env_vault("neo", "--prefix", " ").code == 2
+    r = env_vault("neo", "--move", str(tmp_path / "nothing-here"), "--prefix", str(tmp_path / "y"))
+    assert r.code == 2 and "only an env vault restored can be moved" in r.err
 
 
 @pytest.mark.parametrize(

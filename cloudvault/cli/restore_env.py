@@ -54,6 +54,9 @@ def run(args) -> int:
     from cloudvault.cli.ui import UI
     from cloudvault.restore.env import EnvRecipe, local_caps
 
+    for option in ("prefix", "to", "move"):
+        if getattr(args, option) is not None and not getattr(args, option).strip():
+            raise errors.UsageError(detail=f"--{option} needs a path")
     recipe = EnvRecipe(args.recipe)
     ui = UI(as_json=args.json)
     read_only = args.list or args.dry_run
