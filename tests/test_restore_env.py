@@ -120,6 +120,7 @@ def test_dry_run_reads_only_conda_meta_and_writes_nothing(env_vault, tmp_path, m
     assert plans["sparsespec"]["target"] == str(target_root / "envs/sparsespec")
     assert plans["sparsespec"]["pip_pyc"] > 100 and plans["sparsespec"]["enough_space"]
     assert "torch is a cu121 build" in plans["neo"]["risks"]
+    assert any("no kernels for compute capability 12.0" in risk for risk in plans["neo"]["risks"])
     assert not target_root.exists()
 
 

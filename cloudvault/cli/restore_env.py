@@ -77,7 +77,7 @@ def run(args) -> int:
         if args.list:
             return _list(ui, recipe, conn, envs, local_caps())
         if args.dry_run:
-            return _dry_run(ui, recipe, conn, envs, args)
+            return _dry_run(ui, recipe, conn, envs, args, local_caps())
         return _restore(ui, recipe, conn, envs, args)
     finally:
         conn.close()
@@ -108,12 +108,12 @@ def _list(ui, recipe, conn, envs, caps) -> int:
     return errors.OK
 
 
-def _dry_run(ui, recipe, conn, envs, args) -> int:
+def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
     from cloudvault.cli.ui import human_size
     from cloudvault.restore.env import target_for
     from cloudvault.restore.env_restore import plan
 
-    plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to)) for env in envs]
+    plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to), caps) for env in envs]
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": plans})
         return errors.OK

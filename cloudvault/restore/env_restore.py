@@ -14,7 +14,6 @@ from pathlib import Path
 from cloudvault import __version__, errors
 from cloudvault.atomic import fsync_dir
 from cloudvault.catalog.records import now, record_restore
-from cloudvault.errors import NoSpace
 from cloudvault.members import MemberReader
 from cloudvault.progress import Progress
 from cloudvault.restore import env_meta
@@ -39,8 +38,9 @@ STAGING_MARK = ".vault-restore-"
 REPLACED_MARK = ".vault-replaced-"
 
 
-def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path) -> dict:
-    """What a restore would do, from the catalog and conda-meta alone: bytes, target, space, rewrites, risks."""
+def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, caps: list | None = None) -> dict:
+    """What a restore would do, from the catalog and conda-meta alone: bytes, target, space, rewrites, risks
+    (the recipe's pitfalls, GPUs of caps the torch build has no kernels for, a target that exists, no room)."""
     members = env.members(conn)
     need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
     conda = env_meta.conda_paths(read_documents(conn, conda_meta_members(members, env.folder)))
@@ -51,7 +51,8 @@ def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Pa
     rel = [m.path[len(env.folder) + 1 :] if env.folder else m.path for m in members if m.type == "file"]
     pip_scripts = [p for p in rel if p.startswith("bin/") and p not in in_conda]
     pip_pyc = [p for p in rel if p.endswith(".pyc") and p not in in_conda]
-    risks = recipe.pitfalls_for(env.name)
+    gpu = env_meta.gpu_fit(env_meta.torch_build([m.path for m in members]), None, caps)
+    risks = recipe.pitfalls_for(env.name) + (gpu["notes"] if gpu else [])
     if os.path.lexists(target):
         risks.append(f"{target} exists: it is kept unless you pass --force")
     if misfit:
@@ -122,7 +123,7 @@ def discard_staging(staging: Path, target: Path, exc: BaseException) -> None:
     """A failed or interrupted restore leaves nothing: staging removed; a full disk becomes NoSpace (exit 6)."""
     shutil.rmtree(staging, ignore_errors=True)
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise NoSpace(path=target) from None
+        raise errors.NoSpace(path=target) from None
 
 
 def swap_into_place(staging: Path, target: Path) -> None:
