@@ -222,3 +222,29 @@ def test_a_pypi_torch_gets_its_cuda_from_the_nvidia_runtime_wheel():
         "12.0": True,
         "9.0": True,
     }
+
+
+def test_relocate_keeps_sourceless_byte_code_and_drops_stale_caches(tmp_path):
+    from cloudvault.restore.env_rewrite import relocate
+
+    old, new = "/old/env", "/new/place/env"
+    files = {
+        "lib/legacy.pyc": b"\x00code " + old.encode(),  # importable without source: the module itself
+        "lib/__pycache__/orphan.cpython-311.pyc": b"\x00" + old.encode(),  # never imported without orphan.py
+        "lib/x.py": f"HOME = '{old}/share'\n".encode(),
+        "lib/__pycache__/x.cpython-311.pyc": b"\x00stale",
+        "bin/tool": f"#!{old}/bin/python\nprint(1)\n".encode(),
+    }
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    holding = {"lib/legacy.pyc": True, "lib/__pycache__/orphan.cpython-311.pyc": True, "lib/x.py": False,
+               "bin/tool": False}  # fmt: skip
+    moved = relocate(tmp_path, holding, old, new, {})
+    assert (tmp_path / "lib/legacy.pyc").exists()
+    assert not (tmp_path / "lib/__pycache__/orphan.cpython-311.pyc").exists()
+    assert not (tmp_path / "lib/__pycache__/x.cpython-311.pyc").exists()
+    assert (tmp_path / "lib/x.py").read_text() == "HOME = '/new/place/env/share'\n"
+    assert (tmp_path / "bin/tool").read_bytes().startswith(b"#!/new/place/env/bin/python\n")
+    assert moved.pyc_removed == 2 and moved.pyc_note.startswith("no python in the env")
+    assert {r["path"]: r["how"] for r in moved.rewritten} == {"bin/tool": "text", "lib/x.py": "text"}

@@ -40,6 +40,8 @@ def relocate(
     for rel in sorted(holding):
         path = root / rel
         if rel.endswith(".pyc"):
+            if "__pycache__" not in rel and not (root / _source_of(rel)).is_file():
+                continue  # a sourceless module: its only code; the old paths are only in its tracebacks
             path.unlink()
             moved.pyc_removed += 1
             sources.add(_source_of(rel))
