@@ -95,3 +95,12 @@ def test_a_run_folder_inside_the_mirror_is_refused(demo_catalog, demo_mirror, va
     assert result.code == 2
     assert "is inside the mirror" in result.err and "vault never writes into a mirror" in result.err
     assert not (demo_mirror / "runs").exists()
+
+
+def test_every_executor_the_cli_offers_is_registered():
+    from cloudvault.cli.repro import EXECUTOR_NAMES
+    from cloudvault.repro.executors import EXECUTORS, executor
+
+    assert set(EXECUTOR_NAMES) == set(EXECUTORS)
+    assert all(callable(getattr(executor(n), m)) for n in EXECUTORS for m in ("describe", "submit", "wait", "collect",
+                                                                              "cancel"))  # fmt: skip

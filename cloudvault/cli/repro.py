@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from cloudvault import errors
 
+EXECUTOR_NAMES = ("local",)  # cloudvault.repro.executors.EXECUTORS, named here so --help imports nothing
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("name", nargs="?", metavar="NAME", help="recipe name, unique prefix, or path to a .toml")
@@ -25,6 +27,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--standin", action="store_true", help="run the CPU stand-in of the harness")
     parser.add_argument("--out", help="folder for the new run folder (default: XDG data dir cloudvault/runs)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
+    parser.add_argument("--executor", choices=EXECUTOR_NAMES, default="local", help="where the processes run")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -53,10 +56,11 @@ def run(args) -> int:
         return _dry_run(conn, recipe, options, args, ui)
     from cloudvault.repro import report
     from cloudvault.repro.compare import PASSING
-    from cloudvault.repro.executors.local import LocalExecutor
-    from cloudvault.repro.run import reproduce
+    from cloudvault.repro.executors import executor
+    from cloudvault.repro.run import Feedback, reproduce
 
-    cmp, prov = reproduce(conn, recipe, LocalExecutor(), options, on_line=None if args.json else ui.warn)
+    feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"))
+    cmp, prov = reproduce(conn, recipe, executor(args.executor), options, feedback)
     if args.json:
         ui.emit({**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
                  "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
@@ -116,7 +120,7 @@ def _last_runs(catalog) -> dict:
 
 def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
-    from cloudvault.repro.executors.local import LocalExecutor
+    from cloudvault.repro.executors import executor
     from cloudvault.repro.preflight import run_checks
     from cloudvault.repro.run import mirror_root_of, new_run_dir
 
@@ -127,7 +131,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     if args.json:
         ui.emit(doc)
     else:
-        _print_plan(ui, doc, LocalExecutor().describe(plan))
+        _print_plan(ui, doc, executor(args.executor).describe(plan))
     return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
 
 

@@ -12,16 +12,20 @@ import os
 import platform
 import socket
 import sqlite3
+from collections import namedtuple
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.atomic import atomic_write
 from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
+from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
 from cloudvault.repro.compare import RunComparison, compare_files, compare_runs, settings_differences
 from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
+
+Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
 
 
 class RunFailed(EnvironmentProblem):
@@ -44,11 +48,11 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe, mirror_roo
 
 
 def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
-              on_line=None) -> tuple[RunComparison, dict]:  # fmt: skip
+              feedback: Feedback | None = None) -> tuple[RunComparison, dict]:  # fmt: skip
     """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6)."""
     from cloudvault.catalog.records import start_run
 
-    say = on_line or (lambda text: None)
+    say, progress = feedback or Feedback(lambda text: None, Progress())
     run_id, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
     plan = planning.build(conn, recipe, run_dir, options)
     checks = run_checks(conn, plan, options.out_explicit)
@@ -62,10 +66,10 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
               entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
     try:
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
-        stage_inputs(conn, plan)
+        stage_inputs(conn, plan, progress)
         job = executor.submit(plan)
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
-        codes = executor.wait(job)
+        codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
         executor.collect(job)
         prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
         if any(codes):
@@ -134,7 +138,7 @@ def _write_json(path: Path, doc: dict) -> None:
         fh.write((json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n").encode())
 
 
-def stage_inputs(conn: sqlite3.Connection, plan) -> None:
+def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
     """Verified copies of every input member under the run folder (one forward pass per archive)."""
     from cloudvault.members import MemberReader, read_order
 
@@ -142,12 +146,15 @@ def stage_inputs(conn: sqlite3.Connection, plan) -> None:
     for staged in plan.inputs:
         for m in staged.members:
             where[m] = staged.dest if staged.single else staged.dest / m.path[len(staged.base) :].lstrip("/")
-    with MemberReader(conn) as reader:
+    progress.start(sum(m.size or 0 for m in where), len(where))
+    with MemberReader(conn, on_data=progress.advance) as reader:
         for member in read_order(where):
+            progress.current(member.path)
             where[member].parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(where[member], mode=0o644) as fh:
                 for chunk in reader.open(member):
                     fh.write(chunk)
+    progress.finish()
 
 
 def merge_outputs(plan) -> None:

@@ -26,8 +26,9 @@ class Executor(Protocol):
     def submit(self, plan: Plan) -> Job:
         """Start every process of the plan; logs go to run_dir/logs/NAME.out and .err."""
 
-    def wait(self, job: Job) -> list[int]:
-        """Block until every process ended; their exit codes. Ctrl-C cancels the job, then raises Interrupted."""
+    def wait(self, job: Job, on_exit=None) -> list[int]:
+        """Block until every process ended; their exit codes. on_exit(name, code, seconds) as each one ends.
+        Ctrl-C cancels the job, then raises Interrupted."""
 
     def collect(self, job: Job) -> Path:
         """Bring the outputs into run_dir/work (a remote executor copies them back); that folder."""

@@ -46,10 +46,15 @@ class LocalExecutor:
             raise
         return Job(self.name, plan, handles)
 
-    def wait(self, job: Job) -> list[int]:
+    def wait(self, job: Job, on_exit=None) -> list[int]:
+        started = time.monotonic()
         try:
             while any(code is None for code in job.codes):
-                job.codes = [h.poll() for h in job.handles]
+                for i, handle in enumerate(job.handles):
+                    if job.codes[i] is None and (code := handle.poll()) is not None:
+                        job.codes[i] = code
+                        if on_exit:
+                            on_exit(job.plan.processes[i].name, code, time.monotonic() - started)
                 time.sleep(0.05)
         except (KeyboardInterrupt, Interrupted):
             self.cancel(job)
