@@ -12,7 +12,7 @@ from pathlib import Path
 from cloudvault import errors
 from cloudvault.catalog.records import now
 from cloudvault.restore import env_meta
-from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, read_marker
+from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
 from cloudvault.restore.env_checks import run_checks
 from cloudvault.restore.env_restore import (
     conda_documents,
@@ -48,6 +48,24 @@ def _tree_size(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def _relocated_copy(source: Path, staging: Path, marker: dict, new: str, name: str, allow_unpatched: bool):
+    """source copied into staging and moved from the prefix its marker names to new; the marker updated."""
+    old = marker["prefix"]
+    shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True)
+    conda = env_meta.conda_paths(conda_documents(staging))
+    holding = files_holding(staging, old)
+    holding.pop(MARKER, None)
+    moved = relocate(staging, holding, old, new, conda, marker.get("original_prefix"))
+    if moved.unpatched and not allow_unpatched:
+        files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
+        raise Unpatched(count=len(moved.unpatched), name=name, prefix=new, files=files)
+    history = marker.get("moves", []) + [{"from": old, "to": new, "at": now()}]
+    doc = marker | {"old_prefix": old, "prefix": new, "rewritten": moved.rewritten, "moves": history,
+                    "unpatched": moved.unpatched}  # fmt: skip
+    (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return moved
+
+
 def move(
     conn: sqlite3.Connection,
     recipe: EnvRecipe,
@@ -68,25 +86,7 @@ def move(
     old, new = marker["prefix"], str(target)
     staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), force)
     try:
-        shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True)
-        conda = env_meta.conda_paths(conda_documents(staging))
-        holding = files_holding(staging, old)
-        holding.pop(MARKER, None)
-        moved = relocate(staging, holding, old, new, conda, marker.get("original_prefix"))
-        if moved.unpatched and not allow_unpatched:
-            from cloudvault.restore.env import Unpatched
-
-            files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
-            raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
-        history = marker.get("moves", []) + [{"from": old, "to": new, "at": now()}]
-        doc = marker | {
-            "old_prefix": old,
-            "prefix": new,
-            "rewritten": moved.rewritten,
-            "moves": history,
-            "unpatched": moved.unpatched,
-        }
-        (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        moved = _relocated_copy(source, staging, marker, new, env.name, allow_unpatched)
         os.sync()
         swap_into_place(staging, target)
     except BaseException as exc:
