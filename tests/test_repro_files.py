@@ -39,7 +39,7 @@ def test_017_redraw_notices_a_changed_run_summary(demo_mirror, vault, tmp_path):
     result = repro(vault, db, "017_redraw", tmp_path / "b", "--json")
     assert result.code == 10, result.err
     doc = json.loads(result.out)
-    assert doc["verdict"] == "DIVERGED"
+    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("DIVERGED", 1, 3)
     first = "run,batch,requests,output_tokens,stable_tps,e2e_tps\nqwen3_4b_b16,16,64,1203388,980.1,912.4\n"
     offset = len(first) + len("qwen3_4b_b32,32,128,2391045,1502.")
     assert f"bundle/results.csv diverged at byte {offset}" in doc["reasons"]

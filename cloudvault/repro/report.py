@@ -21,7 +21,9 @@ def short(request: str) -> str:
 def identical_outputs(cmp: RunComparison) -> tuple[int, int]:
     """(requests whose outputs are identical under the exact rules, requests compared)."""
     compared = [r for r in cmp.requests if r.verdict not in ("missing", "extra")]
-    return sum(1 for r in compared if not getattr(r, "failed", [])), len(cmp.requests)
+    if compared and isinstance(compared[0], FileResult):
+        return sum(1 for r in compared if r.verdict == "identical"), len(cmp.requests)
+    return sum(1 for r in compared if not r.failed), len(cmp.requests)
 
 
 def document(cmp: RunComparison, label_a: str, label_b: str, totals: tuple[dict, dict] | None = None) -> dict:
