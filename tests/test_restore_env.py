@@ -471,3 +471,14 @@ def test_leftovers_of_dead_restores_are_removed_and_a_live_ones_kept(env_vault, 
         (folder / "bin").mkdir(parents=True)
     assert env_vault("neo", "--prefix", str(target), "--no-checks").code == 0
     assert sorted(p.name for p in target.parent.iterdir()) == sorted(["neo", live.name])
+
+
+def test_list_checks_the_torch_build_against_the_local_gpu(env_vault, tmp_path, monkeypatch):
+    fake = tmp_path / "bin/nvidia-smi"  # stands in for the H200's: the real one is checked on the lent device
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho '0, NVIDIA H200, 9.0, 0 MiB, 143771 MiB'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    envs = {e["name"]: e for e in json.loads(env_vault("--list", "--json").out)["envs"]}
+    assert envs["neo"]["gpu"]["fits"] == {"12.0": False, "9.0": True}
+    assert "kernels for 12.0: NO, 9.0: yes" in env_vault("--list").out
