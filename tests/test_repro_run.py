@@ -43,6 +43,7 @@ def test_standin_run_reproduces_the_record_and_is_recorded(demo_catalog, demo_mi
     assert (prov["status"], prov["verdict"], prov["entry"]) == ("finished", "REPRODUCED", "014_ss20_temp0_chunk1024")
     assert prov["settings"]["env"]["LOG_SS"] == "1" and prov["settings"]["commit"] == "8246fb6"
     assert prov["exit_codes"] == {f"gpu{g}": 0 for g in range(8)}
+    assert prov["environment"]["kind"] == "stand-in" and prov["plan"]["code"]["commit"] == "8246fb6"
     assert "--spec-stride 7" in prov["plan"]["processes"][0]["command"]
     assert sorted(p.name for p in (folder / "logs").iterdir())[:2] == ["gpu0.err", "gpu0.out"]
     assert "670bf1c4" in (folder / "logs/gpu7.out").read_text()
@@ -164,6 +165,8 @@ def test_ctrl_c_stops_the_children_and_records_the_run_as_interrupted(demo_catal
     folder = run_folder(out)
     prov = json.loads((folder / "provenance.json").read_text())
     assert prov["status"] == "interrupted"
+    assert set(prov["exit_codes"]) == {f"gpu{g}" for g in range(8)}
+    assert all(code is not None and code != 0 for code in prov["exit_codes"].values())  # stopped by vault
     assert processes_naming(str(folder)) == []
     from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.records import runs

@@ -60,10 +60,11 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     if failed and not options.force_preflight:
         raise PreflightFailed(check=failed[0].name, detail=failed[0].detail)
     run_dir.mkdir(parents=True)
-    prov = _provenance(plan, run_id, checks, forced=[c.name for c in failed])
+    prov = _provenance(conn, plan, run_id, checks, forced=[c.name for c in failed])
     _write_json(run_dir / results.PROVENANCE, prov)
     start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
               entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
+    job = None
     try:
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
         stage_inputs(conn, plan, progress)
@@ -79,10 +80,12 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         merge_outputs(plan)
         cmp, totals = compare_with_record(conn, plan)
     except (KeyboardInterrupt, Interrupted):
+        if job is not None:
+            prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
         _close(conn, prov, run_dir, "interrupted")
         raise Interrupted() from None
-    except VaultError as exc:
-        prov["error"] = exc.message
+    except Exception as exc:  # a VaultError, or a bug: either way the run must not stay "running"
+        prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")
         raise
     _write_report(plan, cmp, totals)
@@ -97,14 +100,32 @@ def mirror_root_of(conn: sqlite3.Connection, recipe: Recipe) -> str:
     return next((root for root, (n, _) in known_mirrors(conn).items() if n == name), "")
 
 
-def _provenance(plan, run_id: str, checks: list, forced: list[str]) -> dict:
+def _provenance(conn: sqlite3.Connection, plan, run_id: str, checks: list, forced: list[str]) -> dict:
     return {
         "run_id": run_id, "recipe": plan.recipe.name, "recipe_hash": plan.recipe.hash, "entry": plan.entry_id,
         "settings": plan.run_settings, "plan": planning.describe(plan), "host": socket.gethostname(),
+        "environment": _environment_identity(conn, plan),
         "platform": platform.platform(), "python": platform.python_version(), "gpus": _gpu_names(plan),
         "preflight": [c._asdict() for c in checks], "forced_preflight": forced,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": "running",
     }  # fmt: skip
+
+
+def _environment_identity(conn: sqlite3.Connection, plan) -> dict:
+    """What the processes ran in: the stand-in (vault's version), or the restored env / image as recorded."""
+    from cloudvault import __version__
+    from cloudvault.catalog.records import restores
+
+    if plan.standin:
+        return {"kind": "stand-in", "runner": "cloudvault.repro.standin", "vault": __version__}
+    env = plan.recipe.section("environment")
+    if not env:
+        return {"kind": "none"}
+    kind, name = ("docker", env["docker"]) if "docker" in env else ("env", env.get("env_name"))
+    done = [r for r in restores(conn, kind=kind) if r.status == "ok" and r.name == name]
+    last = done[-1] if done else None
+    return {"kind": kind, "name": name, "target": last and last.target, "source": last and last.source,
+            "source_hash": last and last.source_hash, "restored_at": last and last.finished_at}  # fmt: skip
 
 
 def _gpu_names(plan) -> list[str]:
