@@ -53,6 +53,10 @@ def test_standin_run_reproduces_the_record_and_is_recorded(demo_catalog, demo_mi
     assert runs.code == 0 and f"{folder.name}  local  finished    REPRODUCED" in runs.out
     found = vault("--catalog", str(demo_catalog), "search", folder.name, "--json")
     assert folder.name in found.out
+    rep2 = "014/data/ss20_temp0_c1024_rep2/20260925_072725"
+    versus = vault("--catalog", str(demo_catalog), "compare", rep2, folder.name, "--json")
+    assert versus.code == 10 and json.loads(versus.out)["identical"] == 23  # the stand-in is rep1, not rep2
+    assert vault("--catalog", str(demo_catalog), "compare", str(folder), "014").code == 0
     listed = vault("--catalog", str(demo_catalog), "repro", "--list")
     assert f"REPRODUCED ({folder.name})" in listed.out
     assert not list(demo_mirror.rglob("provenance.json"))
@@ -114,6 +118,9 @@ def test_instrumentation_that_differs_from_the_record_is_refused_before_running(
     assert doc["settings_diff"] == [["env.LOG_SS", "1", "2"]]
     prov = json.loads((run_folder(out) / "provenance.json").read_text())
     assert prov["forced_preflight"] == ["instrumentation"]
+    again = vault("--catalog", str(demo_catalog), "compare", "014", doc["run_id"])  # a run id names its folder
+    assert again.code == 10
+    assert "NOT_COMPARABLE: 24/24 requests identical" in again.out and "setting env.LOG_SS: '1' vs '2'" in again.out
 
 
 def test_without_the_standin_the_gpu_and_env_preflight_fail_here(demo_catalog, vault, tmp_path):
