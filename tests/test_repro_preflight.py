@@ -104,3 +104,13 @@ def test_every_executor_the_cli_offers_is_registered():
     assert set(EXECUTOR_NAMES) == set(EXECUTORS)
     assert all(callable(getattr(executor(n), m)) for n in EXECUTORS for m in ("describe", "submit", "wait", "collect",
                                                                               "cancel"))  # fmt: skip
+
+
+def test_out_must_be_a_folder(demo_catalog, vault, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = vault("--catalog", str(demo_catalog), "repro", "016_plots", "--out", str(afile))
+    assert (result.code, result.err.strip()) == (2, f"vault: error: {afile} is not a folder; --out names the folder "
+                                                    "that run folders go under")  # fmt: skip
+    result = vault("--catalog", str(demo_catalog), "compare", "014", "014", "--out", str(afile))
+    assert result.code == 2 and "is not a folder" in result.err

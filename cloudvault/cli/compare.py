@@ -92,6 +92,8 @@ def _write(out, cmp, a, b, totals) -> None:
     from cloudvault.atomic import atomic_write
     from cloudvault.repro import report
 
+    if out.exists() and not out.is_dir():
+        raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "compare.csv", mode=0o644) as fh:
         fh.write(report.compare_csv(cmp).encode())

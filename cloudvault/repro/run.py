@@ -40,6 +40,8 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe, mirror_roo
     real_base, real_root = os.path.realpath(base), os.path.realpath(mirror_root) if mirror_root else None
     if real_root and (real_base == real_root or real_base.startswith(real_root + os.sep)):
         raise UsageError(detail=f"{base} is inside the mirror {mirror_root}; vault never writes into a mirror")
+    if base.exists() and not base.is_dir():
+        raise UsageError(detail=f"{base} is not a folder; --out names the folder that run folders go under")
     for n in range(100):
         run_id = f"{recipe.name}-{stamp}" + (f"-{n}" if n else "")
         if not (base / run_id).exists() and not runs(conn, run_id=run_id):
