@@ -16,8 +16,7 @@ Exit 0 when reproduced (REPRODUCED, WITHIN_TOLERANCE), 10 when not (DIVERGED, NO
 from __future__ import annotations
 
 from cloudvault import errors
-
-EXECUTOR_NAMES = ("local",)  # cloudvault.repro.executors.EXECUTORS, named here so --help imports nothing
+from cloudvault.repro.executors import EXECUTORS  # names only: the executor modules load when one runs
 
 
 def add_arguments(parser) -> None:
@@ -27,7 +26,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--standin", action="store_true", help="run the CPU stand-in of the harness")
     parser.add_argument("--out", help="folder for the new run folder (default: XDG data dir cloudvault/runs)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
-    parser.add_argument("--executor", choices=EXECUTOR_NAMES, default="local", help="where the processes run")
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where the processes run")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--json", action="store_true", help="print JSON")
