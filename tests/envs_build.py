@@ -59,6 +59,7 @@ def build_sparsespec(prefix: Path) -> bool:
     _run([*pip, *WHEELS], timeout=300)
     add_hello(prefix, str(prefix))
     write_conda_meta(prefix, str(prefix.parent.parent), [python_package(prefix), add_padded(prefix, str(prefix))])
+    (prefix / "lib/libvaultpad.so").chmod(0o444)  # read-only, as some packages install their libraries
     if shutil.which("gcc") is None:
         return False
     (prefix / "src").mkdir()

@@ -162,6 +162,7 @@ def test_restore_at_a_shorter_prefix_rewrites_every_trace_of_the_old_one(lab, en
     assert _files_holding(prefix, old) == ["conda-meta/vault-restore.json"]  # the marker names where it came from
     _assert_runs(prefix)
     padded = (prefix / "lib/libvaultpad.so").read_bytes()
+    assert (prefix / "lib/libvaultpad.so").stat().st_mode & 0o777 == 0o444  # patched, its mode kept
     original = subprocess.run(
         ["tar", "-I", "zstd", "-xOf", str(built.archive("sparsespec")), "envs/sparsespec/lib/libvaultpad.so"],
         capture_output=True,
@@ -223,6 +224,7 @@ def test_restored_env_moves_again_and_a_rerun_is_idempotent(env_vault, tmp_path)
     _assert_runs(second)
     marker = json.loads((second / "conda-meta/vault-restore.json").read_text())
     assert [m["to"] for m in marker["moves"]] == [str(second)] and marker["old_prefix"] == str(first)
+    assert (second / "lib/libvaultpad.so").stat().st_mode & 0o777 == 0o444
 
 
 def test_a_pip_binary_grows_back_into_the_nuls_an_earlier_move_left(lab, env_vault, tmp_path):

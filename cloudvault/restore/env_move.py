@@ -52,6 +52,9 @@ def _relocated_copy(source: Path, staging: Path, marker: dict, new: str, name: s
     """source copied into staging and moved from the prefix its marker names to new; the marker updated."""
     old = marker["prefix"]
     shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True)
+    modes = {d: os.stat(d).st_mode & 0o7777 for d, _, _ in os.walk(staging)}
+    for folder, mode in modes.items():
+        os.chmod(folder, mode | 0o700)  # a read-only folder would refuse the rewrites; its mode comes back below
     conda = env_meta.conda_paths(conda_documents(staging))
     holding = files_holding(staging, old)
     holding.pop(MARKER, None)
@@ -63,6 +66,8 @@ def _relocated_copy(source: Path, staging: Path, marker: dict, new: str, name: s
     doc = marker | {"old_prefix": old, "prefix": new, "rewritten": moved.rewritten, "moves": history,
                     "unpatched": moved.unpatched}  # fmt: skip
     (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    for folder in sorted(modes, key=len, reverse=True):
+        os.chmod(folder, modes[folder] | (0o700 if folder == str(staging) else 0))
     return moved
 
 

@@ -98,11 +98,17 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def _binary(path: Path, rel: str, old: str, new: str, placeholder: int | None, room: int, moved: Relocation) -> None:
-    with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
-        run_paths = elf.patch_run_paths(buf, old.encode(), os.path.dirname(rel)) if elf.is_elf(buf[:4]) else 0
-        patched, misfits = patch_binary(buf, old.encode(), new.encode(), room)
-        buf.flush()
-        digest = blake3.blake3(buf).hexdigest()
+    st = path.stat()
+    os.chmod(path, st.st_mode | 0o200)  # a read-only library is patched all the same, its mode kept
+    try:
+        with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
+            run_paths = elf.patch_run_paths(buf, old.encode(), os.path.dirname(rel)) if elf.is_elf(buf[:4]) else 0
+            patched, misfits = patch_binary(buf, old.encode(), new.encode(), room)
+            buf.flush()
+            digest = blake3.blake3(buf).hexdigest()
+    finally:
+        os.chmod(path, st.st_mode & 0o7777)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     how = "+".join(h for h, n in (("elf-run-path", run_paths), ("nul-padded", patched)) if n) or "binary"
     moved.rewritten.append({"path": rel, "how": how, "blake3": digest})
     if misfits:
