@@ -50,19 +50,24 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe, mirror_roo
 
 
 def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
-              feedback: Feedback | None = None) -> tuple[RunComparison, dict]:  # fmt: skip
-    """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6)."""
-    from cloudvault.catalog.records import start_run
+              feedback: Feedback | None = None, detach: bool = False) -> tuple[RunComparison | None, dict]:  # fmt: skip
+    """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6).
+    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs` collects."""
+    from cloudvault.catalog.records import finish_run, start_run
+    from cloudvault.repro.executors import with_executor_checks
 
     say, progress = feedback or Feedback(lambda text: None, Progress())
     run_id, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
     plan = planning.build(conn, recipe, run_dir, options)
-    checks = run_checks(conn, plan, options.out_explicit)
+    checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), executor, plan)
     failed = [c for c in checks if not c.ok]
     if failed and not options.force_preflight:
         raise PreflightFailed(check=failed[0].name, detail=failed[0].detail)
     run_dir.mkdir(parents=True)
     prov = _provenance(conn, plan, run_id, checks, forced=[c.name for c in failed])
+    # what `vault runs` needs to rebuild the plan of a detached run
+    prov["options"] = {"standin": options.standin, "env": options.env_overrides or {},
+                       "partition": getattr(executor, "partition", None)}  # fmt: skip
     _write_json(run_dir / results.PROVENANCE, prov)
     start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
               entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
@@ -71,16 +76,16 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
         stage_inputs(conn, plan, progress)
         job = executor.submit(plan)
+        if job.job_id:  # at once: `vault runs` shows the queued job, and a detached run can be collected
+            prov["job_id"] = job.job_id
+            finish_run(conn, run_id, status="queued" if executor.name == "slurm" else "running", job_id=job.job_id)
+        if detach:
+            prov["status"] = "queued"
+            _write_json(run_dir / results.PROVENANCE, prov)
+            return None, prov
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
-        executor.collect(job)
-        prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
-        if any(codes):
-            bad = [c for c in codes if c]
-            raise RunFailed(recipe=recipe.name, failed=len(bad), total=len(codes), codes=sorted(set(bad)),
-                            logs=run_dir / "logs")  # fmt: skip
-        merge_outputs(plan)
-        cmp, totals = compare_with_record(conn, plan)
+        cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov)
     except (KeyboardInterrupt, Interrupted):
         if job is not None:
             prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
@@ -93,6 +98,42 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     _write_report(plan, cmp, totals)
     _close(conn, prov, run_dir, "finished", cmp)
     return cmp, prov
+
+
+def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: list[int], prov: dict):
+    executor.collect(job)
+    prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
+    if any(codes):
+        bad = [c for c in codes if c]
+        raise RunFailed(recipe=plan.recipe.name, failed=len(bad), total=len(codes), codes=sorted(set(bad)),
+                        logs=plan.run_dir / "logs")  # fmt: skip
+    merge_outputs(plan)
+    return compare_with_record(conn, plan)
+
+
+def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
+    """A detached run (catalog row) whose job has ended: collected, compared and recorded as a waited run would
+    be; its status now ("queued" while the job is still pending or running)."""
+    from cloudvault.repro.recipe import load
+
+    run_dir = Path(run.folder)
+    prov = results.provenance(run_dir)
+    options = prov.get("options", {})
+    recipe = load(prov["plan"]["recipe_path"])
+    plan = planning.build(conn, recipe, run_dir, planning.RunOptions(run_dir.parent, True, options.get("standin"),
+                                                                     options.get("env")))  # fmt: skip
+    job = executor.resume(plan, run.job_id)
+    if executor.poll(job) is None:
+        return run.status
+    try:
+        cmp, totals = _collect_and_compare(conn, plan, executor, job, executor.wait(job), prov)
+    except VaultError as exc:
+        prov["error"] = exc.message
+        _close(conn, prov, run_dir, "failed")
+        return "failed"
+    _write_report(plan, cmp, totals)
+    _close(conn, prov, run_dir, "finished", cmp)
+    return "finished"
 
 
 def mirror_root_of(conn: sqlite3.Connection, recipe: Recipe) -> str:

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import importlib
 
-EXECUTORS = {"local": "cloudvault.repro.executors.local:LocalExecutor"}
+EXECUTORS = {
+    "local": "cloudvault.repro.executors.local:LocalExecutor",
+    "docker": "cloudvault.repro.executors.docker:DockerExecutor",
+    "slurm": "cloudvault.repro.executors.slurm:SlurmExecutor",
+}
 
 
-def executor(name: str):
-    """A new executor of that name."""
+def executor(name: str, **options):
+    """A new executor of that name; options are its own (docker: image, catalog; slurm: partition)."""
     module, _, cls = EXECUTORS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return getattr(importlib.import_module(module), cls)(**options)
+
+
+def with_executor_checks(checks: list, executor, plan) -> list:
+    """The preflight checks with the executor's own (daemon, image, partition, GPUs where it runs) replacing the
+    local ones of the same name: a Slurm job's GPUs are the partition's, not this login node's."""
+    own = executor.preflight(plan) if hasattr(executor, "preflight") else []
+    names = {c.name for c in own}
+    return [c for c in checks if c.name not in names] + own

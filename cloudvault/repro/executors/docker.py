@@ -1,0 +1,251 @@
+"""The docker executor: one container per process of the plan (docker-py), in the recipe's image, with the mirror
+mounted read-only and the run folder read-write at the same paths, no network, the process's GPU through a device
+request and its cores through a cpuset; exit codes and logs are collected, the containers removed afterwards.
+
+The image is `--image REF`, else the first tag of the docker recipe the repro recipe names ([environment] docker);
+when the daemon lacks it, it is restored from the mirror's archive (or pulled by digest) as `vault restore docker`
+does. The stand-in runs on vault's own Python: that runtime (its prefix, the cloudvault package and the host's
+/usr, for the C library) is mounted read-only into a minimal image such as busybox, whose /usr is empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import cloudvault
+from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
+from cloudvault.repro.executors.base import Job
+from cloudvault.repro.plan import Plan
+from cloudvault.repro.preflight import Check
+
+STOP_GRACE_S = 5
+
+
+class NoImage(UsageError):
+    """the docker executor needs an image: pass --image REF, or name a docker recipe in [environment] docker"""
+
+
+class ContainerFailed(EnvironmentProblem):
+    """container for {name} could not start in {image}: {detail}"""
+
+
+class DockerExecutor:
+    name = "docker"
+
+    def __init__(self, image: str | None = None, catalog: Path | None = None) -> None:
+        self.image, self.catalog = image, catalog
+
+    def image_ref(self, plan: Plan) -> str:
+        if self.image:
+            return self.image
+        recipe = _docker_recipe(plan)
+        if recipe is None:
+            raise NoImage()
+        return recipe.tags[0]
+
+    def describe(self, plan: Plan) -> list[str]:
+        image = self.image_ref(plan) if self.image or _docker_recipe(plan) else "(no image: pass --image)"
+        mounts = " ".join(f"-v {src}:{dst}:{mode}" for src, (dst, mode) in mounts_for(plan).items())
+        lines = []
+        for p in plan.processes:
+            gpu = f" --gpus device={p.gpu}" if _uses_gpu(plan, p) else ""
+            cpus = f" --cpuset-cpus {p.cpu_cores[0]}-{p.cpu_cores[-1]}" if _cpuset(p) else ""
+            lines.append(f"{p.name}: docker run --rm --network none{gpu}{cpus} {mounts} -w {p.cwd} {image} "
+                         f"{shlex.join(p.argv)}")  # fmt: skip
+        return lines
+
+    def preflight(self, plan: Plan) -> list[Check]:
+        """The daemon answers, the image is there (or restorable), its arch list fits the GPUs the plan uses."""
+        from cloudvault.restore import docker_daemon as dd
+
+        try:
+            daemon = dd.connect(timeout=10)
+        except VaultError as exc:
+            return [Check("docker", False, exc.message)]
+        checks = [Check("docker", True, f"daemon {daemon.version} at {daemon.host}")]
+        try:
+            ref = self.image_ref(plan)
+        except NoImage as exc:
+            return [*checks, Check("image", False, exc.message)]
+        found = dd.image(daemon, ref)
+        recipe = _docker_recipe(plan)
+        if found:
+            checks.append(Check("image", True, f"{ref} present ({found['Id'][:19]})"))
+        elif recipe is not None:
+            checks.append(Check("image", True, f"{ref} missing; restored from {recipe.entry}/{recipe.archive} first"))
+        else:
+            checks.append(Check("image", False, f"{ref} is not in the daemon; `docker load` or pull it first"))
+        return [*checks, _arch_check(plan, found, recipe)]
+
+    def submit(self, plan: Plan) -> Job:
+        from cloudvault.restore import docker_daemon as dd
+
+        logs = plan.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (plan.run_dir / "work").mkdir(exist_ok=True)
+        daemon = dd.connect(timeout=60)
+        image = self.image_ref(plan)
+        if dd.image(daemon, image) is None:
+            self._restore(plan)
+        job = Job(self.name, plan, [])
+        try:
+            for p in plan.processes:
+                Path(p.cwd).mkdir(parents=True, exist_ok=True)
+                job.handles.append(_start(daemon.client, plan, p, image))
+        except BaseException:
+            job.codes = [None] * len(job.handles)
+            self.cancel(job)
+            raise
+        job.codes = [None] * len(job.handles)
+        job.job_id = ",".join(h[:12] for h in job.handles)
+        job.client = daemon.client
+        return job
+
+    def wait(self, job: Job, on_exit=None) -> list[int]:
+        started = time.monotonic()
+        try:
+            while any(code is None for code in job.codes):
+                for i, cid in enumerate(job.handles):
+                    state = job.client.inspect_container(cid)["State"]
+                    if job.codes[i] is None and state["Status"] in ("exited", "dead"):
+                        job.codes[i] = int(state["ExitCode"])
+                        if on_exit:
+                            on_exit(job.plan.processes[i].name, job.codes[i], time.monotonic() - started)
+                time.sleep(0.1)
+        except (KeyboardInterrupt, Interrupted):
+            self.cancel(job)
+            raise Interrupted() from None
+        return [int(c) for c in job.codes]
+
+    def collect(self, job: Job) -> Path:
+        """Each container's stdout and stderr into logs/NAME.out and .err, then the container removed."""
+        for p, cid in zip(job.plan.processes, job.handles, strict=False):
+            _save_logs(job.client, cid, job.plan.run_dir / "logs" / p.name)
+            job.client.remove_container(cid, force=True)
+        return job.plan.run_dir / "work"  # the run folder is mounted read-write: outputs are there already
+
+    def cancel(self, job: Job) -> None:
+        client = getattr(job, "client", None)
+        if client is None:
+            from cloudvault.restore import docker_daemon as dd
+
+            client = dd.connect(timeout=30).client
+        for p, cid in zip(job.plan.processes, job.handles, strict=False):
+            with contextlib.suppress(Exception):  # already gone is what we want
+                client.stop(cid, timeout=STOP_GRACE_S)
+                _save_logs(client, cid, job.plan.run_dir / "logs" / p.name)
+            with contextlib.suppress(Exception):
+                client.remove_container(cid, force=True)
+
+    def _restore(self, plan: Plan) -> None:
+        """The recipe's image into the daemon: from the mirror's archive, else by digest from its registry."""
+        from cloudvault import config
+        from cloudvault.catalog.db import open_catalog
+        from cloudvault.restore import docker as restore_docker
+
+        recipe = _docker_recipe(plan)
+        if recipe is None:
+            raise ContainerFailed(name="the run", image=self.image_ref(plan), detail="not in the daemon, no recipe")
+        conn = open_catalog(config.catalog_path(self.catalog))
+        try:
+            source = "registry" if recipe.manifest_digest and not _archived(conn, recipe) else "archive"
+            restore_docker.restore(conn, restore_docker.preflight(conn, recipe, source=source))
+        finally:
+            conn.close()
+
+
+def mounts_for(plan: Plan) -> dict[str, tuple[str, str]]:
+    """host path -> (container path, ro|rw): the mirror read-only, the run folder read-write, and for the stand-in
+    vault's own Python runtime read-only."""
+    mounts = {str(plan.run_dir): (str(plan.run_dir), "rw")}
+    if plan.mirror_root and os.path.isdir(plan.mirror_root):
+        mounts[os.path.realpath(plan.mirror_root)] = (os.path.realpath(plan.mirror_root), "ro")
+    if plan.standin:
+        package_root = str(Path(cloudvault.__file__).resolve().parents[1])
+        for path in dict.fromkeys([os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), package_root,
+                                   "/usr"]):  # fmt: skip
+            mounts.setdefault(path, (path, "ro"))
+    return mounts
+
+
+def _start(client, plan: Plan, p, image: str) -> str:
+    """Create and start one process's container; its id."""
+    import docker
+
+    gpu = _uses_gpu(plan, p)
+    binds = {src: {"bind": dst, "mode": mode} for src, (dst, mode) in mounts_for(plan).items()}
+    host_config = client.create_host_config(
+        binds=binds, network_mode="none", cpuset_cpus=",".join(map(str, p.cpu_cores)) if _cpuset(p) else None,
+        device_requests=[docker.types.DeviceRequest(device_ids=[str(p.gpu)], capabilities=[["gpu"]])] if gpu else None,
+    )  # fmt: skip
+    # the device request gives the container only its GPU, as index 0: the host index would point nowhere
+    env = {k: v for k, v in p.env.items() if not (gpu and k == "CUDA_VISIBLE_DEVICES")}
+    try:
+        labels = {"cloudvault.run": plan.run_dir.name, "cloudvault.process": p.name}
+        created = client.create_container(image, command=p.argv, working_dir=p.cwd, environment=env, labels=labels,
+                                          host_config=host_config, user=f"{os.getuid()}:{os.getgid()}")  # fmt: skip
+        client.start(created["Id"])
+    except docker.errors.APIError as exc:
+        if "created" in locals():
+            client.remove_container(created["Id"], force=True)
+        raise ContainerFailed(name=p.name, image=image, detail=exc.explanation or str(exc)) from None
+    return created["Id"]
+
+
+def _save_logs(client, cid: str, stem: Path) -> None:
+    for suffix, out, err in ((".out", True, False), (".err", False, True)):
+        with open(f"{stem}{suffix}", "wb") as fh:
+            fh.write(client.logs(cid, stdout=out, stderr=err))
+
+
+def _uses_gpu(plan: Plan, p) -> bool:
+    return not plan.standin and p.gpu is not None
+
+
+def _cpuset(p) -> bool:
+    """Pin only to cores this host has (the lab's 24g..24g+23 on a 2-core test machine would not start)."""
+    return bool(p.cpu_cores) and set(p.cpu_cores) <= os.sched_getaffinity(0)
+
+
+def _docker_recipe(plan: Plan):
+    name = plan.recipe.section("environment").get("docker")
+    if not name:
+        return None
+    from cloudvault.restore.docker_source import load_docker_recipe
+
+    return load_docker_recipe(name)
+
+
+def _archived(conn, recipe) -> bool:
+    from cloudvault.restore.docker_source import archive_info
+
+    try:
+        archive_info(conn, recipe)
+    except VaultError:
+        return False
+    return True
+
+
+def _arch_check(plan: Plan, found: dict | None, recipe) -> Check:
+    """The image's CUDA arch list (its config's env, else the docker recipe) against each GPU the plan uses."""
+    from cloudvault import gpu
+
+    wanted = sorted({p.gpu for p in plan.processes if _uses_gpu(plan, p)})
+    if not wanted:
+        return Check("arch", True, "no GPU used")
+    env = dict(e.split("=", 1) for e in ((found or {}).get("Config") or {}).get("Env") or [] if "=" in e)
+    arch_list = env.get("TORCH_CUDA_ARCH_LIST") or (recipe.arch_list if recipe else None)
+    if not arch_list:
+        return Check("arch", True, "the image records no CUDA arch list; not checked")
+    gpus = {g.index: g for g in gpu.local_gpus() or []}
+    for index in wanted:
+        g = gpus.get(index)
+        if g is not None and gpu.fits(arch_list, g.compute_cap) is False:
+            built = gpu.describe(gpu.parse_arch_list(arch_list))
+            return Check("arch", False, f"image built for {built}; GPU {index} ({g.name}) is {g.sm}")
+    return Check("arch", True, f"arch list {arch_list} fits GPUs {wanted}")

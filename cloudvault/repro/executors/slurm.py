@@ -1,0 +1,240 @@
+"""The Slurm executor: one sbatch job array (one array task per process of the plan, so per GPU), rendered from the
+recipe's [run] and [slurm] sections, submitted with --parsable and waited for by polling `scontrol show job`
+(accounting may be off, so never sacct); Ctrl-C cancels it with scancel and waits until squeue no longer lists it.
+
+The run folder must be on storage the compute nodes share: each task writes its logs (logs/NAME.out, .err) and
+its exit code (logs/NAME.exit) there, and its outputs into run_dir/work, so collect has nothing to copy back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
+from cloudvault.repro.executors.base import Job
+from cloudvault.repro.plan import Plan
+from cloudvault.repro.preflight import Check
+
+POLL_S = 1.0
+CANCEL_WAIT_S = 60.0
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT"}
+SCRIPT = "job.sbatch"
+
+
+class SlurmUnreachable(EnvironmentProblem):
+    """Slurm does not answer ({detail}); check SLURM_CONF and that slurmctld runs (`sinfo`)"""
+
+
+class SlurmJobFailed(EnvironmentProblem):
+    """slurm job {job_id} {state}: {failed} of {total} task(s) failed (exit codes {codes}); last log lines: {tail}"""
+
+
+class SlurmExecutor:
+    name = "slurm"
+
+    def __init__(self, partition: str | None = None) -> None:
+        self.partition = partition
+
+    def describe(self, plan: Plan) -> list[str]:
+        lines = [f"sbatch --parsable {plan.run_dir / SCRIPT}   # {len(plan.processes)} array task(s)"]
+        lines += [line for line in render(plan, self.partition).splitlines() if line.startswith("#SBATCH")]
+        lines += [f"task {i} {p.name}: cd {p.cwd} && {shlex.join(p.argv)}" for i, p in enumerate(plan.processes)]
+        return lines
+
+    def preflight(self, plan: Plan) -> list[Check]:
+        """sinfo answers and the partition exists (and has GPUs when the plan needs them); this host's GPUs do not
+        matter, the job runs on the partition's nodes."""
+        partition = resources(plan, self.partition)["partition"]
+        try:
+            found = _slurm(["sinfo", "-h", "-o", "%P|%G"] + (["-p", partition] if partition else []))
+        except (ToolMissing, SlurmUnreachable) as exc:
+            return [Check("slurm", False, exc.message), Check("gpu", False, "no Slurm to ask for GPUs")]
+        rows = [line.split("|") for line in found.splitlines() if line.strip()]
+        if not rows:
+            return [Check("slurm", False, f"partition {partition!r} does not exist (`sinfo` lists the partitions)"),
+                    Check("gpu", False, f"no partition {partition!r}")]  # fmt: skip
+        name = rows[0][0].rstrip("*")
+        gpus = any("gpu" in gres for _, gres in rows)
+        wanted = _gpu_processes(plan)
+        has = f"partition {name} {'has' if gpus else 'has no'} GPUs (gres {rows[0][1]})"
+        gpu = (Check("gpu", True, "not needed" + (" (stand-in)" if plan.standin else "")) if not wanted else
+               Check("gpu", gpus, f"{has}; {len(wanted)} task(s) want one each"))  # fmt: skip
+        return [Check("slurm", True, f"sinfo answers; partition {name} exists"), gpu]
+
+    def submit(self, plan: Plan) -> Job:
+        logs = plan.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (plan.run_dir / "work").mkdir(exist_ok=True)
+        script = plan.run_dir / SCRIPT
+        script.write_text(render(plan, self.partition), encoding="utf-8")
+        out = _slurm(["sbatch", "--parsable", str(script)])
+        job_id = out.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SlurmUnreachable(detail=f"sbatch answered {out.strip()!r}, not a job id")
+        return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
+
+    def resume(self, plan: Plan, job_id: str) -> Job:
+        """The job of a detached run, to poll and collect later (`vault runs`)."""
+        return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
+
+    def poll(self, job: Job) -> list[int] | None:
+        """The tasks' exit codes once every task has left the queue; None while any is pending or running."""
+        states = task_states(job.job_id)
+        if any(state in ACTIVE for state, _ in states.values()):
+            return None
+        for i, p in enumerate(job.plan.processes):
+            exit_file = job.plan.run_dir / "logs" / f"{p.name}.exit"
+            if exit_file.is_file():
+                job.codes[i] = int(exit_file.read_text().strip() or 1)
+            else:  # killed before the command ended (cancelled, out of time or memory): Slurm's word only
+                state, code = states.get(i, ("UNKNOWN", None))
+                job.codes[i] = code if code else 1
+        job.state = _overall(states)
+        return [int(c) for c in job.codes]
+
+    def wait(self, job: Job, on_exit=None) -> list[int]:
+        started = time.monotonic()
+        try:
+            while (codes := self.poll(job)) is None:
+                time.sleep(POLL_S)
+        except (KeyboardInterrupt, Interrupted):
+            self.cancel(job)
+            raise Interrupted() from None
+        for p, code in zip(job.plan.processes, codes, strict=True):
+            if on_exit:
+                on_exit(p.name, code, time.monotonic() - started)
+        check_failed(job, codes)
+        return codes
+
+    def collect(self, job: Job) -> Path:
+        return job.plan.run_dir / "work"  # the tasks wrote there, on shared storage
+
+    def cancel(self, job: Job) -> None:
+        if not job.job_id:
+            return
+        subprocess.run(["scancel", job.job_id], capture_output=True, timeout=30)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while time.monotonic() < deadline and queued(job.job_id):
+            time.sleep(0.5)
+
+
+def check_failed(job: Job, codes: list[int]) -> None:
+    """A job with a failed task is SlurmJobFailed, naming its Slurm state and the failed task's last log lines."""
+    bad = [(p, c) for p, c in zip(job.plan.processes, codes, strict=True) if c]
+    if bad:
+        raise SlurmJobFailed(job_id=job.job_id, state=getattr(job, "state", "FAILED"), failed=len(bad),
+                             total=len(codes), codes=sorted({c for _, c in bad}),
+                             tail=log_tail(job.plan.run_dir / "logs", bad[0][0].name))  # fmt: skip
+
+
+def log_tail(logs: Path, name: str, lines: int = 3) -> str:
+    """The last lines of a task's stderr (else its stdout or Slurm's own log), joined on one line."""
+    for path in (logs / f"{name}.err", logs / f"{name}.out", *sorted(logs.glob("slurm-*.out"))):
+        if path.is_file() and (text := path.read_text(errors="replace").strip()):
+            return " | ".join(text.splitlines()[-lines:])
+    return "(no log output)"
+
+
+def resources(plan: Plan, partition: str | None = None) -> dict:
+    """What each array task asks for: the recipe's [slurm] section, one GPU and the recipe's cores per GPU task
+    (the stand-in: one core, no GPU); partition from --partition, else the recipe, else Slurm's default."""
+    section = plan.recipe.section("slurm")
+    gpu = bool(_gpu_processes(plan))
+    cores = plan.recipe.section("run").get("cpu_cores_per_gpu", 0) if gpu else 0
+    return {
+        "partition": partition or section.get("partition"),
+        "cpus": section.get("cpus_per_task", cores or 1),
+        "mem": section.get("mem", "1G" if plan.standin else None),
+        "time": section.get("time", "01:00:00"),
+        "gres": section.get("gres", "gpu:1") if gpu else None,
+    }
+
+
+def render(plan: Plan, partition: str | None = None) -> str:
+    """The sbatch script: one array task per process, each writing its logs and exit code under run_dir/logs."""
+    res = resources(plan, partition)
+    logs = plan.run_dir / "logs"
+    head = ["#!/bin/bash", f"#SBATCH --job-name=vault-{plan.recipe.name}",
+            f"#SBATCH --array=0-{len(plan.processes) - 1}", "#SBATCH --ntasks=1",
+            f"#SBATCH --cpus-per-task={res['cpus']}", f"#SBATCH --time={res['time']}",
+            f"#SBATCH --output={logs}/slurm-%A_%a.out", f"#SBATCH --chdir={plan.run_dir}"]  # fmt: skip
+    head += [f"#SBATCH --partition={res['partition']}"] if res["partition"] else []
+    head += [f"#SBATCH --mem={res['mem']}"] if res["mem"] else []
+    head += [f"#SBATCH --gres={res['gres']}"] if res["gres"] else []
+    body = ['case "$SLURM_ARRAY_TASK_ID" in']
+    for i, p in enumerate(plan.processes):
+        # Slurm sets CUDA_VISIBLE_DEVICES to the GPU it gave the task; the plan's local index would be wrong there
+        env = {k: v for k, v in p.env.items() if not (res["gres"] and k == "CUDA_VISIBLE_DEVICES")}
+        command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *p.argv])
+        cwd, log = shlex.quote(p.cwd), shlex.quote(str(logs / p.name))
+        body.append(f"  {i}) name={p.name}; mkdir -p {cwd} && cd {cwd} && {command} >{log}.out 2>{log}.err ;;")
+    body += ['  *) echo "no task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;', "esac"]
+    # the exit code lands on shared storage, renamed into place: it outlives the job in Slurm's memory (MinJobAge)
+    where = shlex.quote(str(logs))
+    tail = ["code=$?", f'echo "$code" >{where}/"$name".exit.tmp && mv {where}/"$name".exit.tmp {where}/"$name".exit',
+            'exit "$code"']  # fmt: skip
+    return "\n".join([*head, "", "set -u", *body, *tail]) + "\n"
+
+
+def task_states(job_id: str) -> dict[int, tuple[str, int | None]]:
+    """array task index -> (Slurm state, exit code) as scontrol knows them; {} once Slurm has forgotten the job."""
+    try:
+        text = _slurm(["scontrol", "-o", "show", "job", job_id])
+    except SlurmUnreachable as exc:
+        if "Invalid job id" in exc.message:
+            return {}
+        raise
+    states: dict[int, tuple[str, int | None]] = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        tasks, state = fields.get("ArrayTaskId", "0"), fields.get("JobState", "UNKNOWN")
+        code = int(fields.get("ExitCode", "0:0").split(":")[0] or 0)
+        for index in _task_range(tasks):
+            states[index] = (state, code)
+    return states
+
+
+def _task_range(text: str) -> list[int]:
+    """'3' -> [3]; '2-7' or '2-7%4' or '1,3-4' (pending tasks of an array) -> each index."""
+    found = []
+    for part in text.split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            found += range(int(low), int(high or low) + 1)
+    return found
+
+
+def queued(job_id: str) -> bool:
+    """Whether squeue still lists any task of the job."""
+    return bool(_slurm(["squeue", "-h", "-j", job_id, "-o", "%i"], tolerate_invalid=True).strip())
+
+
+def _overall(states: dict[int, tuple[str, int | None]]) -> str:
+    bad = sorted({s for s, _ in states.values() if s != "COMPLETED"})
+    return ",".join(bad) if bad else ("COMPLETED" if states else "ended (Slurm no longer lists it)")
+
+
+def _gpu_processes(plan: Plan) -> list:
+    return [] if plan.standin else [p for p in plan.processes if p.gpu is not None]
+
+
+def _slurm(argv: list[str], tolerate_invalid: bool = False) -> str:
+    """A Slurm command's stdout; a missing tool is ToolMissing, a failure SlurmUnreachable with its message."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ)
+    except FileNotFoundError:
+        hint = "install Slurm's client tools (slurm-client) or use --executor local"
+        raise ToolMissing(tool=argv[0], hint=hint) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmUnreachable(detail=f"{argv[0]} took over 60 s") from None
+    if done.returncode:
+        message = (done.stderr or done.stdout).strip().splitlines()
+        if tolerate_invalid and message and "Invalid job id" in message[-1]:
+            return ""
+        raise SlurmUnreachable(detail=f"{shlex.join(argv)}: {message[-1] if message else f'exit {done.returncode}'}")
+    return done.stdout

@@ -1,0 +1,166 @@
+"""A real GPU reproduction in miniature: greedy decoding with torch and transformers of a small Llama built from a
+config with a fixed seed (no weights exist to download), over a handful of seeded prompts, written in the shape of
+the lab's harness output so `vault repro gpu_greedy_smoke` and `vault compare` read it like any recorded run.
+
+`python -m cloudvault.repro.gpu_smoke --out DIR [--device cuda|cpu] [--gpu G]` writes into DIR:
+per_request.gpuG.csv (the harness's table: prompt/output tokens, TTFT, TPOT, E2E, tok/s, finish),
+requests.gpuG.jsonl (per request: output_ids, t_start/t_first/t_done, top2_margin) and run.gpuG.json (what it ran
+on: GPU name and compute capability, torch, transformers, dtype, seed). TTFT = t_first - t_start, TPOT =
+(t_done - t_first) / (out - 1), E2E = t_done - t_start, as the lab computes them (cloudvault.repro.metrics).
+The first prompt is a warm-up (CUDA context, kernels) and is not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+SEED = 20251203
+MAX_NEW_TOKENS = 32
+PROMPT_LENGTHS = (16, 32, 96, 256, 384, 64)  # the first one is the warm-up
+MODEL_CONFIG = {
+    "vocab_size": 4096, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 1024,
+    "initializer_range": 0.35, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+    "bos_token_id": 1, "eos_token_id": 2,
+}  # fmt: skip
+# initializer_range well above the default 0.02 gives peaked logits, so greedy decoding meets few near-ties
+COLUMNS = ["idx", "doc_id", "role", "temperature", "prompt_tokens", "gpu", "output_tokens", "ttft_s", "tpot_ms",
+           "e2e_s", "tps", "finish"]  # fmt: skip
+
+
+def prompts(seed: int = SEED) -> list[dict]:
+    """The prompts: seeded token ids (no tokenizer to download), warm-up first; a doc id per prompt."""
+    rng = random.Random(seed)
+    found = []
+    for i, length in enumerate(PROMPT_LENGTHS):
+        ids = [1] + [rng.randrange(3, MODEL_CONFIG["vocab_size"]) for _ in range(length - 1)]
+        found.append({"idx": i, "doc_id": f"smoke{i:02d}-{length}", "role": "warmup" if i == 0 else "measured",
+                      "prompt_ids": ids})  # fmt: skip
+    return found
+
+
+def build_model(device: str):
+    """The seeded tiny Llama in float32, in eval mode, on the device (same seed -> same weights everywhere)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(LlamaConfig(**MODEL_CONFIG))
+    return model.to(device=device, dtype=torch.float32).eval()
+
+
+def greedy(model, prompt_ids: list[int], device: str, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
+    """One request: greedy tokens with the KV cache, wall-clock timestamps (each token's id read back to the host,
+    so the GPU has finished it), and each step's top-1 minus top-2 logprob margin."""
+    import torch
+
+    eos = MODEL_CONFIG["eos_token_id"]
+    ids, margins = [], []
+    with torch.inference_mode():
+        t_start = time.time()
+        tokens = torch.tensor([prompt_ids], device=device)
+        past, t_first = None, None
+        for _ in range(max_new_tokens):
+            out = model(input_ids=tokens, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            top = torch.topk(logprobs, 2)
+            token = int(top.indices[0].item())
+            margins.append(round(float(top.values[0] - top.values[1]), 4))
+            ids.append(token)
+            t_first = t_first or time.time()
+            if token == eos:
+                break
+            tokens = torch.tensor([[token]], device=device)
+        t_done = time.time()
+    return {"t_start": t_start, "t_first": t_first, "t_done": t_done, "output_ids": ids, "top2_margin": margins}
+
+
+def device_settings(device: str) -> dict:
+    """What the run ran on, as settings a comparison checks: the GPU (name, compute capability) or 'none (cpu)'."""
+    import torch
+    import transformers
+
+    if device.startswith("cuda"):
+        index = torch.device(device).index or 0
+        major, minor = torch.cuda.get_device_capability(index)
+        gpu = f"{torch.cuda.get_device_name(index)} ({major}.{minor})"
+    else:
+        gpu = "none (cpu)"
+    return {"gpu": gpu, "dtype": "float32", "seed": SEED, "max_new_tokens": MAX_NEW_TOKENS,
+            "model_config": json.dumps(MODEL_CONFIG, sort_keys=True), "torch": torch.__version__,
+            "transformers": transformers.__version__}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    # deterministic cuBLAS and no TF32: greedy on one GPU must repeat token for token
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+
+    torch.use_deterministic_algorithms(True)
+    if args.device == "cpu":
+        torch.set_num_threads(1)  # one thread: the same reduction order every run, and no fight for shared cores
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu_smoke: --device cuda but torch sees no GPU (use --device cpu)", file=sys.stderr)
+        return 6
+    model = build_model(args.device)
+    rows, records = [], []
+    for doc in prompts():
+        done = greedy(model, doc["prompt_ids"], args.device)
+        out = len(done["output_ids"])
+        records.append({"request": f"{doc['doc_id']}@gpu{args.gpu}", "doc_id": doc["doc_id"], "gpu": args.gpu,
+                        **{k: round(done[k], 6) for k in ("t_start", "t_first", "t_done")},
+                        "output_ids": done["output_ids"], "top2_margin": done["top2_margin"]})  # fmt: skip
+        rows.append(table_row(doc, args.gpu, out, done))
+        print(f"[gpu{args.gpu}] {doc['doc_id']} {doc['role']} prompt {len(doc['prompt_ids'])} out {out} "
+              f"ttft {rows[-1]['ttft_s']}s tpot {rows[-1]['tpot_ms']}ms", flush=True)  # fmt: skip
+    write_outputs(Path(args.out), args.gpu, rows, records, device_settings(args.device))
+    return 0
+
+
+def table_row(doc: dict, gpu: int, out: int, done: dict) -> dict:
+    from cloudvault.repro.metrics import request_timings
+
+    t = request_timings(done["t_start"], done["t_first"], done["t_done"], out)
+    finish = "stop" if done["output_ids"][-1] == MODEL_CONFIG["eos_token_id"] else "cap"
+    return {"idx": doc["idx"], "doc_id": doc["doc_id"], "role": doc["role"], "temperature": "0",
+            "prompt_tokens": len(doc["prompt_ids"]), "gpu": gpu, "output_tokens": out,
+            "ttft_s": f"{t['ttft_s']:.4f}", "tpot_ms": f"{t['tpot_ms']:.3f}", "e2e_s": f"{t['e2e_s']:.4f}",
+            "tps": f"{out / t['e2e_s']:.1f}", "finish": finish}  # fmt: skip
+
+
+def write_outputs(out: Path, gpu: int, rows: list[dict], records: list[dict], settings: dict) -> None:
+    """Each file under a temp name, renamed into place: a killed runner leaves no half table."""
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / f"per_request.gpu{gpu}.csv"
+    with open(table.with_suffix(".tmp"), "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(table.with_suffix(".tmp"), table)
+    stream = "".join(json.dumps(r) + "\n" for r in records)
+    about = json.dumps({"settings": settings}, indent=1, sort_keys=True) + "\n"
+    for name, text in ((f"requests.gpu{gpu}.jsonl", stream), (f"run.gpu{gpu}.json", about)):
+        (out / f"{name}.tmp").write_text(text, encoding="utf-8")
+        os.replace(out / f"{name}.tmp", out / name)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu_smoke", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="folder for per_request/requests/run files (made if missing)")
+    p.add_argument("--device", default="cuda", help="cuda (the GPU CUDA_VISIBLE_DEVICES gives) or cpu")
+    p.add_argument("--gpu", type=int, default=0, help="the GPU slot named in the request ids and file names")
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(run(parser().parse_args()))
