@@ -133,6 +133,7 @@ def test_without_the_standin_the_gpu_and_env_preflight_fail_here(demo_catalog, v
         "FAIL environment      env 'sparsespec' is not restored here; run `vault restore env nebius` first" in dry.out
     )
     assert "--temperature 0 --seed 0 --output-cap 8192 --spec-stride 7 --budget-ratio 0.05" in dry.out
+    assert "docs       20 documents, requests: 16 measured, 8 warmup, on 8 GPUs; prompts 128,996..205,995" in dry.out
     assert "--clip-length 214187" in dry.out  # the longest prompt (205,995) + 8,192, as dashboard 3.5.2.5 says
     assert "015_nebius_h8_raw_mirror/data/cs/sparsespec_git/benchmarks/longctx_bench.py" in dry.out
     assert not (tmp_path / "runs").exists()

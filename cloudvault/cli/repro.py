@@ -10,6 +10,9 @@ with the recorded folder and writes provenance.json, logs/, compare.csv and REPO
 verdict go into the catalog (`vault runs`, `vault search`). `--standin` runs the project's CPU stand-in of the
 harness (same flags and files) where there is no GPU or model. A failed preflight exits 6 (`--force-preflight`
 runs anyway and records it); Ctrl-C stops the processes and records the run as interrupted (exit 130).
+`--executor docker` runs each process in a container of the recipe's image (or --image; mirror read-only, no
+network, GPUs by device request); `--executor slurm` submits one sbatch job array (recorded as queued at once,
+polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs ENTRY` collects the run later.
 Exit 0 when reproduced (REPRODUCED, WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE).
 """
 
@@ -26,7 +29,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--standin", action="store_true", help="run the CPU stand-in of the harness")
     parser.add_argument("--out", help="folder for the new run folder (default: XDG data dir cloudvault/runs)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
-    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help="where the processes run")
+    where = "where the processes run: local processes, docker containers, or a Slurm job array"
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help=where)
+    parser.add_argument("--detach", action="store_true", help="slurm: return once queued; `vault runs` collects")
+    parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
+    parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -55,11 +62,17 @@ def run(args) -> int:
         return _dry_run(conn, recipe, options, args, ui)
     from cloudvault.repro import report
     from cloudvault.repro.compare import PASSING
-    from cloudvault.repro.executors import executor
     from cloudvault.repro.run import Feedback, reproduce
 
+    if args.detach and args.executor != "slurm":
+        raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
     feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"))
-    cmp, prov = reproduce(conn, recipe, executor(args.executor), options, feedback)
+    cmp, prov = reproduce(conn, recipe, _executor(args), options, feedback, detach=args.detach)
+    if cmp is None:
+        if args.json:
+            ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
+        ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; `vault runs {recipe.entry}` collects it")
+        return errors.OK
     if args.json:
         ui.emit({**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
                  "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
@@ -72,6 +85,14 @@ def run(args) -> int:
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
     return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+
+
+def _executor(args):
+    """The executor --executor names, with its own options."""
+    from cloudvault.repro.executors import executor
+
+    own = {"docker": {"image": args.image, "catalog": args.catalog}, "slurm": {"partition": args.partition}}
+    return executor(args.executor, **own.get(args.executor, {}))
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -119,18 +140,23 @@ def _last_runs(catalog) -> dict:
 
 def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
-    from cloudvault.repro.executors import executor
+    from cloudvault.repro.executors import with_executor_checks
     from cloudvault.repro.preflight import run_checks
     from cloudvault.repro.run import mirror_root_of, new_run_dir
 
     _, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
     plan = planning.build(conn, recipe, run_dir, options)
-    checks = run_checks(conn, plan, options.out_explicit)
+    chosen = _executor(args)
+    checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
     if args.json:
         ui.emit(doc)
     else:
-        _print_plan(ui, doc, executor(args.executor).describe(plan))
+        _print_plan(ui, doc, chosen.describe(plan))
+        if args.executor != "local":
+            ui.heading(f"{args.executor} executor")
+            for line in chosen.describe(plan):
+                ui.line(f"  {line}")
     return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
 
 
@@ -150,6 +176,13 @@ def _print_plan(ui, doc: dict, commands: list[str]) -> None:
         ui.line(
             f"  input      {i['name']}: {i['files']} file(s), {i['bytes']:,} B from {', '.join(i['from'])}"
             f" -> {i['dest']}"
+        )
+    if doc["docs"]:
+        d = doc["docs"]
+        roles = ", ".join(f"{n} {role}" for role, n in d["requests"].items())
+        ui.line(
+            f"  docs       {d['documents']} documents, requests: {roles}, on {d['gpus']} GPUs; prompts "
+            f"{d['prompt_tokens'][0]:,}..{d['prompt_tokens'][1]:,} tokens; clip length {d['clip_length']:,}"
         )
     settings = {k: v for k, v in doc["settings"].items() if not isinstance(v, dict | list) and len(str(v)) < 40}
     ui.line("  settings   " + ", ".join(f"{k}={v}" for k, v in settings.items()))

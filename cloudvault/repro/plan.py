@@ -33,7 +33,8 @@ StagedInput = namedtuple("StagedInput", "name entry_id members base dest single"
 Plan = namedtuple(
     "Plan",
     "recipe mirror_id entry_id mirror_root settings run_settings record_folder record_files inputs processes "
-    "outputs merge rules compare_settings near_tie run_dir standin env",
+    "outputs merge rules compare_settings near_tie run_dir standin env docs",
+    defaults=(None,),
 )
 
 
@@ -53,8 +54,8 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
                "inputs": {i.name: str(i.dest) for i in inputs}, "gpu": ""}  # fmt: skip
     context["model"] = context["inputs"].get("model") or _mirror_path(conn, root, recipe.section("model"), entry_id)
     context["code"] = _mirror_path(conn, root, recipe.section("code"), entry_id)
-    if "{clip_length}" in run["args"]:
-        context["clip_length"] = clip_length(conn, inputs, settings)
+    docs = docs_summary(read_docs(conn, inputs), settings)
+    context["clip_length"] = docs.get("clip_length", settings.get("output_cap", 0))
     env.update({k: expand(v, context, where=f"run.env.{k}", recipe=recipe.path) for k, v in run.get("env", {}).items()})
     env.update(options.env_overrides or {})
     run_settings = {**settings, "env": {**settings.get("env", {}), **env}} if settings.get("env") or env else settings
@@ -64,6 +65,7 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
         inputs, _processes(recipe, context, settings, env, options.standin),
         list(recipe.section("outputs").get("files", record.get("files", []))),
         dict(recipe.section("outputs").get("merge", {})), rules, compared, near_tie, run_dir, options.standin, env,
+        docs,
     )  # fmt: skip
 
 
@@ -77,19 +79,30 @@ def _mirror_path(conn: sqlite3.Connection, root: str, spec: dict, entry_id: str)
     return str(PurePosixPath(root) / entry / spec["path"]) if root else spec["path"]
 
 
-def clip_length(conn: sqlite3.Connection, inputs: list[StagedInput], settings: dict) -> int:
-    """The harness's clip length as the lab set it: the longest prompt of the docs input + the output cap."""
+def read_docs(conn: sqlite3.Connection, inputs: list[StagedInput]) -> list[dict]:
+    """The documents of the `docs` input (JSON lines: doc_id, role, gpu, prompt_tokens), read through the catalog."""
     import json
 
     from cloudvault.members import MemberReader
 
     docs = next((i for i in inputs if i.name == "docs" and i.single), None)
     if docs is None:
-        return int(settings.get("output_cap", 0))
+        return []
     with MemberReader(conn) as reader:
         text = b"".join(reader.open(docs.members[0])).decode("utf-8")
-    longest = max(int(json.loads(line)["prompt_tokens"]) for line in text.splitlines() if line.strip())
-    return longest + int(settings.get("output_cap", 0))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def docs_summary(docs: list[dict], settings: dict) -> dict:
+    """Requests per role, distinct documents, prompt range, and the clip length (longest prompt + output cap)."""
+    if not docs:
+        return {}
+    prompts = [int(d["prompt_tokens"]) for d in docs]
+    roles = sorted({d.get("role", "measured") for d in docs})
+    cap = int(settings.get("output_cap", 0))
+    return {"requests": {r: sum(1 for d in docs if d.get("role", "measured") == r) for r in roles},
+            "documents": len({d["doc_id"] for d in docs}), "prompt_tokens": [min(prompts), max(prompts)],
+            "gpus": len({d.get("gpu") for d in docs}), "clip_length": max(prompts) + cap}  # fmt: skip
 
 
 def _inputs(conn, recipe: Recipe, scope: tuple[int, str], run_dir: Path, standin: bool) -> list[StagedInput]:
@@ -162,7 +175,7 @@ def describe(plan: Plan) -> dict:
         "processes": [{"name": p.name, "command": shlex.join(p.argv), "gpu": p.gpu, "cwd": p.cwd,
                        "cpu_cores": f"{p.cpu_cores[0]}-{p.cpu_cores[-1]}" if p.cpu_cores else "",
                        "env": {k: v for k, v in p.env.items() if k not in plan.env}} for p in plan.processes],
-        "outputs": plan.outputs, "merge": plan.merge,
+        "docs": plan.docs or {}, "outputs": plan.outputs, "merge": plan.merge,
         "compare": {"rules": {c: str(r) for c, r in plan.rules.items()}, "settings": plan.compare_settings,
                     "near_tie_margin": plan.near_tie},
     }  # fmt: skip
