@@ -248,3 +248,17 @@ def test_relocate_keeps_sourceless_byte_code_and_drops_stale_caches(tmp_path):
     assert (tmp_path / "bin/tool").read_bytes().startswith(b"#!/new/place/env/bin/python\n")
     assert moved.pyc_removed == 2 and moved.pyc_note.startswith("no python in the env")
     assert {r["path"]: r["how"] for r in moved.rewritten} == {"bin/tool": "text", "lib/x.py": "text"}
+
+
+def test_a_target_that_appears_during_a_restore_is_never_replaced_without_force(tmp_path):
+    from cloudvault.errors import DestinationExists
+    from cloudvault.restore.env_restore import swap_into_place
+
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env/theirs").write_text("placed by another restore meanwhile")
+    (tmp_path / ".env.vault-restore-1").mkdir()
+    with pytest.raises(DestinationExists):
+        swap_into_place(tmp_path / ".env.vault-restore-1", tmp_path / "env", force=False)
+    assert (tmp_path / "env/theirs").exists()
+    swap_into_place(tmp_path / ".env.vault-restore-1", tmp_path / "env", force=True)
+    assert list((tmp_path / "env").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["env", "home"]

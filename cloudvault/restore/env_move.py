@@ -93,7 +93,7 @@ def move(
     try:
         moved = _relocated_copy(source, staging, marker, new, env.name, allow_unpatched)
         os.sync()
-        swap_into_place(staging, target)
+        swap_into_place(staging, target, force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
         raise

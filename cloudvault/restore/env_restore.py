@@ -126,13 +126,21 @@ def discard_staging(staging: Path, target: Path, exc: BaseException) -> None:
         raise errors.NoSpace(path=target) from None
 
 
-def swap_into_place(staging: Path, target: Path) -> None:
-    """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed."""
+def swap_into_place(staging: Path, target: Path, force: bool) -> None:
+    """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed.
+    Without force, a target that appeared since the start (another restore) is theirs: DestinationExists."""
     aside = None
+    if os.path.lexists(target) and not force:
+        raise errors.DestinationExists(path=target)
     if os.path.lexists(target):
         aside = target.with_name(f".{target.name}{REPLACED_MARK}{os.getpid()}")
         os.rename(target, aside)
-    os.rename(staging, target)
+    try:
+        os.rename(staging, target)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another restore placed it meanwhile: theirs stays
+            raise errors.DestinationExists(path=target) from None
+        raise
     fsync_dir(target.parent)
     if aside is not None:
         shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
@@ -203,7 +211,7 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
         os.sync()  # every file durable before the rename makes the env visible
-        swap_into_place(staging, target)
+        swap_into_place(staging, target, force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
         raise
