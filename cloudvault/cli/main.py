@@ -44,6 +44,7 @@ class VaultParser(argparse.ArgumentParser):
         super().__init__(**kwargs)
 
     def error(self, message: str):
+        message = message.replace("\n", "\\n").replace("\r", "\\r")  # an argument's newline stays on one line
         raise errors.UsageError(detail=f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(message: str, code: int, argv: list[str]) -> None:
     """One line on stderr; with --json also a JSON object on stdout, so a script always gets a document."""
+    message = " ".join(message.splitlines())
     sys.stderr.write(f"vault: error: {message}\n")
     if "--json" in argv:
         import json
