@@ -302,6 +302,37 @@ def test_a_catalog_path_with_uri_characters_is_served_as_itself(served, tmp_path
     assert {r["field"]: r["value"] for r in response.json()}["setting commit"] == "8246fb6"
 
 
+def test_an_entry_id_two_mirrors_share_is_named_with_its_mirror(served, tmp_path, vault):
+    """Commands and links say mirror:entry only where the bare ID would be ambiguous, and they resolve."""
+    import asyncio
+    import sqlite3
+
+    from cloudvault.browse import server
+
+    db, _ = served
+    twin = tmp_path / "catalog.db"
+    shutil.copy(db, twin)
+    with sqlite3.connect(twin) as conn:
+        conn.execute("INSERT INTO mirrors (id, name, root) VALUES (9, 'rerun_copy', '/nowhere')")
+        conn.execute("INSERT INTO entries (mirror_id, entry_id, what) VALUES (9, '014_ss20_temp0_chunk1024', 'twin')")
+    ds = server.build_app(twin)
+
+    def page(path: str) -> list[dict]:
+        return asyncio.run(ds.client.get(f"/catalog/{path}&_shape=array")).json()
+
+    hits = {r["text"]: r for r in page("search.json?q=chunk1024") if r["kind"] == "entry"}
+    assert hits["twin"]["command"] == "vault show rerun_copy:014_ss20_temp0_chunk1024"
+    ours = hits["SparseSpec batch 1, temp 0, chunk 1024, LOG_SS=1, 20 docs"]
+    assert ours["command"] == "vault show marvell_cloud:014_ss20_temp0_chunk1024"
+    assert ours["open"] == "entry?entry=marvell_cloud%3A014_ss20_temp0_chunk1024"
+    card = {r["field"]: r["value"] for r in page("entry.json?entry=marvell_cloud:014_ss20_temp0_chunk1024")}
+    assert card["setting commit"] == "8246fb6" and card[f"run {RUN_ID}"] == "finished DIVERGED"
+    assert "names 2 entries" in page("entry.json?entry=014")[0]["value"]
+    assert [r["run_id"] for r in page("runs.json?entry=rerun_copy:014")] == []
+    assert vault("--catalog", str(twin), *ours["command"].split()[1:]).code == 0
+    assert vault("--catalog", str(twin), "show", "014").code == 4  # why the page qualifies it
+
+
 def listening_addresses(port: int) -> set[str]:
     """Local addresses (hex, as the kernel lists them) with a socket listening on port."""
     rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]

@@ -81,8 +81,8 @@ def vault_command(kind: str, entry: str | None, path: str | None, archive: str |
     """The command that fetches a hit: `vault show` for entries, runs and restores, `vault extract` for data."""
     if not entry:  # the mirror's top level is not an entry vault can show or extract from
         return None
-    if kind in ("doc", "file"):
-        return shlex.join(["vault", "extract", entry, path.removeprefix(f"{entry}/")])
+    if kind in ("doc", "file"):  # the path inside the entry; entry may be mirror:entry
+        return shlex.join(["vault", "extract", entry, path.removeprefix(f"{entry.rpartition(':')[2]}/")])
     if kind == "member":
         return shlex.join(["vault", "extract", entry, path, "--archive", archive.rsplit("/", 1)[-1]])
     return shlex.join(["vault", "show", entry])
@@ -112,6 +112,13 @@ def register_functions(conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT id FROM entries WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry_id))
         return row.fetchone()[0], None
 
+    def entry_name(mirror_id: int | None, entry: str | None) -> str | None:
+        """The entry ID as `vault show` takes it: mirror:entry only where another mirror has the same ID."""
+        if not entry or conn.execute("SELECT count(*) FROM entries WHERE entry_id = ?", (entry,)).fetchone()[0] < 2:
+            return entry
+        name = conn.execute("SELECT name FROM mirrors WHERE id = ?", (mirror_id,)).fetchone()
+        return f"{name[0]}:{entry}" if name else entry
+
     def cautions(mirror_id: int | None, entry: str | None) -> str:
         return "; ".join(query.cautions(conn, {(mirror_id, entry)}).get(entry, [])) if entry else ""
 
@@ -123,6 +130,7 @@ def register_functions(conn: sqlite3.Connection) -> None:
     for name, nargs, fn in pure:
         conn.create_function(name, nargs, fn, deterministic=True)
     conn.create_function("vault_cautions", 2, cautions)
+    conn.create_function("vault_entry_name", 2, entry_name)
     conn.create_function("vault_entry_row", 1, lambda q: resolve(q)[0])
     conn.create_function("vault_entry_problem", 1, lambda q: resolve(q)[1])
 

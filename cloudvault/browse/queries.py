@@ -29,8 +29,8 @@ def search_sql() -> str:
     return (
         f"WITH hits({HIT_COLUMNS}) AS (\n  " + "\n  UNION ALL ".join(branches) + "\n)\n"
         "SELECT h.kind, h.entry, h.path, vault_cautions(h.mirror_id, h.entry) AS cautions,\n"
-        "  vault_command(h.kind, h.entry, h.path, h.archive) AS command,\n"
-        "  vault_open(h.kind, h.entry, h.path, h.archive) AS open,\n"
+        "  vault_command(h.kind, vault_entry_name(h.mirror_id, h.entry), h.path, h.archive) AS command,\n"
+        "  vault_open(h.kind, vault_entry_name(h.mirror_id, h.entry), h.path, h.archive) AS open,\n"
         "  CASE h.kind WHEN 'doc' THEN vault_snippet(h.text, :q) ELSE h.text END AS text,\n"
         "  h.archive AS in_archive, h.size, h.blake3\n"
         f"FROM hits h ORDER BY CASE h.kind {order} END, h.entry, h.path"
@@ -52,7 +52,7 @@ UNION ALL SELECT 'on disk', CASE e.present WHEN 0 THEN 'not found on disk' ELSE
      WHERE f.mirror_id = e.mirror_id AND f.entry_id = e.entry_id) END, NULL FROM e
 UNION ALL SELECT 'key files', e.key_files, NULL FROM e
 UNION ALL SELECT 'cautions', coalesce(nullif(vault_cautions(e.mirror_id, e.entry_id), ''), 'none recorded'),
-    vault_link('flags', 'entry', e.entry_id) FROM e
+    vault_link('flags', 'entry', vault_entry_name(e.mirror_id, e.entry_id)) FROM e
 UNION ALL SELECT 'setting ' || j.key,
     CASE j.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE j.value END, NULL
   FROM e, json_each(e.settings) j
@@ -60,19 +60,21 @@ UNION ALL SELECT 'archive', f.path || ' (' || a.member_count || ' members, ' || 
     a.status || ')', vault_link('members', 'archive', f.path)
   FROM e JOIN files f ON f.mirror_id = e.mirror_id AND f.entry_id = e.entry_id JOIN archives a ON a.file_id = f.id
 UNION ALL SELECT 'restore', r.kind || ' ' || r.name || ' -> ' || r.target || ': ' || r.status,
-    vault_link('restores', 'entry', e.entry_id)
+    vault_link('restores', 'entry', vault_entry_name(e.mirror_id, e.entry_id))
   FROM e JOIN restores r ON r.mirror_id = e.mirror_id AND r.entry_id = e.entry_id
 UNION ALL SELECT 'run ' || r.run_id, r.status || ' ' || coalesce(r.verdict, ''), vault_link('run', 'run', r.run_id)
   FROM e JOIN runs r ON r.mirror_id = e.mirror_id AND r.entry_id = e.entry_id
 UNION ALL SELECT 'ENVIRONMENT.md', d.body, NULL
   FROM e JOIN files f ON f.mirror_id = e.mirror_id AND f.path = e.entry_id || '/ENVIRONMENT.md'
   JOIN docs d ON d.file_id = f.id
-UNION ALL SELECT 'command', vault_command('entry', e.entry_id, NULL, NULL), NULL FROM e
+UNION ALL SELECT 'command', vault_command('entry', vault_entry_name(e.mirror_id, e.entry_id), NULL, NULL), NULL
+  FROM e
 """
 
 MEMBERS_SQL = """
 SELECT f.entry_id AS entry, f.path AS archive, mb.path, mb.type, mb.size, mb.blake3, mb.data_offset,
-  datetime(mb.mtime, 'unixepoch') AS mtime, vault_command('member', f.entry_id, mb.path, f.path) AS command
+  datetime(mb.mtime, 'unixepoch') AS mtime,
+  vault_command('member', vault_entry_name(f.mirror_id, f.entry_id), mb.path, f.path) AS command
 FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id
 WHERE (:archive = '' OR instr(lower(f.path), lower(:archive)) > 0)
   AND (:path = '' OR instr(lower(mb.path), lower(:path)) > 0)
@@ -89,17 +91,19 @@ ORDER BY f.path
 
 FLAGS_SQL = """
 SELECT fl.entry_id AS entry, fl.kind, f.path, fl.member, fl.detail, a.status AS archive_status,
-  vault_link('entry', 'entry', fl.entry_id) AS open
+  vault_link('entry', 'entry', vault_entry_name(fl.mirror_id, fl.entry_id)) AS open
 FROM flags fl LEFT JOIN files f ON f.id = fl.file_id LEFT JOIN archives a ON a.file_id = f.id
-WHERE :entry = '' OR fl.entry_id = (SELECT entry_id FROM entries WHERE id = vault_entry_row(:entry))
+WHERE :entry = '' OR (fl.mirror_id, fl.entry_id) =
+  (SELECT mirror_id, entry_id FROM entries WHERE id = vault_entry_row(:entry))
 ORDER BY fl.entry_id, fl.kind, f.path, fl.member
 """
 
 RESTORES_SQL = """
 SELECT r.id, r.kind, r.entry_id AS entry, r.name, r.source, r.source_hash, r.target, r.status, r.started_at,
-  r.finished_at, r.detail, vault_link('entry', 'entry', r.entry_id) AS open
+  r.finished_at, r.detail, vault_link('entry', 'entry', vault_entry_name(r.mirror_id, r.entry_id)) AS open
 FROM restores r
-WHERE :entry = '' OR r.entry_id = (SELECT entry_id FROM entries WHERE id = vault_entry_row(:entry))
+WHERE :entry = '' OR (r.mirror_id, r.entry_id) =
+  (SELECT mirror_id, entry_id FROM entries WHERE id = vault_entry_row(:entry))
 ORDER BY r.id DESC
 """
 
@@ -109,7 +113,8 @@ SELECT r.run_id, r.entry_id AS entry, r.recipe, r.executor, r.job_id, r.status, 
     WHERE q.run_id = r.id GROUP BY verdict ORDER BY verdict)) AS requests,
   r.started_at, r.finished_at, r.folder, vault_link('run', 'run', r.run_id) AS open
 FROM runs r
-WHERE :entry = '' OR r.entry_id = (SELECT entry_id FROM entries WHERE id = vault_entry_row(:entry))
+WHERE :entry = '' OR (r.mirror_id, r.entry_id) =
+  (SELECT mirror_id, entry_id FROM entries WHERE id = vault_entry_row(:entry))
 ORDER BY r.started_at DESC, r.id DESC
 """
 
@@ -120,7 +125,7 @@ SELECT 'not found' AS field, 'no run ' || quote(:run) || ' in the catalog; see t
 UNION ALL SELECT 'run', r.run_id, NULL FROM r
 UNION ALL SELECT 'verdict', coalesce(r.verdict, '(none yet)'), NULL FROM r
 UNION ALL SELECT 'status', r.status, NULL FROM r
-UNION ALL SELECT 'entry', r.entry_id, vault_link('entry', 'entry', r.entry_id) FROM r
+UNION ALL SELECT 'entry', r.entry_id, vault_link('entry', 'entry', vault_entry_name(r.mirror_id, r.entry_id)) FROM r
 UNION ALL SELECT 'recipe', r.recipe || ' (' || r.recipe_hash || ')', NULL FROM r
 UNION ALL SELECT 'executor', r.executor || coalesce(' job ' || r.job_id, ''), NULL FROM r
 UNION ALL SELECT 'folder', r.folder, NULL FROM r
