@@ -384,6 +384,26 @@ def test_restores_are_recorded_and_found_by_search_and_show(env_vault, vault, tm
     assert detail["verified"]["conda_differ"] == ["etc/vaultpad/paths.conf"]
 
 
+def test_an_archive_that_is_no_env_is_named_as_skipped(lab, tmp_path, vault, monkeypatch):
+    built, _ = lab
+    mirror = tmp_path / "m"
+    folder = mirror / "015_nebius_h8_raw_mirror/data/miniforge3_tar"
+    folder.mkdir(parents=True)
+    shutil.copy2(built.archive("neo"), folder / "neo.tar.zst")
+    shutil.copy2(built.archive("neo"), folder / "neo-copy.tar.zst")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes/readme.txt").write_text("not an env")
+    subprocess.run(
+        ["tar", "-C", str(tmp_path), "-I", "zstd", "-cf", str(folder / "notes.tar.zst"), "notes"], check=True
+    )
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(mirror)).code == 0
+    monkeypatch.setenv("VAULT_RECIPES", str(built.recipes))
+    doc = json.loads(vault("--catalog", str(db), "restore", "env", "lab", "--list", "--json").out)
+    assert [e["name"] for e in doc["envs"]] == ["neo"]
+    assert len(doc["skipped"]) == 2 and any("notes.tar.zst: no conda-meta/" in s for s in doc["skipped"])
+
+
 def test_unknown_env_is_exit_3_with_the_close_names_and_usage_mistakes_are_exit_2(env_vault, tmp_path):
     r = env_vault("sparsespek")
     assert r.code == 3 and "did you mean: sparsespec" in r.err

@@ -89,7 +89,7 @@ def _list(ui, recipe, conn, envs, caps) -> int:
 
     rows = [describe(conn, env, caps) for env in envs]
     if ui.as_json:
-        ui.emit({"recipe": recipe.name, "entry": recipe.data["entry"], "envs": rows})
+        ui.emit({"recipe": recipe.name, "entry": recipe.data["entry"], "envs": rows, "skipped": recipe.skipped})
         return errors.OK
     ui.heading(f"{recipe.name}: {len(rows)} env(s) in {recipe.data['entry']} {recipe.data['archives']}")
     for r in rows:
@@ -105,6 +105,8 @@ def _list(ui, recipe, conn, envs, caps) -> int:
             ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")
         for note in (r["gpu"] or {}).get("notes", []):
             ui.line(f"    ! {note}")
+    for skipped in recipe.skipped:
+        ui.line(f"  skipped {skipped}")
     return errors.OK
 
 

@@ -81,6 +81,7 @@ class EnvRecipe:
     def __init__(self, name: str) -> None:
         self.path, self.data = load_recipe("env", name, SCHEMA)
         self.name = self.path.stem
+        self.skipped: list[str] = []  # archives the glob found that are not envs (filled by discover)
 
     def checks_for(self, env: str) -> dict[str, str]:
         return dict(self.data.get("checks", {})) | dict(self.data.get("envs", {}).get(env, {}).get("checks", {}))
@@ -93,13 +94,18 @@ class EnvRecipe:
         mirror_id, entry_id, _ = resolve_entry(conn, self.data["entry"])
         files = EntryMembers(conn, mirror_id, entry_id).glob(self.data["archives"])
         envs: dict[str, EnvSource] = {}
+        self.skipped = []
         for archive in (f for f in files if f.archive is None and f.type == "file"):
             folder = _env_folder(conn, mirror_id, entry_id, archive)
             if folder is None:
+                self.skipped.append(f"{archive.path}: no conda-meta/ or bin/python among its indexed members")
                 continue
             stem = archive.path.rsplit("/", 1)[-1].removesuffix(".tar.zst")
             name = folder.rsplit("/", 1)[-1] if folder else stem.removeprefix("env-")
-            envs.setdefault(name, EnvSource(name, archive, folder, self._prefix(name, folder), mirror_id, entry_id))
+            if name in envs:
+                self.skipped.append(f"{archive.path}: env {name!r} again (restored from {envs[name].archive.path})")
+                continue
+            envs[name] = EnvSource(name, archive, folder, self._prefix(name, folder), mirror_id, entry_id)
         return list(envs.values())
 
     def _prefix(self, name: str, folder: str) -> str | None:
