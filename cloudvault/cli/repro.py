@@ -141,6 +141,7 @@ def _last_runs(catalog) -> dict:
 def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
     from cloudvault.repro.executors import with_executor_checks
+    from cloudvault.repro.executors.local import LocalExecutor
     from cloudvault.repro.preflight import run_checks
     from cloudvault.repro.run import mirror_root_of, new_run_dir
 
@@ -152,7 +153,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     if args.json:
         ui.emit(doc)
     else:
-        _print_plan(ui, doc, chosen.describe(plan))
+        _print_plan(ui, doc, LocalExecutor().describe(plan))  # the commands as processes; then where they run
         if args.executor != "local":
             ui.heading(f"{args.executor} executor")
             for line in chosen.describe(plan):

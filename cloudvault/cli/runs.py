@@ -2,6 +2,8 @@
 
 ENTRY is an entry id or unique prefix (`014`); each run shows its id, recipe, executor, status (running,
 finished, failed, interrupted), verdict and folder. `--requests RUN_ID` lists one run's per-request verdicts.
+A run left queued by `vault repro --executor slurm --detach` is collected here once its job has ended: its outputs
+are compared with the record and its verdict recorded, as if vault had waited.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def run(args) -> int:
         mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
         scope = {"mirror_id": mirror_id, "entry_id": entry_id}
     found = runs(conn, **scope)
+    if any(_detached(r) for r in found):
+        _collect(config.catalog_path(args.catalog), [r for r in found if _detached(r)], ui)
+        found = runs(conn, **scope)
     if args.json:
         ui.emit([r._asdict() for r in found])
         return errors.OK if found else errors.NOTHING_FOUND
@@ -46,5 +51,25 @@ def run(args) -> int:
         return errors.NOTHING_FOUND
     for r in found:
         ui.line(f"{r.run_id}  {r.executor}  {r.status:<11} {r.verdict or '-':<16} {r.started_at}")
-        ui.line(f"    {r.folder}")
+        ui.line(f"    {r.folder}" + (f"  (Slurm job {r.job_id})" if r.executor == "slurm" and r.job_id else ""))
     return errors.OK
+
+
+def _detached(run) -> bool:
+    return run.executor == "slurm" and run.status in ("queued", "running") and bool(run.job_id)
+
+
+def _collect(catalog, pending: list, ui) -> None:
+    """Each detached Slurm run whose job has ended: collected and recorded (needs the catalog writable)."""
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.repro.executors import executor
+    from cloudvault.repro.run import collect_detached
+
+    conn = open_catalog(catalog)
+    try:
+        for run in pending:
+            status = collect_detached(conn, run, executor("slurm"))
+            if status != run.status:
+                ui.warn(f"collected {run.run_id} (Slurm job {run.job_id}): {status}")
+    finally:
+        conn.close()

@@ -51,6 +51,16 @@ SCHEMA = {
         {"gpu_free_mib": (int, False), "instrumentation": (list, False), "persistent_output": (bool, False)},
         False,
     ),
+    "slurm": (  # per array task, for --executor slurm (repro/executors/slurm.py)
+        {
+            "partition": (str, False),
+            "time": (str, False),
+            "mem": (str, False),
+            "cpus_per_task": (int, False),
+            "gres": (str, False),
+        },
+        False,
+    ),
 }
 KINDS = ("harness", "files")
 TEMPLATE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
