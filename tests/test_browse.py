@@ -24,6 +24,7 @@ from cloudvault.catalog import records
 from cloudvault.catalog.db import open_catalog
 from cloudvault.catalog.query import resolve_entry, search
 from cloudvault.demo.build import FAKE_TOKEN
+from cloudvault.demo.serving import SERVING
 
 RUN_ID = "014_ss20_temp0-20261203T080000Z"
 DIVERGED_DOC = "670bf1c4"
@@ -104,6 +105,8 @@ def served(tmp_path_factory, demo_mirror):
 
     db = tmp_path_factory.mktemp("browse") / "catalog.db"
     assert run_command(["--catalog", str(db), "index", "-q", "--mirror", "marvell_cloud", str(demo_mirror)]) == 0
+    serving = demo_mirror.parent / SERVING  # the second mirror of the demo: its env snapshot holds the token too
+    assert run_command(["--catalog", str(db), "index", "-q", str(serving)]) == 0
     record_014_run_and_a_restore(db)
     proc, url = start_browse(db, "--port", str(free_port()))
     yield db, url
@@ -242,12 +245,14 @@ def test_no_served_page_holds_the_demo_secret(served):
     pages = [f"{base}/", url, f"{url}.json", f"{base}/-/metadata.json"]
     pages += [f"{url}/{t}.json?_shape=array&_size=max" for t in tables] + [f"{url}/{t}" for t in tables]
     pages += [f"{url}/{q}" for q in ("search?q=HF_TOKEN", "search?q=hf_", "search?q=saturate_env", "search?q=hf",
-                                     "flags?entry=", "entry?entry=019", "members?archive=saturate&path=")]  # fmt: skip
+                                     "flags?entry=", "entry?entry=019", "members?archive=saturate&path=",
+                                     "search?q=container_env", "entry?entry=c4-mtp-ab")]  # fmt: skip
     for page in pages:
         status, body = get(page)
         assert status == 200, (page, body[:300])
         assert FAKE_TOKEN not in body and FAKE_TOKEN[3:] not in body, page
     assert "saturate_env.log" in get(f"{url}/search?q=saturate_env")[1]  # the file is found, its secret is not shown
+    assert "container_env.txt" in get(f"{url}/flags?entry=")[1]  # so is the serving mirror's, flagged
 
 
 def test_writes_through_the_server_fail_and_the_catalog_is_unchanged(served):
