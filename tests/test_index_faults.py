@@ -164,6 +164,20 @@ def test_secrets_are_found_whatever_the_name_and_never_reach_the_catalog(tmp_pat
     assert b"[redacted hf_token]" in everything
 
 
+def test_symlink_chains_that_climb_out_are_flagged_at_index_time(tmp_path, vault):
+    import tarfile
+
+    links = (("a/b/up", "..", tarfile.SYMTYPE), ("a/b/x", "up/../..", tarfile.SYMTYPE),
+             ("a/b/esc", "up/../../../OUT", tarfile.SYMTYPE), ("a/b/fine", "up/b", tarfile.SYMTYPE),
+             ("linkdir", "sub", tarfile.SYMTYPE))  # fmt: skip
+    hostile_archive(tmp_path / "m/019_x/chains.tar.zst", ("a/b/f.txt", "sub/s.txt"), links)
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", "-q", str(tmp_path / "m"))
+    assert r.code == 5 and "Traceback" not in r.err
+    flagged = {m for (m,) in sqlite3.connect(db).execute("SELECT member FROM flags WHERE kind = 'unsafe_member'")}
+    assert flagged == {"a/b/x", "a/b/esc"}
+
+
 def _change_after_read(monkeypatch, module: str, name: str, target: Path) -> None:
     """Wrap an indexing step so that target is appended to right after vault read it (a live writer)."""
     import importlib

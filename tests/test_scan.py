@@ -13,7 +13,7 @@ import pytest
 import zstandard
 from archives import COMPRESSORS, compress, gnu_tar, make_tree, python_tar
 from conftest import require
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cloudvault.archive.scan import ArchiveScan, member_path
@@ -153,3 +153,58 @@ def test_every_shape_was_indexed_with_its_own_frame_table(every_shape):
     assert frames["018_shapes/gnu_python.tar.zst"] > 1 and frames["018_shapes/posix_python.tar.zst"] > 1
     assert frames["018_shapes/gnu_zstd.tar.zst"] == 1
     assert len({m.archive for m in members}) == len(SHAPES)
+
+
+LINK_NAME = st.lists(st.sampled_from(["l1", "l2", "d"]), min_size=1, max_size=3).map("/".join)
+LINK_TARGET = st.lists(st.sampled_from(["..", ".", "l1", "l2", "d", "x"]), min_size=1, max_size=4).map("/".join)
+FILE_NAME = st.tuples(st.lists(st.sampled_from(["l1", "l2", "d"]), max_size=2), st.sampled_from(["f", "g"])).map(
+    lambda t: "/".join([*t[0], t[1]])
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("symlink"), LINK_NAME, LINK_TARGET),
+                          st.tuples(st.just("file"), FILE_NAME, st.none())), min_size=1, max_size=8))  # fmt: skip
+@example([("symlink", "d/d/l1", ".."), ("symlink", "d/d/l2", "l1/../.."), ("file", "d/g", None)])
+@example([("symlink", "d/l1", "."), ("symlink", "d/l1/l2", "../.."), ("file", "l1/f", None)])
+def test_link_chains_flag_what_pythons_data_filter_refuses(members):
+    """Symlinks and files in random order, extracted one by one with tarfile's 'data' filter (which resolves each
+    against what is already on disk): the first member it refuses is flagged unsafe by the scan."""
+    import os
+    import shutil
+    import tempfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for kind, name, target in members:
+            info = tarfile.TarInfo(name)
+            if kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, target
+                tar.addfile(info)
+            else:
+                info.size = 2
+                tar.addfile(info, io.BytesIO(b"ok"))
+    sandbox = tempfile.mkdtemp()
+    dest = os.path.join(sandbox, "a", "b", "c", "d", "dest")  # room to climb: nothing refused is written anyway
+    os.makedirs(dest)
+    refused = None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tar:
+            for info in tar.getmembers():
+                on_disk = os.path.join(dest, info.name)
+                if info.issym() and os.path.lexists(on_disk) and not os.path.islink(on_disk):
+                    break  # a link over a folder: tarfile falls back to copying, not what this is about
+                try:
+                    tar.extract(info, dest, filter="data")
+                except (tarfile.OutsideDestinationError, tarfile.LinkOutsideDestinationError):
+                    refused = info.name
+                    break
+                except OSError:  # a file over a folder, a link loop: not what this property is about
+                    break
+    finally:
+        shutil.rmtree(sandbox)
+    scan = ArchiveScan(io.BytesIO(_zstd_frames(buf.getvalue(), 1 << 20)))
+    list(scan)
+    flagged = [f.member for f in scan.result.flags if f.kind == "unsafe_member"]
+    if refused is not None:
+        assert refused in flagged

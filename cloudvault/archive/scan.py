@@ -15,7 +15,7 @@ from typing import BinaryIO, Protocol
 
 import blake3
 
-from cloudvault.archive.paths import unsafe_reason
+from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.hashing import BackgroundHasher
@@ -93,6 +93,7 @@ class ArchiveScan:
         self._on_raw = on_raw
         self._opener = opener
         self.result = ScanResult()
+        self._chains = LinkChains()
 
     def __iter__(self) -> Iterator[MemberRecord]:
         archive_hash = BackgroundHasher()
@@ -132,6 +133,8 @@ class ArchiveScan:
         digest, findings = self._hash(header, data) if header.type in DATA_TYPES else (None, ())
         self.result.member_count += 1
         reason = unsafe_reason(path, header.type, link)
+        chained = self._chains.unsafe_reason(path, header.type, link)  # always: it records the symlinks
+        reason = reason or chained
         if reason:
             self.result.flag("unsafe_member", reason, path)
         if raw is not None and text_path(raw)[1] is not None:
