@@ -59,7 +59,8 @@ def _read_one(ctx: MirrorContext, st: FileStat) -> tuple[str | None, list[Flag],
         digest, flags, doc = read_plain(ctx, st)
     except OSError as exc:
         return None, [Flag("unreadable", f"cannot read: {exc.strerror}")], None
-    if ctx.changed_since_walk(st):
+    # a remote stat is a round trip per small file: there the archives (few, large, slow to read) are checked
+    if not ctx.mirror.remote and ctx.changed_since_walk(st):
         flags.append(Flag("changed_while_indexing", "size or mtime changed while it was read; read again next run"))
     return digest, flags, doc
 
