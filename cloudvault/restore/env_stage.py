@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,17 +59,20 @@ class StagingArea:
             raise UnsafeMember(path=member.path, why="it would land outside the env; nothing was restored")
         return out
 
-    def link_target(self, member: Member, rel: str) -> str:
-        """The symlink's target, moved to the new prefix when it pointed into the old one; never out of the env."""
+    def link_target(self, member: Member, out: str) -> str:
+        """The symlink's target, moved to the new prefix when it pointed into the old one; refused when it would
+        resolve outside the env, following the links already written (a chain `up -> ..`, `up/up2 -> ..`)."""
         target = member.link_target or ""
         if os.path.isabs(target):
-            if target == self.old or target.startswith(self.old + "/"):
-                return self.new + target[len(self.old) :]
+            if target != self.old and not target.startswith(self.old + "/"):
+                raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
+            moved, lands = self.new + target[len(self.old) :], os.path.join(self.root, target[len(self.old) + 1 :])
+        else:
+            moved, lands = target, os.path.join(os.path.dirname(out), target)
+        real = os.path.realpath(lands)
+        if real != self.root and not real.startswith(self.root + os.sep):
             raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-        if resolved == ".." or resolved.startswith("../"):
-            raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
-        return target
+        return moved
 
 
 def stage(reader: MemberReader, members: list[Member], area: StagingArea, progress: Progress) -> Staged:
@@ -98,7 +100,7 @@ def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea
     if os.path.lexists(out) and not os.path.isdir(out):
         os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
     if member.type == "symlink":
-        os.symlink(area.link_target(member, rel), out)
+        os.symlink(area.link_target(member, out), out)
         staged.links += 1
     elif member.type == "hardlink":
         _hardlink(member, out, area, staged)
