@@ -30,7 +30,7 @@ RUN_ID = "014_ss20_temp0-20261203T080000Z"
 DIVERGED_DOC = "670bf1c4"
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync",
+    "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",  # a container's small /dev/shm crashes tabs
 ]  # fmt: skip
 
 
