@@ -208,3 +208,45 @@ def test_link_chains_flag_what_pythons_data_filter_refuses(members):
     flagged = [f.member for f in scan.result.flags if f.kind == "unsafe_member"]
     if refused is not None:
         assert refused in flagged
+
+
+@settings(max_examples=60, deadline=None)
+@given(tar_archives(), st.sampled_from([4096, 65536]), st.floats(0.0, 0.999), st.booleans())
+def test_a_truncated_archive_yields_only_true_records_then_says_truncated(raw, frame_size, keep, parallel):
+    """Cut anywhere: every record the scan still gives is exactly the whole archive's, the archive hash is of the
+    bytes that are there, and the status names the damage."""
+    blob = _zstd_frames(raw, frame_size)
+    whole = list(ArchiveScan(io.BytesIO(blob)))
+    cut = blob[: int(len(blob) * keep)]
+    scan = ArchiveScan(io.BytesIO(cut), opener=partial(io.BytesIO, cut) if parallel else None)
+    records = list(scan)
+    assert records == whole[: len(records)]
+    assert scan.result.blake3 == blake3.blake3(cut).hexdigest()
+    if len(cut) < len(blob):
+        assert scan.result.status in ("truncated", "not_zstd", "not_tar", "corrupt_header")
+        assert scan.result.flags and scan.result.flags[0].kind == scan.result.status
+
+
+def test_a_real_tar_tv_listing_matches_its_archive(tmp_path, vault):
+    """The lab's `.tar.zst.list` files are `tar -t`/`tar -tv` output: names with spaces, unicode, links."""
+    import subprocess
+
+    for tool in ("tar", "zstd"):
+        require(tool)
+    src = make_tree(tmp_path / "src", non_utf8=False)
+    (src / "name with spaces.txt").write_text("x\n")
+    archive_dir = tmp_path / "m/018_x"
+    archive_dir.mkdir(parents=True)
+    gnu_tar(src, tmp_path / "a.tar", "gnu")
+    archive = compress(tmp_path / "a.tar", archive_dir / "a.tar.zst", "zstd")
+    for flags, name in (("-tvf", "a.tar.zst.list"), ("-tf", "b.tar.zst.list")):
+        if name.startswith("b"):
+            (archive_dir / "b.tar.zst").write_bytes(archive.read_bytes())
+        listing = subprocess.run(["tar", flags, str(tmp_path / "a.tar")], capture_output=True, check=True).stdout
+        (archive_dir / name).write_bytes(listing)
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", "-q", str(tmp_path / "m"))
+    assert r.code == 0, r.err
+    from sqlite3 import connect
+
+    assert [s for (s,) in connect(db).execute("SELECT list_status FROM archives")] == ["match", "match"]

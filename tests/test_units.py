@@ -289,3 +289,22 @@ def test_the_prefilter_never_hides_a_match(rule_branches, chunk_size, data):
     for i in range(0, len(text), chunk_size):
         bare.feed(text[i : i + chunk_size])
     assert {(h.rule, h.line) for h in scanner.hits} == {(h.rule, h.line) for h in bare.hits}
+
+
+def test_big_files_hash_the_same_by_mmap_and_by_stream(tmp_path):
+    import os
+
+    import blake3
+
+    from cloudvault.hashing import MMAP_THRESHOLD, BackgroundHasher, hash_file, hash_stream
+
+    data = os.urandom(MMAP_THRESHOLD + 12345)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    want = blake3.blake3(data).hexdigest()
+    with open(path, "rb") as fh:
+        assert hash_file(path) == hash_file(os.fsencode(path)) == hash_stream(fh) == want
+    background = BackgroundHasher()
+    for i in range(0, len(data), 777_777):
+        background.update(data[i : i + 777_777])
+    assert background.hexdigest() == want
