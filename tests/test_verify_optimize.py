@@ -204,3 +204,17 @@ def test_verify_sample_reads_the_mirror_not_the_seekable_copy(tmp_path, vault):
     assert r.code == 5 and json.loads(r.out)["mismatches"]
     extract = vault("--catalog", str(db), "extract", "018", "dumps/last.json", "-o", "-")
     assert extract.code == 0  # extraction still uses the whole copy
+
+
+def test_verify_names_missing_files_and_archives(tmp_path, vault):
+    db, archive = _multiframe_mirror(tmp_path, vault)
+    note = tmp_path / "m/018_x/notes.txt"
+    note.write_text("kept\n")
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    note.unlink()
+    archive.unlink()
+    r = vault("--catalog", str(db), "verify", "018", "--json")
+    doc = json.loads(r.out)
+    assert r.code == 5 and doc["checked_files"] == 2
+    assert {(m["path"], m["why"]) for m in doc["mismatches"]} == {("018_x/notes.txt", "missing"),
+                                                                   ("018_x/a.tar.zst", "missing")}  # fmt: skip
