@@ -435,6 +435,7 @@ def test_bad_recipe_is_exit_2_naming_the_key(vault, tmp_path, monkeypatch, lab, 
         ((), (("envs/evil/lib/pw", "../../../etc/passwd", tarfile.LNKTYPE),)),
         (("envs/evil/bin/../../../escape.txt",), ()),
         ((), (("envs/evil/lib/up", "..", tarfile.SYMTYPE), ("envs/evil/lib/up/up2", "..", tarfile.SYMTYPE))),
+        ((), (("envs/evil/lib/x", "/opt/lab/envs/evil/..", tarfile.SYMTYPE),)),  # into the old prefix, then out
     ],
 )
 def test_hostile_member_paths_are_refused_with_nothing_written(tmp_path, vault, monkeypatch, files, links):

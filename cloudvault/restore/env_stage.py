@@ -115,6 +115,9 @@ def _hardlink(member: Member, out: str, area: StagingArea, staged: Staged) -> No
     if not rel_target or unsafe_reason(member.link_target or "", "file", None):
         raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r} lies outside the env")
     source = os.path.join(area.root, rel_target)
+    real = os.path.realpath(source)
+    if not real.startswith(area.root + os.sep):
+        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r} resolves outside the env")
     if not os.path.isfile(source) or os.path.islink(source):
         raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r}, which is not a file")
     os.link(source, out)
