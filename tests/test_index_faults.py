@@ -152,6 +152,7 @@ def test_secrets_are_found_whatever_the_name_and_never_reach_the_catalog(tmp_pat
     for name in ("train.log.1", "env.bak", "run.stdout", "job.err", "job.out", "NOTES", "gh.txt"):
         assert f"019_x/logs/{name}" in flagged, name
     assert any("copy_of_" in p for p in flagged) and any(p.startswith("keys/") for p in flagged)
+    assert "019_x/logs/points_at_token" in flagged and "tok_link" in flagged  # link targets holding one
     conn.close()
     everything = b"".join(p.read_bytes() for p in tmp_path.glob("c.db*") if p.is_file())
     outputs = r.out + r.err

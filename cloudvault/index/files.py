@@ -51,10 +51,10 @@ def read_plain(ctx: MirrorContext, st: FileStat) -> tuple[str | None, list[Flag]
 
 
 def _read_one(ctx: MirrorContext, st: FileStat) -> tuple[str | None, list[Flag], str | None]:
+    if st.path in ctx.secret_named:
+        return None, [Flag("secret", "the name or link target holds a credential: stored redacted, not read")], None
     if st.kind == "symlink":
         return None, [], None
-    if st.path in ctx.secret_named:
-        return None, [Flag("secret", "the file's name holds a credential: stored redacted, not read")], None
     try:
         digest, flags, doc = read_plain(ctx, st)
     except OSError as exc:
