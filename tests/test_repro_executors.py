@@ -1,0 +1,267 @@
+"""`vault repro --executor docker|slurm` against a real dockerd and a real single-node Slurm (as .ci/services/*.sh
+start them): the 014 stand-in gives the same verdict on local, docker and slurm; a failing Slurm job is recorded
+failed with its state and log tail; Ctrl-C cancels the job (squeue shows it gone); --detach then `vault runs`
+collects; inside a container the mirror cannot be written. The unit tests at the top need no service.
+
+The docker test image is busybox only (docker import of a one-binary rootfs, /lib -> usr/lib); the stand-in's
+Python comes from the host, mounted read-only by the executor (its prefix, the cloudvault package, /usr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import require
+from test_restore_docker_daemon import services  # noqa: F401  (the test dockerd, started as CI starts it)
+
+from cloudvault.repro import plan as planning
+from cloudvault.repro.executors import with_executor_checks
+from cloudvault.repro.executors.docker import DockerExecutor, mounts_for
+from cloudvault.repro.executors.slurm import _task_range, log_tail, render
+from cloudvault.repro.preflight import Check
+from cloudvault.repro.recipe import load
+
+RECIPE = "014_ss20_temp0"
+TEST_IMAGE = "vault-test/pyhost:1"
+
+
+def plan_for(db: Path, run_dir: Path, standin: bool = True) -> planning.Plan:
+    from cloudvault.catalog.db import open_catalog
+
+    conn = open_catalog(db, readonly=True)
+    try:
+        return planning.build(conn, load(RECIPE), run_dir, planning.RunOptions(run_dir.parent, True, standin))
+    finally:
+        conn.close()
+
+
+# -- units: no service needed ---------------------------------------------------------------------------------------
+def test_the_sbatch_script_has_one_array_task_per_gpu_process(demo_catalog, tmp_path):
+    plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
+    script = render(plan, "h200")
+    assert "#SBATCH --array=0-7" in script and "#SBATCH --partition=h200" in script
+    assert "#SBATCH --gres=gpu:1" in script and "#SBATCH --cpus-per-task=24" in script
+    assert script.count(") name=gpu") == 8 and "--gpu 7 " in script
+    assert "CUDA_VISIBLE_DEVICES" not in script  # Slurm gives each task its GPU
+    assert "LOG_SS=1" in script and f"{tmp_path / 'run' / 'logs'}/gpu3.err" in script
+    standin = render(plan_for(demo_catalog, tmp_path / "run2"))
+    assert "--gres" not in standin and "#SBATCH --cpus-per-task=1" in standin and "--mem=1G" in standin
+    assert "#SBATCH --partition" not in standin  # Slurm's default partition
+
+
+def test_array_task_ranges_as_scontrol_prints_them():
+    assert _task_range("3") == [3]
+    assert _task_range("2-5%2") == [2, 3, 4, 5]
+    assert _task_range("0,3-4") == [0, 3, 4]
+
+
+def test_the_log_tail_is_the_last_lines_of_the_failed_task(tmp_path):
+    (tmp_path / "gpu1.err").write_text("a\nb\nc\nValueError: bad\n")
+    assert log_tail(tmp_path, "gpu1") == "b | c | ValueError: bad"
+    assert log_tail(tmp_path, "gpu2") == "(no log output)"
+
+
+def test_docker_mounts_the_mirror_read_only_and_the_run_folder_read_write(demo_catalog, demo_mirror, tmp_path):
+    plan = plan_for(demo_catalog, tmp_path / "run")
+    mounts = mounts_for(plan)
+    mirror = os.path.realpath(plan.mirror_root)
+    assert mounts[mirror] == (mirror, "ro") and mounts[str(tmp_path / "run")] == (str(tmp_path / "run"), "rw")
+    assert mounts["/usr"] == ("/usr", "ro")  # the stand-in's C library
+    line = DockerExecutor(image="img:1").describe(plan)[0]
+    assert line.startswith("gpu0: docker run --rm --network none ") and f"-v {mirror}:{mirror}:ro" in line
+
+
+def test_an_executor_check_replaces_the_local_one_of_the_same_name():
+    class Remote:
+        def preflight(self, plan):
+            return [Check("gpu", True, "the partition has GPUs")]
+
+    local = [Check("gpu", False, "this machine has none"), Check("output", True, "x")]
+    merged = with_executor_checks(local, Remote(), None)
+    assert merged == [Check("output", True, "x"), Check("gpu", True, "the partition has GPUs")]
+
+
+def test_an_unreachable_docker_daemon_fails_the_preflight_naming_it(demo_catalog, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
+    (check,) = DockerExecutor(image="x:1").preflight(plan_for(demo_catalog, tmp_path / "run"))
+    assert not check.ok and check.name == "docker" and f"{tmp_path}/none.sock" in check.detail
+
+
+def test_detach_needs_slurm(demo_catalog, vault, tmp_path):
+    result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--detach", "--out", str(tmp_path))
+    assert result.code == 2 and "--detach needs --executor slurm" in result.err
+
+
+# -- services ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def slurm() -> str:
+    """SLURM_CONF of a Slurm that answers: the one .ci/services/slurm.sh started (VAULT_TEST_SLURM), or one already
+    running here; none: skip, but fail under CI."""
+    require("sbatch")
+    answers = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True).returncode == 0
+    if not answers:
+        if os.environ.get("CI") == "true" or os.environ.get("VAULT_TEST_SLURM"):
+            pytest.fail("Slurm does not answer (sinfo); .ci/services/slurm.sh should have started it")
+        pytest.skip("no Slurm running (start one: CI_SERVICES=$(mktemp -d) . .ci/services/slurm.sh)")
+    return os.environ.get("SLURM_CONF", "")
+
+
+@pytest.fixture(scope="module")
+def docker_host(services, tmp_path_factory) -> str:  # noqa: F811
+    """DOCKER_HOST of the test daemon (.ci/services/docker.sh), with the busybox test image imported."""
+    host = services["VAULT_TEST_DOCKER_HOST"]
+    import_test_image(host, tmp_path_factory.mktemp("rootfs"))
+    return host
+
+
+def import_test_image(host: str, folder: Path) -> None:
+    """busybox as /bin/sh, /lib and /lib64 pointing into /usr (where the host's libraries get mounted)."""
+    busybox = require("busybox")
+    layer = folder / "rootfs.tar"
+    with tarfile.open(layer, "w") as tar:
+        tar.add(busybox, "bin/busybox")
+        for name, target in (("bin/sh", "busybox"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+        for name in ("usr", "tmp"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+    with open(layer, "rb") as fh:
+        subprocess.run(["docker", "-H", host, "import", "-", TEST_IMAGE], stdin=fh, check=True, capture_output=True)
+
+
+def runs_json(vault, db: Path, *args: str) -> list[dict]:
+    result = vault("--catalog", str(db), "runs", *args, "--json")
+    return json.loads(result.out) if result.out.strip() else []
+
+
+def repro(vault, db: Path, out: Path, *args: str):
+    return vault("--catalog", str(db), "repro", RECIPE, "--standin", "--out", str(out), *args)
+
+
+def test_the_014_standin_gives_the_same_verdict_on_local_docker_and_slurm(demo_catalog, vault, tmp_path, slurm,
+                                                                          docker_host, monkeypatch):  # fmt: skip
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    local = repro(vault, demo_catalog, tmp_path / "local")
+    docker = repro(vault, demo_catalog, tmp_path / "docker", "--executor", "docker", "--image", TEST_IMAGE)
+    batch = repro(vault, demo_catalog, tmp_path / "slurm", "--executor", "slurm")
+    for result in (local, docker, batch):
+        assert result.code == 0, result.err
+        assert "REPRODUCED: 24/24 requests identical" in result.out
+    recorded = {r["executor"]: r for r in runs_json(vault, demo_catalog, "014")}
+    assert {k: (r["status"], r["verdict"]) for k, r in recorded.items()} == {
+        e: ("finished", "REPRODUCED") for e in ("local", "docker", "slurm")}  # fmt: skip
+    assert recorded["slurm"]["job_id"].isdigit() and len(recorded["docker"]["job_id"].split(",")) == 8
+    per_request = {e: vault("--catalog", str(demo_catalog), "runs", "--requests", r["run_id"]).out
+                   for e, r in recorded.items()}  # fmt: skip
+    assert per_request["local"] == per_request["docker"] == per_request["slurm"] and per_request["local"].count(
+        "identical") == 24  # fmt: skip
+    slurm_dir = Path(recorded["slurm"]["folder"])
+    assert "#SBATCH --array=0-7" in (slurm_dir / "job.sbatch").read_text()
+    assert (slurm_dir / "logs/gpu7.exit").read_text().strip() == "0" and "670bf1c4" in (
+        slurm_dir / "logs/gpu7.out").read_text()  # fmt: skip
+    assert "670bf1c4" in (Path(recorded["docker"]["folder"]) / "logs/gpu7.out").read_text()
+
+
+def test_a_failing_slurm_job_is_recorded_failed_with_its_state_and_log_tail(demo_catalog, vault, tmp_path, slurm):
+    result = repro(vault, demo_catalog, tmp_path, "--executor", "slurm", "--env", "VAULT_STANDIN_DIVERGE=66ec:bad")
+    assert result.code == 6
+    assert "slurm job" in result.err and "8 of 8 task(s) failed (exit codes [1])" in result.err
+    assert "ValueError: invalid literal for int() with base 10: 'bad'" in result.err  # the log tail
+    (run,) = runs_json(vault, demo_catalog, "014")
+    assert run["status"] == "failed" and run["verdict"] is None
+    summary = json.loads(run["summary"]) if isinstance(run["summary"], str) else run["summary"]
+    assert "FAILED" in summary["error"] and "ValueError" in summary["error"]
+
+
+def test_ctrl_c_during_a_slurm_run_cancels_the_job(demo_catalog, tmp_path, slurm):
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.records import runs
+
+    out = tmp_path / "runs"
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "cloudvault", "--catalog", str(demo_catalog), "repro", RECIPE, "--standin",
+            "--executor", "slurm", "--env", "VAULT_STANDIN_DELAY=60", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job_id, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline and not (job_id and list(out.glob("*/logs/gpu0.out"))):
+        found = runs(open_catalog(demo_catalog, readonly=True))
+        job_id = found[0].job_id if found else None
+        time.sleep(0.2)
+    assert job_id, "the job id was never recorded"
+    assert subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    gone = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
+    assert gone.stdout.strip() == ""
+    (run,) = runs(open_catalog(demo_catalog, readonly=True))
+    assert (run.status, run.job_id) == ("interrupted", job_id)
+
+
+def test_detach_returns_at_once_and_vault_runs_collects_later(demo_catalog, vault, tmp_path, slurm):
+    result = repro(vault, demo_catalog, tmp_path, "--executor", "slurm", "--detach", "--json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["status"] == "queued" and doc["job_id"].isdigit()
+    (queued,) = runs_json(vault, demo_catalog, "014")
+    assert (queued["run_id"], queued["job_id"]) == (doc["run_id"], doc["job_id"])
+    assert queued["status"] in ("queued", "finished")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        (run,) = runs_json(vault, demo_catalog, "014")
+        if run["status"] != "queued":
+            break
+        time.sleep(1)
+    assert (run["status"], run["verdict"]) == ("finished", "REPRODUCED")
+    folder = Path(run["folder"])
+    assert "REPRODUCED: 24/24 requests identical" in (folder / "REPORT.md").read_text()
+    assert json.loads((folder / "provenance.json").read_text())["status"] == "finished"
+
+
+def test_inside_a_container_the_mirror_is_read_only_and_there_is_no_network(demo_catalog, tmp_path, docker_host,
+                                                                            monkeypatch):  # fmt: skip
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    plan = plan_for(demo_catalog, tmp_path / "run")
+    mirror, work = os.path.realpath(plan.mirror_root), plan.run_dir / "work"
+    script = (f"touch {mirror}/intruder; echo mirror_rc=$?; echo written > {work}/ok.txt; echo work_rc=$?; "
+              "grep -c : /proc/net/dev")  # fmt: skip
+    shell = planning.Process("probe", ["/bin/sh", "-c", script], {}, None, [], str(work))
+    plan = plan._replace(processes=[shell])
+    executor = DockerExecutor(image=TEST_IMAGE)
+    job = executor.submit(plan)
+    assert executor.wait(job) == [0]
+    executor.collect(job)
+    log = (plan.run_dir / "logs/probe.out").read_text()
+    assert "Read-only file system" in (plan.run_dir / "logs/probe.err").read_text()
+    assert "mirror_rc=1" in log and "work_rc=0" in log
+    assert log.strip().splitlines()[-1] == "1"  # /proc/net/dev lists one interface ("lo:"): no network
+    assert not Path(mirror, "intruder").exists() and (work / "ok.txt").read_text() == "written\n"
+    client = docker.APIClient(base_url=docker_host, version="auto")
+    assert client.containers(all=True, filters={"label": f"cloudvault.run={plan.run_dir.name}"}) == []
+
+
+def test_a_failing_container_is_recorded_failed_and_removed(demo_catalog, vault, tmp_path, docker_host, monkeypatch):
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    result = repro(vault, demo_catalog, tmp_path, "--executor", "docker", "--image", TEST_IMAGE, "--env",
+                   "VAULT_STANDIN_DIVERGE=66ec:bad")  # fmt: skip
+    assert result.code == 6 and "8 of 8 processes failed (exit codes [1])" in result.err
+    (run,) = runs_json(vault, demo_catalog, "014")
+    assert run["status"] == "failed"
+    assert "ValueError" in (Path(run["folder"]) / "logs/gpu0.err").read_text()
+    client = docker.APIClient(base_url=docker_host, version="auto")
+    assert client.containers(all=True, filters={"label": f"cloudvault.run={Path(run['folder']).name}"}) == []
