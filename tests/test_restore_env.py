@@ -160,6 +160,9 @@ def test_restore_at_a_shorter_prefix_rewrites_every_trace_of_the_old_one(lab, en
     done = json.loads(r.out)["restored"][0]
     assert done["pyc_removed"] > 100 and done["pyc_recompiled"] == done["pyc_removed"]
     assert _files_holding(prefix, old) == ["conda-meta/vault-restore.json"]  # the marker names where it came from
+    assert _files_holding(prefix, b".vault-restore-") == []  # byte-code names the prefix, never the staging folder
+    pyc = next(prefix.glob("lib/python*/site-packages/charset_normalizer/__pycache__/api.*.pyc")).read_bytes()
+    assert f"{prefix}/lib/".encode() in pyc
     _assert_runs(prefix)
     padded = (prefix / "lib/libvaultpad.so").read_bytes()
     assert (prefix / "lib/libvaultpad.so").stat().st_mode & 0o777 == 0o444  # patched, its mode kept

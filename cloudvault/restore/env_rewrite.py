@@ -4,6 +4,7 @@ compiled again by the env's own python at the new prefix. What cannot be moved i
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import subprocess
@@ -113,8 +114,13 @@ def _binary(path: Path, rel: str, old: str, new: str, placeholder: int | None, r
     moved.rewritten.append({"path": rel, "how": how, "blake3": digest})
     if misfits:
         limit = f"{room} bytes (its conda placeholder)" if placeholder else f"{room} bytes (the original prefix)"
-        moved.unpatched.append({"path": rel, "why": f"{len(misfits)} string(s) hold the old prefix and the new "
-                                f"one does not fit: at most {limit}", "offsets": misfits[:10]})  # fmt: skip
+        moved.unpatched.append(
+            {
+                "path": rel,
+                "why": f"{len(misfits)} string(s) hold the old prefix and the new one does not fit: at most {limit}",
+                "offsets": misfits[:10],
+            }
+        )
 
 
 def env_python(root: Path) -> Path | None:
@@ -124,8 +130,19 @@ def env_python(root: Path) -> Path | None:
     return None
 
 
+# Run by the env's own python (any 3.x): py_compile's dfile is the path its code objects and tracebacks show.
+COMPILE = """import json, py_compile, sys
+for source, shown in json.load(sys.stdin):
+    try:
+        py_compile.compile(source, dfile=shown, doraise=True)
+    except Exception as exc:
+        print("%s: %s" % (shown, exc))
+"""
+
+
 def recompile(root: Path, sources: list[str], new: str, moved: Relocation) -> None:
-    """Byte-compile sources with the env's own python, recording new (not staging) paths in the code objects."""
+    """Byte-compile sources with the env's own python (its magic number, its optimisations), recording the new
+    prefix's paths, not staging's, in the code objects."""
     python = env_python(root)
     if not sources:
         return
@@ -133,16 +150,24 @@ def recompile(root: Path, sources: list[str], new: str, moved: Relocation) -> No
         moved.pyc_note = "no python in the env: byte-code removed, not recompiled"
         return
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [str(python), "-m", "compileall", "-q", "-s", str(root), "-p", new, "-i", "-"]
+    pairs = json.dumps([[str(root / s), f"{new}/{s}"] for s in sources])
     try:
-        done = subprocess.run(cmd, input="\n".join(str(root / s) for s in sources), text=True, env=env,
-                              capture_output=True, timeout=600, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(python), "-c", COMPILE],
+            input=pairs,
+            text=True,
+            env=env,
+            cwd=root,
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         moved.pyc_note = f"the env's python could not run ({exc}): byte-code removed, not recompiled"
         return
     moved.pyc_recompiled = sum(1 for s in sources if _has_pyc(root / s))
-    if done.returncode != 0:
-        moved.pyc_note = f"compileall exited {done.returncode}: {done.stdout[-200:]}{done.stderr[-200:]}".strip()
+    if done.returncode != 0 or done.stdout.strip():
+        moved.pyc_note = f"byte-compiling: exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}".strip()
 
 
 def _has_pyc(source: Path) -> bool:
