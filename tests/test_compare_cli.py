@@ -57,7 +57,9 @@ def test_compare_writes_its_report_only_where_out_says(demo_catalog, vault, tmp_
     lines = (out / "compare.csv").read_text().splitlines()
     assert len(lines) == 25
     assert any(line.startswith("670bf1c4bb02136c067d2341@gpu7,diverged,1498,1498") for line in lines)
-    assert "DIVERGED: 23/24 requests identical" in (out / "REPORT.md").read_text()
+    report = (out / "REPORT.md").read_text()
+    assert "DIVERGED: 23/24 requests identical" in report
+    assert "| output_tokens | 93790 | 93689 | -101 (-0.1%) |" in report
 
 
 def test_compare_folders_on_disk(demo_mirror, vault, tmp_path):

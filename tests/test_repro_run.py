@@ -48,7 +48,7 @@ def test_standin_run_reproduces_the_record_and_is_recorded(demo_catalog, demo_mi
     assert sorted(p.name for p in (folder / "logs").iterdir())[:2] == ["gpu0.err", "gpu0.out"]
     assert "670bf1c4" in (folder / "logs/gpu7.out").read_text()
     assert len((folder / "compare.csv").read_text().splitlines()) == 25
-    assert "| output_tokens | 93790 | 93790 |" in (folder / "REPORT.md").read_text()
+    assert "| output_tokens | 93790 | 93790 | 0 |" in (folder / "REPORT.md").read_text()
     runs = vault("--catalog", str(demo_catalog), "runs", "014")
     assert runs.code == 0 and f"{folder.name}  local  finished    REPRODUCED" in runs.out
     found = vault("--catalog", str(demo_catalog), "search", folder.name, "--json")

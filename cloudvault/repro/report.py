@@ -115,10 +115,28 @@ def report_md(cmp: RunComparison, title: str, label_a: str, label_b: str, totals
     lines += [f"- {reason}" for reason in cmp.reasons]
     lines += [f"- not checked: {c} (not recorded on one side)" for c in cmp.unchecked]
     if totals is not None:
-        lines += ["", "## Totals (measured requests, recomputed)", "", "| total | A | B |", "|---|---:|---:|"]
-        lines += [f"| {k} | {totals[0].get(k)} | {totals[1].get(k)} |" for k in TOTALS]
+        lines += [
+            "",
+            "## Totals (measured requests, recomputed)",
+            "",
+            "| total | A | B | B - A |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [f"| {k} | {totals[0].get(k)} | {totals[1].get(k)} | {_change(totals[0].get(k), totals[1].get(k))} |"
+                  for k in TOTALS]  # fmt: skip
     lines += ["", "## Per request", "", "```", compare_csv(cmp).rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def _change(a: float | None, b: float | None) -> str:
+    """'+1.23 (+0.5%)', '0' or '' when a side is missing."""
+    if a is None or b is None:
+        return ""
+    delta = b - a
+    if delta == 0:
+        return "0"
+    pct = f" ({delta / a * 100:+.1f}%)" if a else ""
+    return f"{delta:+.2f}{pct}" if isinstance(delta, float) else f"{delta:+d}{pct}"
 
 
 def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
