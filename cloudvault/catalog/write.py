@@ -1,5 +1,5 @@
 """Writes to the catalog: mirrors, entries, files, archives with their members, flags, seekable copies; and the
-shard files that indexing workers fill with one archive's members.
+members indexing workers add to shard files (their format: catalog/shards.py).
 
 Callers own transactions, except record_copy, which is one."""
 
@@ -13,47 +13,19 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cloudvault.catalog import shards
 from cloudvault.catalog.db import transaction
 from cloudvault.models import Entry, FileStat, Flag, Frame
 
-MEMBER_COLUMNS = (
-    "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3"
-)
-# An indexing worker writes an archive's members to a shard file of this shape; the parent copies them over.
-SHARD_SCHEMA = f"CREATE TABLE members ({MEMBER_COLUMNS})"
-SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 14)})"
 SHARD_BATCH = 2000
 RETRY_KINDS = ("unreadable", "changed_while_indexing")  # files read again on the next run whatever their stat
 
 
-def open_shard(path: str) -> sqlite3.Connection:
-    """A fresh shard file for one archive's members, inside an open transaction (no journal: a failed shard is
-    thrown away whole)."""
-    shard = sqlite3.connect(path, isolation_level=None)
-    shard.execute("PRAGMA journal_mode = OFF")
-    shard.execute("PRAGMA synchronous = OFF")
-    shard.execute(SHARD_SCHEMA)
-    shard.execute("BEGIN")
-    return shard
-
-
 def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
-    """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
+    """Member records (in shards.MEMBER_COLUMNS order) into the shard, in batches as they come."""
     it = iter(records)
     while batch := list(itertools.islice(it, SHARD_BATCH)):
-        shard.executemany(SHARD_INSERT, batch)
-
-
-def finish_shard(shard: sqlite3.Connection) -> None:
-    """Commit the shard, each hardlink member first given its target's BLAKE3 (extracting it yields the
-    target's data)."""
-    if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' LIMIT 1").fetchone():
-        shard.execute("CREATE INDEX members_path ON members(path)")
-        shard.execute(
-            "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
-            "AND t.type = 'file') WHERE type = 'hardlink'"
-        )
-    shard.execute("COMMIT")
+        shard.executemany(shards.SHARD_INSERT, batch)
 
 
 @contextlib.contextmanager
@@ -155,9 +127,9 @@ def insert_flags(
     )
 
 
-def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: str) -> int:
-    """The archive row, its frame table, and its members copied from an attached shard database; scan is what
-    the archive scan found (status, raw_size, member_count, frames: see cloudvault.archive.scan.ScanResult)."""
+def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: str, rows: tuple[int, int]) -> int:
+    """The archive row, its frame table, and its members (rows: their rowid range) copied from an attached shard;
+    scan is what the archive scan found (status, raw_size, member_count, frames: see archive.scan.ScanResult)."""
     cur = conn.execute(
         "INSERT INTO archives(file_id, status, raw_size, member_count, frame_count) VALUES (?,?,?,?,?)",
         (file_id, scan.status, scan.raw_size, scan.member_count, len(scan.frames)),
@@ -167,10 +139,7 @@ def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: st
         "INSERT INTO frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) VALUES (?,?,?,?,?,?)",
         [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(scan.frames)],
     )
-    conn.execute(
-        f"INSERT INTO members(archive_id, {MEMBER_COLUMNS}) SELECT ?, {MEMBER_COLUMNS} FROM {shard_alias}.members",
-        (archive_id,),
-    )
+    shards.insert_members(conn, archive_id, shard_alias, rows)
     return archive_id
 
 

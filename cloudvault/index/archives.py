@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
-from cloudvault.catalog import write
+from cloudvault.catalog import shards, write
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.indexing import catalog_file, copies_of_files
 from cloudvault.config import seekable_copy_path
@@ -25,9 +26,8 @@ from cloudvault.models import FileStat, Frame
 
 @dataclass
 class ShardOutcome:
-    """What a worker hands back besides the shard file: the scan's result and the seekable copy it wrote."""
+    """What a worker hands back besides the shard file (which holds the scan): the seekable copy it wrote."""
 
-    scan: ScanResult
     copy_tmp: str | None = None  # a seekable copy written in the same pass (vault index --optimize)
     copy_frames: list[Frame] = field(default_factory=list)
 
@@ -45,39 +45,48 @@ def redacted(records: Iterable[MemberRecord], rules: SecretRules, scan: ScanResu
         yield rec
 
 
+def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, on_bytes=None,
+              writer: SeekableWriter | None = None) -> ScanResult:  # fmt: skip
+    """One archive of the mirror at root scanned into an open shard: its members as they come, then its row
+    (signature, outcome, frames, flags). A worker never opens the catalog; `commit_archive` reads this back."""
+    first = shards.last_member(shard) + 1
+    try:
+        mirror = open_mirror(root)
+        opener = None if mirror.remote else partial(mirror.open, st.path, st.raw_path)
+        with mirror.open(st.path, st.raw_path) as fh:
+            scan = ArchiveScan(fh, inspect=rules.scanner, on_bytes=on_bytes,
+                               on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
+            write.add_shard_members(shard, redacted(scan, rules, scan.result))
+        result = scan.result
+        result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
+            f._replace(detail=rules.redact(f.detail), member=f.member and rules.redact(f.member)) for f in result.flags
+        ]
+    except OSError as exc:
+        shards.drop_members_from(shard, first)  # an unreadable archive keeps no half of its members
+        result = ScanResult(status="unreadable")
+        result.flag("unreadable", f"cannot read: {exc.strerror}")
+    shards.add_archive(shard, root, st, result, first)
+    return result
+
+
 def scan_to_shard(
-    source: tuple[str, str, bytes | None],
+    source: tuple[str, FileStat],
     shard_path: str,
     rules: dict[str, str],
     on_bytes=None,
     copy_tmp: str | None = None,
 ) -> ShardOutcome:
-    """One archive (source: mirror root, path, raw path) into a fresh shard file; the rest comes back as the
-    result. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
-    shard = write.open_shard(shard_path)
+    """One archive (source: mirror root, its walked stat) into a fresh shard file of its own. With copy_tmp, a
+    seekable copy is written from the same decompressed bytes, kept if needed."""
+    shard = shards.open_shard(shard_path)
     copy_fh = open_private(copy_tmp) if copy_tmp else None
     writer = SeekableWriter(copy_fh) if copy_fh else None
     outcome = None
     try:
-        secret_rules = SecretRules(rules)
-        try:
-            root, path, raw = source
-            mirror = open_mirror(root)
-            opener = None if mirror.remote else partial(mirror.open, path, raw)
-            with mirror.open(path, raw) as fh:
-                scan = ArchiveScan(fh, inspect=secret_rules.scanner, on_bytes=on_bytes,
-                                   on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
-                write.add_shard_members(shard, redacted(scan, secret_rules, scan.result))
-            scan.result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
-                f._replace(detail=secret_rules.redact(f.detail), member=f.member and secret_rules.redact(f.member))
-                for f in scan.result.flags
-            ]
-            outcome = ShardOutcome(scan.result)
-        except OSError as exc:
-            outcome = ShardOutcome(ScanResult(status="unreadable"))
-            outcome.scan.flag("unreadable", f"cannot read: {exc.strerror}")
-        write.finish_shard(shard)
-        if writer and outcome.scan.status == "ok" and needs_copy(outcome.scan.frames):
+        scan = scan_into(shard, *source, SecretRules(rules), on_bytes, writer)
+        shards.finish_shard(shard)
+        outcome = ShardOutcome()
+        if writer and scan.status == "ok" and needs_copy(scan.frames):
             outcome.copy_frames = writer.close()
             copy_fh.flush()
             os.fsync(copy_fh.fileno())
@@ -130,7 +139,9 @@ def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | N
             for st in archives:
                 ctx.progress.current(st.path)
                 shard = str(shard_dir / "inline.db")
-                outcome = scan_to_shard(ctx.source(st), shard, ctx.rules.rules, ctx.progress.advance, ctx.copy_tmp(0))
+                outcome = scan_to_shard(
+                    (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.progress.advance, ctx.copy_tmp(0)
+                )
                 commit_archive(ctx, st, outcome, shard)
                 os.unlink(shard)
         else:
@@ -151,7 +162,7 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], workers: i
         try:
             for i, st in enumerate(archives):
                 shard = str(shard_dir / f"{i}.db")
-                fut = pool.submit(_pool_task, ctx.source(st), shard, ctx.rules.rules, ctx.copy_tmp(i))
+                fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i))
                 pending[fut] = (st, shard)
             while pending:
                 done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -170,21 +181,22 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], workers: i
 
 
 def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shard: str) -> None:
-    """The archive's file row, archive row, frames, members and flags: one transaction."""
-    scan = outcome.scan
+    """The archive's file row, archive row, frames, members and flags, as its shard recorded them: one
+    transaction. The shard may hold other archives too (a Slurm task's)."""
     entry = ctx.entry_for(st.path)
-    if scan.status != "unreadable" and ctx.changed_since_walk(st):
-        scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
     old_copies = copies_of_files(ctx.conn, ctx.mirror_id, [st.path])
     try:
-        with write.attached_shard(ctx.conn, shard) as alias, transaction(ctx.conn):
-            file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
-            write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
-            if alias:
-                archive_id = write.insert_archive(ctx.conn, file_id, scan, alias)
-            if outcome.copy_tmp and alias:
-                final = seekable_copy_path(ctx.copy_cache, scan.blake3)
-                write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
+        with write.attached_shard(ctx.conn, shard) as alias:
+            scan, rows = recorded_scan(ctx.conn, alias, ctx.mirror.root, st.path)
+            if scan.status != "unreadable" and ctx.changed_since_walk(st):
+                scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
+            with transaction(ctx.conn):
+                file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+                archive_id = write.insert_archive(ctx.conn, file_id, scan, alias, rows)
+                if outcome.copy_tmp:
+                    final = seekable_copy_path(ctx.copy_cache, scan.blake3)
+                    write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
     finally:
         if outcome.copy_tmp:
             Path(outcome.copy_tmp).unlink(missing_ok=True)
@@ -194,3 +206,12 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     ctx.report.files_read += 1
     ctx.report.members_indexed += scan.member_count
     ctx.report.bytes_read += st.size
+
+
+def recorded_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> tuple[ScanResult, tuple[int, int]]:
+    """The scan result a shard recorded for one archive, and the rowid range of its members there."""
+    found = shards.shard_scan(conn, alias, root, path)
+    if found is None:  # the shard was made for this archive (checked before a merge): a bug if not
+        raise LookupError(f"the shard holds no scan of {path}")
+    rows = found.pop("rows")
+    return ScanResult(**found), rows

@@ -1,0 +1,150 @@
+"""Shard files: self-contained SQLite files that indexing workers fill with what they scanned (each archive's file
+signature, scan outcome, frames, flags and members), and the reads that commit them into the catalog.
+
+A worker never opens the catalog. A local `vault index` gives each archive its own shard; a Slurm task puts all
+its archives in one, with `meta` naming the plan and task it was made for. Members of one archive are one run
+of rowids in `members`, recorded on its `archives` row, so they are copied with a range scan.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+
+from cloudvault.models import FileStat, Flag, Frame
+
+MEMBER_COLUMNS = (
+    "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3"
+)
+SHARD_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE archives (idx INTEGER PRIMARY KEY, root TEXT NOT NULL, path TEXT NOT NULL, raw_path BLOB,
+    kind TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL, mode INTEGER NOT NULL, link_target TEXT,
+    status TEXT NOT NULL, blake3 TEXT NOT NULL, raw_size INTEGER NOT NULL, member_count INTEGER NOT NULL,
+    flag_counts TEXT NOT NULL, first_member INTEGER NOT NULL, last_member INTEGER NOT NULL);
+CREATE TABLE frames (archive INTEGER NOT NULL, idx INTEGER NOT NULL, comp_offset INTEGER NOT NULL,
+    comp_size INTEGER NOT NULL, raw_offset INTEGER NOT NULL, raw_size INTEGER NOT NULL);
+CREATE TABLE flags (archive INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL, member TEXT);
+CREATE TABLE members ({MEMBER_COLUMNS});
+"""
+SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 14)})"
+STAT_FIELDS = "path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode, link_target"
+
+
+def open_shard(path: str) -> sqlite3.Connection:
+    """A fresh shard file inside an open transaction (no journal: a failed shard is thrown away whole)."""
+    shard = sqlite3.connect(path, isolation_level=None)
+    shard.execute("PRAGMA journal_mode = OFF")
+    shard.execute("PRAGMA synchronous = OFF")
+    shard.executescript(SHARD_SCHEMA)
+    shard.execute("BEGIN")
+    return shard
+
+
+def last_member(shard: sqlite3.Connection) -> int:
+    """The highest member rowid so far: an archive's members start after it."""
+    return shard.execute("SELECT coalesce(max(rowid), 0) FROM members").fetchone()[0]
+
+
+def add_archive(shard: sqlite3.Connection, root: str, st: FileStat, scan, first: int) -> None:
+    """The archive's row (where it was, its signature, what the scan found) after its members, whose rowids run
+    from first to the last one now; each hardlink gets its target's BLAKE3 (extracting it yields that data)."""
+    last = last_member(shard)
+    if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' AND rowid >= ? LIMIT 1", (first,)).fetchone():
+        shard.execute("CREATE INDEX IF NOT EXISTS members_path ON members(path)")
+        shard.execute(
+            "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
+            "AND t.type = 'file' AND t.rowid >= ?) WHERE type = 'hardlink' AND rowid >= ?",
+            (first, first),
+        )
+    cur = shard.execute(
+        f"INSERT INTO archives(root, {STAT_FIELDS}, status, blake3, raw_size, member_count, flag_counts, "
+        "first_member, last_member) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (root, *st, scan.status, scan.blake3, scan.raw_size, scan.member_count, json.dumps(scan.flag_counts),
+         first, last),
+    )  # fmt: skip
+    idx = cur.lastrowid
+    shard.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?)", [(idx, i, *f) for i, f in enumerate(scan.frames)])
+    shard.executemany("INSERT INTO flags VALUES (?,?,?,?)", [(idx, f.kind, f.detail, f.member) for f in scan.flags])
+
+
+def set_meta(shard: sqlite3.Connection, values: dict[str, object]) -> None:
+    shard.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in values.items()])
+
+
+def finish_shard(shard: sqlite3.Connection) -> None:
+    shard.execute("COMMIT")
+
+
+def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> dict | None:
+    """What the shard attached as alias recorded of one archive: status, blake3, raw_size, member_count,
+    flag_counts, frames, flags, and the rowid range of its members; None when it holds no such archive."""
+    row = conn.execute(
+        f"SELECT idx, status, blake3, raw_size, member_count, flag_counts, first_member, last_member "
+        f"FROM {alias}.archives WHERE root = ? AND path = ?",
+        (root, path),
+    ).fetchone()
+    if row is None:
+        return None
+    idx, status, digest, raw_size, count, counts, first, last = row
+    frames = [Frame(*r) for r in conn.execute(
+        f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {alias}.frames WHERE archive = ? ORDER BY idx",
+        (idx,))]  # fmt: skip
+    flags = [Flag(*r) for r in conn.execute(
+        f"SELECT kind, detail, member FROM {alias}.flags WHERE archive = ? ORDER BY rowid", (idx,))]  # fmt: skip
+    return {"status": status, "blake3": digest, "raw_size": raw_size, "member_count": count,
+            "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last)}  # fmt: skip
+
+
+def insert_members(conn: sqlite3.Connection, archive_id: int, alias: str, rows: tuple[int, int]) -> None:
+    """An archive's members copied from the attached shard (its run of rowids) into the catalog."""
+    conn.execute(
+        f"INSERT INTO members(archive_id, {MEMBER_COLUMNS}) SELECT ?, {MEMBER_COLUMNS} FROM {alias}.members "
+        "WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
+        (archive_id, *rows),
+    )
+
+
+def read_shard(path: str) -> tuple[dict[str, str], list[tuple]]:
+    """A finished shard's meta and its archives as (root, FileStat, member_count, member rows found), read-only."""
+    from pathlib import Path
+    from urllib.parse import quote
+
+    shard = sqlite3.connect(f"file:{quote(str(Path(path).absolute()))}?mode=ro", uri=True)
+    try:
+        meta = dict(shard.execute("SELECT key, value FROM meta"))
+        archives = [
+            (root, FileStat(*stat), count, shard.execute(
+                "SELECT count(*) FROM members WHERE rowid BETWEEN ? AND ?", (first, last)).fetchone()[0])
+            for root, *stat, count, first, last in shard.execute(
+                f"SELECT root, {STAT_FIELDS}, member_count, first_member, last_member FROM archives ORDER BY idx")
+        ]  # fmt: skip
+    finally:
+        shard.close()
+    return meta, archives
+
+
+def archive_signatures(conn: sqlite3.Connection, mirror_name: str) -> dict[str, tuple[int, int, int, int]]:
+    """path -> recorded signature of every file of the named mirror (empty for a mirror the catalog lacks)."""
+    from cloudvault.catalog.indexing import known_files  # indexing imports write, which imports this module
+
+    row = conn.execute("SELECT id FROM mirrors WHERE name = ?", (mirror_name,)).fetchone()
+    return known_files(conn, row[0]) if row else {}
+
+
+def recorded_archive_sizes(conn: sqlite3.Connection, mirror_names: list[str]) -> Iterator[int]:
+    """Compressed sizes of the archives the catalog records for these mirrors."""
+    marks = ",".join("?" * len(mirror_names))
+    for (size,) in conn.execute(
+        "SELECT f.size FROM files f JOIN archives a ON a.file_id = f.id JOIN mirrors m ON m.id = f.mirror_id "
+        f"WHERE m.name IN ({marks}) ORDER BY f.size DESC",
+        mirror_names,
+    ):
+        yield size
+
+
+def drop_members_from(shard: sqlite3.Connection, first: int) -> None:
+    """Forget the members added from rowid first on (an archive that could not be read to its end)."""
+    shard.execute("DELETE FROM members WHERE rowid >= ?", (first,))
