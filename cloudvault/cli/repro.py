@@ -150,6 +150,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     chosen = _executor(args)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
+    doc["not_comparable_here"] = _no_gpu_here(conn, plan, args.executor)
     if args.json:
         ui.emit(doc)
     else:
@@ -158,7 +159,26 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
             ui.heading(f"{args.executor} executor")
             for line in chosen.describe(plan):
                 ui.line(f"  {line}")
+        if doc["not_comparable_here"]:
+            ui.line(f"NOT_COMPARABLE here: {doc['not_comparable_here']}")
     return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
+
+
+def _no_gpu_here(conn, plan, executor: str) -> str | None:
+    """Why a run on this machine could not compare with a GPU record (it has no GPU), or None."""
+    import json
+
+    from cloudvault.gpu import local_gpus
+    from cloudvault.repro import results
+    from cloudvault.repro.run import RUN_ABOUT
+
+    wanted = sorted({p.gpu for p in plan.processes if p.gpu is not None})
+    if plan.standin or executor == "slurm" or not wanted or local_gpus():
+        return None
+    about = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, (RUN_ABOUT,))
+    ran_on = json.loads(about[RUN_ABOUT]).get("settings", {}).get("gpu") if about else None
+    return (f"no GPU (the recipe runs on GPU {', '.join(map(str, wanted))}; nvidia-smi finds none here)"
+            + (f"; the record ran on {ran_on}" if ran_on else ""))  # fmt: skip
 
 
 def _print_plan(ui, doc: dict, commands: list[str]) -> None:

@@ -208,6 +208,17 @@ def build(tree: Path) -> None:
     build_014_013(tree)
     build_016(tree)
     build_017(tree)
+    build_gpu_smoke(tree)
+
+
+def build_gpu_smoke(tree: Path) -> None:
+    """The gpu_greedy_smoke recipe's recorded folder (made by cloudvault.repro.gpu_smoke; kept beside the recipes)."""
+    from importlib.resources import files
+
+    recorded = files("cloudvault.recipe_files") / "repro" / "recorded" / "gpu_greedy_smoke"
+    for item in recorded.iterdir():
+        if item.is_file():
+            put(tree / "_repro/gpu_greedy_smoke/recorded" / item.name, item.read_bytes())
 
 
 # -- the serving-benchmark result tree (seed 001), a second mirror -----------------------------------------------

@@ -2,10 +2,11 @@
 config with a fixed seed (no weights exist to download), over a handful of seeded prompts, written in the shape of
 the lab's harness output so `vault repro gpu_greedy_smoke` and `vault compare` read it like any recorded run.
 
-`python -m cloudvault.repro.gpu_smoke --out DIR [--device cuda|cpu] [--gpu G]` writes into DIR:
-per_request.gpuG.csv (the harness's table: prompt/output tokens, TTFT, TPOT, E2E, tok/s, finish),
-requests.gpuG.jsonl (per request: output_ids, t_start/t_first/t_done, top2_margin) and run.gpuG.json (what it ran
-on: GPU name and compute capability, torch, transformers, dtype, seed). TTFT = t_first - t_start, TPOT =
+`python -m cloudvault.repro.gpu_smoke --out DIR [--device cuda|cpu]` writes a recorded folder into DIR:
+per_request.csv (the harness's table: prompt/output tokens, TTFT, TPOT, E2E, tok/s, finish), requests.jsonl (per
+request: output_ids, t_start/t_first/t_done, top2_margin) and run.json (what it ran on: GPU name and compute
+capability, torch, transformers, dtype, seed). With `--gpu G` (as `vault repro` runs it, one process per GPU) the
+names carry the slot, per_request.gpuG.csv etc., and vault merges them. TTFT = t_first - t_start, TPOT =
 (t_done - t_first) / (out - 1), E2E = t_done - t_start, as the lab computes them (cloudvault.repro.metrics).
 The first prompt is a warm-up (CUDA context, kernels) and is not measured.
 """
@@ -41,7 +42,7 @@ def prompts(seed: int = SEED) -> list[dict]:
     found = []
     for i, length in enumerate(PROMPT_LENGTHS):
         ids = [1] + [rng.randrange(3, MODEL_CONFIG["vocab_size"]) for _ in range(length - 1)]
-        found.append({"idx": i, "doc_id": f"smoke{i:02d}-{length}", "role": "warmup" if i == 0 else "measured",
+        found.append({"idx": i, "doc_id": f"p{i}-{length:03d}", "role": "warmup" if i == 0 else "measured",
                       "prompt_ids": ids})  # fmt: skip
     return found
 
@@ -113,15 +114,15 @@ def run(args: argparse.Namespace) -> int:
         print("gpu_smoke: --device cuda but torch sees no GPU (use --device cpu)", file=sys.stderr)
         return 6
     model = build_model(args.device)
-    rows, records = [], []
+    rows, records, slot = [], [], args.gpu or 0
     for doc in prompts():
         done = greedy(model, doc["prompt_ids"], args.device)
         out = len(done["output_ids"])
-        records.append({"request": f"{doc['doc_id']}@gpu{args.gpu}", "doc_id": doc["doc_id"], "gpu": args.gpu,
+        records.append({"request": f"{doc['doc_id']}@gpu{slot}", "doc_id": doc["doc_id"], "gpu": slot,
                         **{k: round(done[k], 6) for k in ("t_start", "t_first", "t_done")},
                         "output_ids": done["output_ids"], "top2_margin": done["top2_margin"]})  # fmt: skip
-        rows.append(table_row(doc, args.gpu, out, done))
-        print(f"[gpu{args.gpu}] {doc['doc_id']} {doc['role']} prompt {len(doc['prompt_ids'])} out {out} "
+        rows.append(table_row(doc, slot, out, done))
+        print(f"[gpu{slot}] {doc['doc_id']} {doc['role']} prompt {len(doc['prompt_ids'])} out {out} "
               f"ttft {rows[-1]['ttft_s']}s tpot {rows[-1]['tpot_ms']}ms", flush=True)  # fmt: skip
     write_outputs(Path(args.out), args.gpu, rows, records, device_settings(args.device))
     return 0
@@ -138,10 +139,11 @@ def table_row(doc: dict, gpu: int, out: int, done: dict) -> dict:
             "tps": f"{out / t['e2e_s']:.1f}", "finish": finish}  # fmt: skip
 
 
-def write_outputs(out: Path, gpu: int, rows: list[dict], records: list[dict], settings: dict) -> None:
+def write_outputs(out: Path, gpu: int | None, rows: list[dict], records: list[dict], settings: dict) -> None:
     """Each file under a temp name, renamed into place: a killed runner leaves no half table."""
     out.mkdir(parents=True, exist_ok=True)
-    table = out / f"per_request.gpu{gpu}.csv"
+    slot = "" if gpu is None else f".gpu{gpu}"
+    table = out / f"per_request{slot}.csv"
     with open(table.with_suffix(".tmp"), "w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -149,7 +151,7 @@ def write_outputs(out: Path, gpu: int, rows: list[dict], records: list[dict], se
     os.replace(table.with_suffix(".tmp"), table)
     stream = "".join(json.dumps(r) + "\n" for r in records)
     about = json.dumps({"settings": settings}, indent=1, sort_keys=True) + "\n"
-    for name, text in ((f"requests.gpu{gpu}.jsonl", stream), (f"run.gpu{gpu}.json", about)):
+    for name, text in ((f"requests{slot}.jsonl", stream), (f"run{slot}.json", about)):
         (out / f"{name}.tmp").write_text(text, encoding="utf-8")
         os.replace(out / f"{name}.tmp", out / name)
 
@@ -158,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu_smoke", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for per_request/requests/run files (made if missing)")
     p.add_argument("--device", default="cuda", help="cuda (the GPU CUDA_VISIBLE_DEVICES gives) or cpu")
-    p.add_argument("--gpu", type=int, default=0, help="the GPU slot named in the request ids and file names")
+    p.add_argument("--gpu", type=int, help="the GPU slot, in the request ids and file names (default: a record)")
     return p
 
 

@@ -25,6 +25,7 @@ from cloudvault.repro.compare import RunComparison, compare_files, compare_runs,
 from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
+RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
 Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
 
 
@@ -243,9 +244,18 @@ def compare_with_record(conn: sqlite3.Connection, plan) -> tuple[RunComparison, 
 
     record = from_entry(conn, plan.entry_id, folder=plan.record_folder)
     new = results.Results(str(work), results.parse(results.read_folder(work)), plan.run_settings, str(work))
-    diff = settings_differences(record.settings, plan.run_settings, plan.compare_settings)
+    # a runner that says what it ran on (run.json: GPU, library versions) adds that to each side's settings
+    recorded_about = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, (RUN_ABOUT,))
+    record_settings = {**record.settings, **_about(recorded_about.get(RUN_ABOUT))}
+    produced_about = (work / RUN_ABOUT).read_bytes() if (work / RUN_ABOUT).is_file() else None
+    new_settings = {**plan.run_settings, **_about(produced_about)}
+    diff = settings_differences(record_settings, new_settings, plan.compare_settings)
     cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie)
     return cmp, (record.totals(), new.totals())
+
+
+def _about(data: bytes | None) -> dict:
+    return json.loads(data).get("settings", {}) if data else {}
 
 
 def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None) -> None:
