@@ -216,6 +216,8 @@ def build_gpu_smoke(tree: Path) -> None:
     from importlib.resources import files
 
     recorded = files("cloudvault.recipe_files") / "repro" / "recorded" / "gpu_greedy_smoke"
+    if not recorded.is_dir():  # an install without the recorded folders: the recipe then has no record to read
+        return
     for item in recorded.iterdir():
         if item.is_file():
             put(tree / "_repro/gpu_greedy_smoke/recorded" / item.name, item.read_bytes())
