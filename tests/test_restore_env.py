@@ -410,6 +410,8 @@ def test_an_archive_that_is_no_env_is_named_as_skipped(lab, tmp_path, vault, mon
 def test_unknown_env_is_exit_3_with_the_close_names_and_usage_mistakes_are_exit_2(env_vault, tmp_path):
     r = env_vault("sparsespek")
     assert r.code == 3 and "did you mean: sparsespec" in r.err
+    as_json = json.loads(env_vault("sparsespek", "--json").out)
+    assert as_json["exit_code"] == 3 and "sparsespek" in as_json["error"]
     assert env_vault("--prefix", str(tmp_path / "x")).code == 2  # two envs, one prefix
     assert env_vault("neo", "--prefix", " ").code == 2
     r = env_vault("neo", "--move", str(tmp_path / "nothing-here"), "--prefix", str(tmp_path / "y"))
