@@ -62,13 +62,18 @@ def _detached(run) -> bool:
 def _collect(catalog, pending: list, ui) -> None:
     """Each detached Slurm run whose job has ended: collected and recorded (needs the catalog writable)."""
     from cloudvault.catalog.db import open_catalog
+    from cloudvault.errors import VaultError
     from cloudvault.repro.executors import executor
     from cloudvault.repro.run import collect_detached
 
     conn = open_catalog(catalog)
     try:
         for run in pending:
-            status = collect_detached(conn, run, executor("slurm"))
+            try:
+                status = collect_detached(conn, run, executor("slurm"))
+            except VaultError as exc:  # no Slurm here (another login node?): list the run as it is recorded
+                ui.warn(f"cannot collect {run.run_id} (Slurm job {run.job_id}) yet: {exc.message}")
+                continue
             if status != run.status:
                 ui.warn(f"collected {run.run_id} (Slurm job {run.job_id}): {status}")
     finally:
