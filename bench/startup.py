@@ -44,6 +44,10 @@ def main() -> int:
         ("--help", ["--help"], 2.0),
         ("search --help", ["search", "--help"], 2.0),
     ]
+    for label, args, _ in cases:  # a command that fails would time its error path, not its work
+        done = subprocess.run([*vault, *args], env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"vault {label} exited {done.returncode}: {done.stderr.strip()}")
     floor = timed(FLOOR, env)
     print(f"floor (python -c 'import sqlite3, zstandard, blake3'): {floor * 1000:.1f} ms median of {RUNS}")
     over = 0
