@@ -511,3 +511,20 @@ def test_list_checks_the_torch_build_against_the_local_gpu(env_vault, tmp_path, 
     envs = {e["name"]: e for e in json.loads(env_vault("--list", "--json").out)["envs"]}
     assert envs["neo"]["gpu"]["fits"] == {"12.0": False, "9.0": True}
     assert "kernels for 12.0: NO, 9.0: yes" in env_vault("--list").out
+
+
+def test_a_failed_smoke_check_is_exit_6_with_the_env_left_in_place_and_recorded(lab, env_vault, tmp_path, monkeypatch):
+    built, _ = lab
+    recipes = tmp_path / "r"
+    shutil.copytree(built.recipes, recipes)
+    with open(recipes / "env/lab.toml", "a") as fh:
+        fh.write("\n[envs.neo.checks]\nimport-torch = \"python -c 'import torch.cuda'\"\n")  # metadata, no code
+    monkeypatch.setenv("VAULT_RECIPES", str(recipes))
+    target = tmp_path / "neo"
+    r = env_vault("neo", "--prefix", str(target))
+    assert r.code == 6 and "smoke checks failed: neo: import-torch" in r.err
+    assert "check import-torch: FAILED" in r.out and "check hello: ok" in r.out
+    assert (target / "bin/python").exists()
+    row = sqlite3.connect(env_vault.catalog).execute("SELECT status, detail FROM restores").fetchone()
+    checks = {c["name"]: c["ok"] for c in json.loads(row[1])["checks"]}
+    assert row[0] == "ok" and checks == {"prefix": True, "hello": True, "import-torch": False}
