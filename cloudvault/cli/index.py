@@ -34,6 +34,14 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--prune", action="store_true", help="a root that vanished, emptied or lost over half its files: drop them"
     )
+    slurm = parser.add_argument_group("across a Slurm cluster (see README: vault index --slurm)")
+    slurm.add_argument("--slurm", type=positive_int, metavar="N", help="submit an N-task job array and a merge job")
+    slurm.add_argument("--partition", help="Slurm partition for the jobs (default: the cluster's)")
+    slurm.add_argument("--dry-run", action="store_true", help="with --slurm: print the plan, scripts, simulated time")
+    slurm.add_argument("--fs-gbps", type=float, help="with --dry-run: the filesystem's read bandwidth, GB/s")
+    slurm.add_argument("--status", action="store_true", help="per task: archives and bytes done, MB/s, state")
+    slurm.add_argument("--resume", action="store_true", help="resubmit the tasks whose shards are missing or bad")
+    slurm.add_argument("--merge", action="store_true", help="merge the finished plan's shards into the catalog")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -47,6 +55,10 @@ def run(args) -> int:
 
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
+    if args.slurm or args.status or args.resume or args.merge:
+        from cloudvault.cli.index_slurm import run_slurm
+
+        return run_slurm(args)
     ui = UI(as_json=args.json, quiet=args.quiet)
     path = config.catalog_path(args.catalog)
     with writer_lock(path, wait=args.wait):

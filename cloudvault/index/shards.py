@@ -1,0 +1,110 @@
+"""`vault index --merge`: a Slurm index plan's shards into the catalog, then the rest of the mirror indexed
+locally, leaving the catalog as a local `vault index` of the same mirror would.
+
+Under the writer lock, every task's shard is checked against the plan (plan hash, task, archives, bytes, member
+rows) before anything is written. Each archive is then committed from its shard by `commit_archive`, the code a
+local index uses, one transaction each; an archive that changed since the plan is left to the local pass. The
+plan is marked merged and its shards removed, so a second merge (or one that waited for this one) does nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cloudvault.catalog import shards, write
+from cloudvault.catalog.db import open_catalog, transaction, writer_lock
+from cloudvault.catalog.query import known_mirrors
+from cloudvault.index.archives import ShardOutcome, commit_archive
+from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
+from cloudvault.index.listing import check_listings
+from cloudvault.index.roots import MirrorRoot, roots_to_index
+from cloudvault.index.run import index_mirrors
+from cloudvault.index.secrets import SecretRules
+from cloudvault.index.slurm import Layout, ShardRefused, ShardsMissing, load_plan, read_json, shard_states, write_json
+from cloudvault.models import FileStat
+from cloudvault.progress import Progress
+
+
+def merge(catalog: Path, *, wait: bool = False, progress: Progress | None = None) -> tuple[IndexReport, dict]:
+    """Merge the catalog's Slurm plan; returns the index report and what was merged ({'already': True} when
+    this plan was merged before)."""
+    lay = Layout(catalog)
+    progress = progress or Progress()
+    with writer_lock(catalog, wait=wait):
+        plan = load_plan(lay.plan)
+        if (done := read_json(lay.merged)).get("plan") == plan["hash"]:
+            return IndexReport(), {"plan": plan["hash"], "already": True, "at": done.get("at")}
+        _check_shards(lay, plan)
+        conn = open_catalog(catalog, create=True)
+        try:
+            mroots = roots_to_index(conn, [r["root"] for r in plan["roots"]], plan["definition"])
+            started = time.monotonic()
+            early = IndexReport()
+            for task in range(len(plan["tasks"])):
+                _commit_shard(conn, mroots, str(lay.shard(task)), early, progress)
+            report = index_mirrors(conn, mroots, IndexOptions(), progress)
+        finally:
+            conn.close()
+    _add(report, early, time.monotonic() - started)
+    info = {"plan": plan["hash"], "already": False, "shards": len(plan["tasks"]),
+            "from_shards": early.archives_read, "at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+    write_json(lay.merged, info)
+    shutil.rmtree(lay.folder / "shards", ignore_errors=True)
+    return report, info
+
+
+def _check_shards(lay: Layout, plan: dict) -> None:
+    states = shard_states(lay, plan)
+    missing = [t for t, why in states.items() if why == "missing"]
+    if missing:
+        raise ShardsMissing(tasks=", ".join(map(str, missing)), plan=plan["hash"][:12])
+    for task, why in states.items():
+        if why:
+            raise ShardRefused(shard=lay.shard(task), why=why)
+
+
+def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str, report: IndexReport,
+                  progress: Progress) -> None:  # fmt: skip
+    """Each archive of one shard committed as a local index commits it, if the file is still as planned."""
+    _, archives = shards.read_shard(shard)
+    by_root = {m.mirror.root: m for m in mroots}
+    known_roots = {name: root for root, (name, _) in known_mirrors(conn).items()}
+    for root in dict.fromkeys(root for root, *_ in archives):
+        mroot = by_root.get(root)
+        # a mirror the catalog knows under another root is left to the local pass, which refuses or prunes it
+        if mroot is None or known_roots.get(mroot.definition.name, root) != root:
+            continue
+        ctx = _context(conn, mroot, report, progress)
+        committed = set()
+        for _, st, _, _ in (a for a in archives if a[0] == root):
+            if ctx.mirror.stat(st.path, st.raw_path) != (st.size, st.mtime_ns):
+                continue  # changed since the task read it: the local pass reads it again
+            progress.current(st.path)
+            commit_archive(ctx, st, ShardOutcome(), shard)
+            committed.add(st.path)
+        if committed:
+            walked = [item for item in ctx.mirror.walk() if isinstance(item, FileStat)]
+            check_listings(ctx, walked, committed)
+
+
+def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress) -> MirrorContext:
+    definition = mroot.definition
+    with transaction(conn):
+        mirror_id = write.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
+    rules = SecretRules(definition.secrets)
+    return MirrorContext(conn, mirror_id, mroot.mirror, definition, rules, report, progress)
+
+
+def _add(report: IndexReport, early: IndexReport, seconds: float) -> None:
+    """The archives committed from shards count as read by this run, not as unchanged ones of its local pass."""
+    report.files_read += early.files_read
+    report.files_unchanged -= early.files_read
+    report.archives_read += early.archives_read
+    report.members_indexed += early.members_indexed
+    report.bytes_read += early.bytes_read
+    report.count(early.flags)
+    report.seconds = seconds

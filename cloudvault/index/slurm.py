@@ -1,0 +1,471 @@
+"""`vault index --slurm N`: index a mirror's archives across a Slurm cluster, with Slurm itself as the engine.
+
+The plan bin-packs the archives that need reading by compressed size, largest first, into N tasks and is written
+with its hash beside the catalog (`catalog.db.slurm/plan.json`). One sbatch job array runs one task per bin
+(`python -m cloudvault.index.slurm_task PLAN TASK`): each scans its archives into one self-contained shard on
+node-local scratch and renames it into `catalog.db.slurm/shards/`, never opening the catalog. A merge job
+(`--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`, or `vault index --merge` by hand) takes the writer
+lock, checks every shard against the plan, commits each archive from its shard with the same code a local
+`vault index` uses, then indexes the rest of the mirror (plain files, anything changed since the plan) locally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudvault import errors
+from cloudvault.atomic import atomic_write
+from cloudvault.catalog import shards
+from cloudvault.index.plan import is_archive
+from cloudvault.index.roots import MirrorRoot
+from cloudvault.index.secrets import SecretRules
+from cloudvault.mirrorfs import WalkProblem
+from cloudvault.models import FileStat
+
+PLAN_VERSION = 1
+TASK_MEM = "1G"  # a task holds one archive's decoding buffers (~60 MB) and Python
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+
+
+class NoPlan(errors.NotFound):
+    """no Slurm index plan for {catalog}; start one with `vault index --slurm N MIRROR`"""
+
+
+class SlurmBusy(errors.EnvironmentProblem):
+    """Slurm job {job} of this catalog's index is still {state}; `vault index --status` follows it (scancel {job} \
+stops it)"""
+
+
+class SlurmFailed(errors.EnvironmentProblem):
+    """{command}: {detail}; check SLURM_CONF and that slurmctld runs (`sinfo`)"""
+
+
+class ShardsMissing(errors.EnvironmentProblem):
+    """task(s) {tasks} of plan {plan} have no shard yet (running, failed or cancelled: `vault index --status`; \
+`vault index --resume` runs them again); nothing was merged"""
+
+
+class ShardRefused(errors.IntegrityError):
+    """shard {shard} refused: {why}; nothing was merged (`vault index --resume` scans its task again)"""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a catalog's Slurm index lives: beside the catalog, on the storage every node shares."""
+
+    catalog: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.catalog.with_name(self.catalog.name + ".slurm")
+
+    @property
+    def plan(self) -> Path:
+        return self.folder / "plan.json"
+
+    @property
+    def jobs(self) -> Path:
+        return self.folder / "jobs.json"
+
+    @property
+    def merged(self) -> Path:
+        return self.folder / "merged.json"
+
+    def shard(self, task: int) -> Path:
+        return self.folder / "shards" / f"task-{task:04d}.db"
+
+    def progress(self, task: int) -> Path:
+        return self.folder / "shards" / f"task-{task:04d}.progress.json"
+
+
+# -- the plan (pure) -----------------------------------------------------------------------------------------
+def pack(sizes: list[int], bins: int) -> list[list[int]]:
+    """Indexes of sizes bin-packed largest first, each into the bin with the fewest bytes (ties: the lowest
+    bin); at most one bin per item, none empty."""
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    heap = [(0, b) for b in range(min(bins, len(sizes)))]
+    packed: list[list[int]] = [[] for _ in heap]
+    for i in order:
+        load, b = heapq.heappop(heap)
+        packed[b].append(i)
+        heapq.heappush(heap, (load + sizes[i], b))
+    return packed
+
+
+def plan_hash(plan: dict) -> str:
+    body = {k: v for k, v in plan.items() if k != "hash"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def make_plan(catalog: Path, roots: list[dict], archives: list[tuple[str, FileStat]], tasks: int,
+              definition: str | None) -> dict:  # fmt: skip
+    """The deterministic plan: the same mirror state and task count give the same plan and hash."""
+    archives = sorted(archives, key=lambda a: (a[0], a[1].path))
+    bins = pack([st.size for _, st in archives], tasks)
+    plan = {
+        "version": PLAN_VERSION,
+        "catalog": str(catalog),
+        "definition": definition,
+        "roots": roots,
+        "tasks": [
+            {"bytes": sum(archives[i][1].size for i in b), "archives": [_archive_doc(*archives[i]) for i in b]}
+            for b in bins
+        ],
+    }
+    plan["hash"] = plan_hash(plan)
+    return plan
+
+
+def _archive_doc(root: str, st: FileStat) -> dict:
+    doc = st._asdict()
+    doc["raw_path"] = st.raw_path.hex() if st.raw_path is not None else None
+    return {"root": root, **doc}
+
+
+def task_archives(plan: dict, task: int) -> list[tuple[str, FileStat]]:
+    """(mirror root, stat as planned) of each archive of a task."""
+    found = []
+    for doc in plan["tasks"][task]["archives"]:
+        fields = {k: v for k, v in doc.items() if k != "root"}
+        raw = fields["raw_path"]
+        found.append((doc["root"], FileStat(**{**fields, "raw_path": bytes.fromhex(raw) if raw else None})))
+    return found
+
+
+def plan_archives(mroots: list[MirrorRoot], known: dict[str, dict]) -> tuple[list, list]:
+    """(archives a local index would read now, every archive), each as (mirror root, stat); names holding a
+    credential are left to the merge, which indexes them as a local run does."""
+    to_read, every = [], []
+    for mroot in mroots:
+        rules = SecretRules(mroot.definition.secrets)
+        recorded = known.get(mroot.definition.name, {})
+        for item in mroot.mirror.walk():
+            if isinstance(item, WalkProblem) or item.kind != "file" or not is_archive(item.path):
+                continue
+            if rules.found_in(item.path):
+                continue
+            every.append((mroot.mirror.root, item))
+            if recorded.get(item.path) != item.signature:
+                to_read.append((mroot.mirror.root, item))
+    return to_read, every
+
+
+def root_docs(mroots: list[MirrorRoot]) -> list[dict]:
+    return [{"root": m.mirror.root, "name": m.definition.name, "secrets": m.definition.secrets} for m in mroots]
+
+
+def load_plan(path: Path) -> dict:
+    """A plan file, its hash checked (a plan edited by hand is refused)."""
+    try:
+        plan = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise NoPlan(catalog=path.parent) from None
+    if plan.get("version") != PLAN_VERSION or plan.get("hash") != plan_hash(plan):
+        raise errors.IntegrityError(detail=f"{path} does not match its hash (edited?); plan again with --slurm N")
+    return plan
+
+
+# -- scripts -------------------------------------------------------------------------------------------------
+def render_array(lay: Layout, plan: dict, partition: str | None) -> str:
+    """The job array: one task per bin of the plan."""
+    head = _sbatch_head(f"vault-index-{plan['hash'][:8]}", lay.folder / "logs" / "task-%a.out", partition)
+    head.insert(2, f"#SBATCH --array=0-{len(plan['tasks']) - 1}")
+    command = shlex.join([sys.executable, "-m", "cloudvault.index.slurm_task", str(lay.plan)])
+    return "\n".join([*head, "", f'exec {command} "$SLURM_ARRAY_TASK_ID"']) + "\n"
+
+
+def render_merge(lay: Layout, plan: dict, partition: str | None) -> str:
+    """The merge job: `vault index --merge`, waiting for any other writer of the catalog."""
+    head = _sbatch_head(f"vault-index-merge-{plan['hash'][:8]}", lay.folder / "logs" / "merge-%j.out", partition)
+    command = [sys.executable, "-m", "cloudvault", "--catalog", str(lay.catalog), "index", "--merge", "--wait"]
+    return "\n".join([*head, "", f"exec {shlex.join(command)}"]) + "\n"
+
+
+def _sbatch_head(name: str, output: Path, partition: str | None) -> list[str]:
+    head = ["#!/bin/bash", f"#SBATCH --job-name={name}", "#SBATCH --ntasks=1", "#SBATCH --cpus-per-task=1",
+            f"#SBATCH --mem={TASK_MEM}", f"#SBATCH --output={output}"]  # fmt: skip
+    return head + ([f"#SBATCH --partition={partition}"] if partition else [])
+
+
+# -- Slurm ---------------------------------------------------------------------------------------------------
+def slurm(argv: list[str], tolerate_invalid: bool = False) -> str:
+    """A Slurm command's stdout; a missing tool is ToolMissing, a failure SlurmFailed with Slurm's words."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise errors.ToolMissing(tool=argv[0], hint="install Slurm's client tools (slurm-client)") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmFailed(command=argv[0], detail="no answer in 60 s") from None
+    if done.returncode:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        if tolerate_invalid and said and "Invalid job id" in said[-1]:
+            return ""
+        raise SlurmFailed(command=shlex.join(argv[:2]), detail=said[-1] if said else f"exit {done.returncode}")
+    return done.stdout
+
+
+def sbatch(script: Path, *options: str) -> str:
+    out = slurm(["sbatch", "--parsable", *options, str(script)])
+    job = out.strip().split(";")[0]
+    if not job.isdigit():
+        raise SlurmFailed(command="sbatch", detail=f"answered {out.strip()!r}, not a job id")
+    return job
+
+
+def job_states(job: str | None) -> dict[int, str]:
+    """array task index (0 for a plain job) -> state, from scontrol (pending, running and recently ended);
+    sacct, when accounting answers, for tasks scontrol has forgotten."""
+    if not job:
+        return {}
+    states: dict[int, str] = {}
+    for line in slurm(["scontrol", "-o", "show", "job", job], tolerate_invalid=True).splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        for index in _task_range(fields.get("ArrayTaskId", "0")):
+            states[index] = fields.get("JobState", "UNKNOWN") + _reason(fields.get("Reason", "None"))
+    try:
+        for line in slurm(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
+            jid, _, state = line.partition("|")
+            index = int(jid.split("_")[1]) if "_" in jid and jid.split("_")[1].isdigit() else 0
+            states.setdefault(index, state.split()[0] if state else "UNKNOWN")
+    except (SlurmFailed, errors.ToolMissing):
+        pass  # accounting is off on many clusters (and on the test one): scontrol's view is all there is
+    return states
+
+
+def _reason(reason: str) -> str:
+    return f" ({reason})" if reason not in ("None", "") else ""
+
+
+def _task_range(text: str) -> list[int]:
+    """'3' -> [3]; '2-7', '2-7%4' or '1,3-4' (pending tasks of an array) -> each index."""
+    found = []
+    for part in text.split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            found += range(int(low), int(high or low) + 1)
+    return found
+
+
+def queued(job: str | None) -> str | None:
+    """The state of a job still in the queue (any task pending or running), else None."""
+    active = [s for s in job_states(job).values() if s.split()[0] in ACTIVE]
+    return active[0] if active else None
+
+
+# -- shards --------------------------------------------------------------------------------------------------
+def shard_problem(lay: Layout, plan: dict, task: int) -> str | None:
+    """Why the task's shard cannot be merged ('missing' when there is none), or None when it checks out:
+    made for this plan and task, holding exactly the planned archives, with every member row."""
+    path = lay.shard(task)
+    if not path.is_file():
+        return "missing"
+    try:
+        meta, archives = shards.read_shard(str(path))
+    except Exception as exc:  # a damaged shard file is refused, never merged
+        return f"unreadable ({exc})"
+    if meta.get("plan_hash") != plan["hash"]:
+        return f"made for plan {meta.get('plan_hash', '?')[:12]}, not the current plan {plan['hash'][:12]}"
+    if meta.get("task") != str(task):
+        return f"made for task {meta.get('task')}, not task {task}"
+    planned = task_archives(plan, task)
+    found = [(root, st) for root, st, _, _ in archives]
+    if found != planned:
+        return f"holds {len(found)} archive(s), the plan gives task {task} {len(planned)} (or other ones)"
+    if sum(st.size for _, st in found) != plan["tasks"][task]["bytes"]:
+        return "its archives' bytes differ from the plan's"
+    short = [st.path for _, st, count, rows in archives if count != rows]
+    return f"member rows missing for {short[0]}" if short else None
+
+
+def shard_states(lay: Layout, plan: dict) -> dict[int, str | None]:
+    return {task: shard_problem(lay, plan, task) for task in range(len(plan["tasks"]))}
+
+
+def remove_stale_shards(lay: Layout, plan: dict) -> None:
+    """Shards and progress files of another plan or of tasks this plan lacks: vault's own files."""
+    folder = lay.folder / "shards"
+    for path in folder.glob("task-*") if folder.is_dir() else ():
+        task = int(path.name[5:9]) if path.name[5:9].isdigit() else -1
+        keep = 0 <= task < len(plan["tasks"]) and shard_problem(lay, plan, task) in (None, "missing")
+        if not keep and path.suffix == ".db":
+            path.unlink(missing_ok=True)
+
+
+def write_json(path: Path, doc: dict) -> None:
+    with atomic_write(path, force=True) as fh:
+        fh.write(json.dumps(doc, indent=1).encode())
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+# -- submit, resume, status ----------------------------------------------------------------------------------
+def submit(lay: Layout, plan: dict, partition: str | None) -> dict:
+    """Write the plan and scripts, then submit the tasks whose shards are not already there (a plan identical
+    to the last one keeps its shards) and the merge, dependent on them."""
+    _refuse_if_queued(lay)
+    lay.folder.mkdir(mode=0o700, exist_ok=True)
+    (lay.folder / "shards").mkdir(exist_ok=True)
+    (lay.folder / "logs").mkdir(exist_ok=True)
+    if read_json(lay.merged).get("plan") != plan["hash"]:
+        lay.merged.unlink(missing_ok=True)
+    write_json(lay.plan, plan)
+    remove_stale_shards(lay, plan)
+    return _submit_jobs(lay, plan, partition, [t for t, why in shard_states(lay, plan).items() if why])
+
+
+def resume(lay: Layout, partition: str | None) -> dict:
+    """Submit again only the tasks whose shards are missing or refused, then a merge dependent on them."""
+    plan = load_plan(lay.plan)
+    if read_json(lay.merged).get("plan") == plan["hash"]:
+        return {"plan": plan["hash"], "merged": True, "tasks": [], "array": None, "merge": None}
+    jobs = read_json(lay.jobs)
+    if jobs.get("merge") and queued(jobs["merge"]):  # ours, waiting on tasks that will never all succeed
+        slurm(["scancel", jobs["merge"]], tolerate_invalid=True)
+    _refuse_if_queued(lay)
+    remove_stale_shards(lay, plan)
+    partition = partition or jobs.get("partition")
+    return _submit_jobs(lay, plan, partition, [t for t, why in shard_states(lay, plan).items() if why])
+
+
+def _refuse_if_queued(lay: Layout) -> None:
+    jobs = read_json(lay.jobs)
+    for key in ("array", "merge"):
+        if state := queued(jobs.get(key)):
+            raise SlurmBusy(job=jobs[key], state=state.lower())
+
+
+def _submit_jobs(lay: Layout, plan: dict, partition: str | None, tasks: list[int]) -> dict:
+    array_script, merge_script = lay.folder / "job.sbatch", lay.folder / "merge.sbatch"
+    array_script.write_text(render_array(lay, plan, partition))
+    merge_script.write_text(render_merge(lay, plan, partition))
+    array = sbatch(array_script, f"--array={','.join(map(str, tasks))}") if tasks else None
+    depend = [f"--dependency=afterok:{array}", "--kill-on-invalid-dep=yes"] if array else []
+    merge = sbatch(merge_script, *depend)
+    doc = {"plan": plan["hash"], "array": array, "tasks": tasks, "merge": merge, "partition": partition,
+           "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    write_json(lay.jobs, doc)
+    return doc
+
+
+def status(lay: Layout) -> dict:
+    """Per task: archives and bytes done (from its shard, or the progress file it keeps while running), MB/s,
+    and its state (shard checked, else Slurm's word); the merge job's state, or when the plan was merged."""
+    plan = load_plan(lay.plan)
+    jobs = read_json(lay.jobs) if read_json(lay.jobs).get("plan") == plan["hash"] else {}
+    states, unknown = _states_if_answering(jobs.get("array"))
+    merged = read_json(lay.merged)
+    merged = merged if merged.get("plan") == plan["hash"] else {}
+    rows = []
+    for task, why in shard_states(lay, plan).items():
+        planned = plan["tasks"][task]
+        prog = read_json(lay.progress(task))
+        prog = prog if prog.get("plan_hash") == plan["hash"] else {}
+        if merged:  # its shard was merged and removed
+            state = "merged"
+        elif why is None:
+            state = "done"
+        else:
+            state = states.get(task, unknown) if why == "missing" else f"refused: {why}"
+        seconds = prog.get("seconds", 0)
+        rows.append({"task": task, "archives": len(planned["archives"]), "archives_done": prog.get("archives", 0),
+                     "bytes": planned["bytes"], "bytes_done": prog.get("bytes", 0),
+                     "mb_s": round(prog.get("bytes", 0) / seconds / 1e6, 1) if seconds else None,
+                     "state": state})  # fmt: skip
+    merge_state = "merged " + merged["at"] if merged else None
+    if merge_state is None:
+        found, unknown = _states_if_answering(jobs.get("merge"))
+        merge_state = next(iter(found.values()), unknown)
+    return {"plan": plan["hash"], "catalog": plan["catalog"], "array": jobs.get("array"), "merge": jobs.get("merge"),
+            "merge_state": merge_state, "tasks": rows}  # fmt: skip
+
+
+# -- dry run: the plan and a simulated wall time -------------------------------------------------------------
+def simulate(task_bytes: list[int], task_bps: float, fs_bps: float | None) -> float:
+    """Seconds until the last task ends when every task reads at task_bps, all together at most fs_bps (the
+    running tasks share it equally; one that ends leaves its share to the others)."""
+    remaining = sorted(b for b in task_bytes if b > 0)
+    elapsed = 0.0
+    while remaining:
+        rate = task_bps if fs_bps is None else min(task_bps, fs_bps / len(remaining))
+        step = remaining[0] / rate
+        elapsed += step
+        remaining = [r - rate * step for r in remaining[1:]]
+    return elapsed
+
+
+def simulation(sizes: list[int], tasks: int, task_bps: float, fs_bps: float | None) -> list[dict]:
+    """Wall time for 1, 2, 4 ... tasks up to `tasks` (and `tasks` itself), each bin-packed as the plan is."""
+    counts = sorted({n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n < tasks} | {tasks})
+    one = simulate([sum(sizes)], task_bps, fs_bps)
+    rows = []
+    for n in counts:
+        bins = [sum(sizes[i] for i in b) for b in pack(sizes, n)]
+        wall = simulate(bins, task_bps, fs_bps)
+        limit = "filesystem" if fs_bps is not None and len(bins) * task_bps > fs_bps else "largest task"
+        rows.append({"tasks": n, "seconds": round(wall, 1), "speedup": round(one / wall, 2) if wall else 1.0,
+                     "limited_by": limit if n > 1 else "one core"})  # fmt: skip
+    return rows
+
+
+def measure_task_rate(archives: list[tuple[str, FileStat]], rules: dict[str, SecretRules],
+                      budget_s: float = 1.0) -> tuple[float, int, int]:  # fmt: skip
+    """Compressed bytes per second one task scans, measured with the task's own code on the smallest planned
+    archives (until budget_s has passed): (rate, archives scanned, bytes)."""
+    import tempfile
+
+    from cloudvault.index.archives import scan_into
+
+    nbytes, count, started = 0, 0, time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vault-measure-") as scratch:
+        shard = shards.open_shard(os.path.join(scratch, "measure.db"))
+        try:
+            for root, st in sorted(archives, key=lambda a: a[1].size):
+                scan_into(shard, root, st, rules[root])
+                nbytes, count = nbytes + st.size, count + 1
+                if time.monotonic() - started >= budget_s:
+                    break
+        finally:
+            shard.close()
+    seconds = time.monotonic() - started
+    return (nbytes / seconds if seconds > 0 else 0.0), count, nbytes
+
+
+def dry_run(lay: Layout, plan: dict, tasks: int, partition: str | None, fs_gbps: float | None,
+            recorded: list[int], every: list[tuple[str, FileStat]]) -> dict:  # fmt: skip
+    """What `--slurm N --dry-run` shows: tasks, archives per task, bytes, both scripts, and the simulated wall
+    time for the plan's archives (when nothing needs reading: a full re-index of the catalog's recorded archive
+    sizes), at a rate measured on the smallest of the mirror's archives (every)."""
+    archives = [a for t in range(len(plan["tasks"])) for a in task_archives(plan, t)]
+    rules = {doc["root"]: SecretRules(doc["secrets"]) for doc in plan["roots"]}
+    rate, measured, measured_bytes = measure_task_rate(archives or every, rules) if archives or every else (0, 0, 0)
+    sizes = [st.size for _, st in archives] or recorded
+    fs_bps = fs_gbps * 1e9 if fs_gbps else None
+    rows = simulation(sizes, tasks, rate, fs_bps) if rate and sizes else []
+    return {"plan": plan, "array_script": render_array(lay, plan, partition) if plan["tasks"] else None,
+            "merge_script": render_merge(lay, plan, partition) if plan["tasks"] else None,
+            "measured": {"archives": measured, "bytes": measured_bytes, "bytes_per_s": round(rate)},
+            "fs_gbps": fs_gbps, "simulated": "plan" if archives else "catalog", "simulation": rows}  # fmt: skip
+
+
+def _states_if_answering(job: str | None) -> tuple[dict[int, str], str]:
+    """Slurm's view of a job for --status, and what to say of a task it does not list; when Slurm cannot be
+    asked from here, the shards alone speak."""
+    try:
+        return job_states(job), "not queued"
+    except (SlurmFailed, errors.ToolMissing) as exc:
+        return {}, f"unknown (Slurm: {exc.message.split(';')[0]})"
