@@ -265,3 +265,33 @@ def test_a_failing_container_is_recorded_failed_and_removed(demo_catalog, vault,
     assert "ValueError" in (Path(run["folder"]) / "logs/gpu0.err").read_text()
     client = docker.APIClient(base_url=docker_host, version="auto")
     assert client.containers(all=True, filters={"label": f"cloudvault.run={Path(run['folder']).name}"}) == []
+
+
+def test_a_missing_image_is_restored_from_the_mirror_first(demo_catalog, vault, tmp_path, docker_host, monkeypatch):
+    """[environment] docker = "neo": the demo's busybox-only image, loaded from _docker/images/neo.tar.zst."""
+    import re
+
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    client = docker.APIClient(base_url=docker_host, version="auto")
+    tag = "junhyeong0724/marvell-tandemspec:neo"
+    if client.images(name=tag):
+        client.remove_image(tag, force=True)
+    text = (Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml").read_text()
+    (tmp_path / "recipes/repro").mkdir(parents=True)
+    (tmp_path / "recipes/repro/014_in_neo.toml").write_text(
+        re.sub(r"\[environment\]\n(.*\n)*?\n", '[environment]\ndocker = "neo"\n\n', text, count=1))  # fmt: skip
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+    argv = ["--catalog", str(demo_catalog), "repro", "014_in_neo", "--standin", "--executor", "docker"]
+    dry = vault(*argv, "--dry-run", "--out", str(tmp_path / "runs"))
+    assert f"ok   image            {tag} missing; restored from _docker/images/neo.tar.zst first" in dry.out
+    result = vault(*argv, "--out", str(tmp_path / "runs"))
+    assert result.code == 0, result.err
+    assert "REPRODUCED: 24/24 requests identical" in result.out
+    assert client.images(name=tag)
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.records import restores
+
+    (restored,) = restores(open_catalog(demo_catalog, readonly=True), kind="docker")
+    assert (restored.name, restored.status, restored.source) == ("neo", "ok", "_docker/images/neo.tar.zst")

@@ -4,8 +4,8 @@ request and its cores through a cpuset; exit codes and logs are collected, the c
 
 The image is `--image REF`, else the first tag of the docker recipe the repro recipe names ([environment] docker);
 when the daemon lacks it, it is restored from the mirror's archive (or pulled by digest) as `vault restore docker`
-does. The stand-in runs on vault's own Python: that runtime (its prefix, the cloudvault package and the host's
-/usr, for the C library) is mounted read-only into a minimal image such as busybox, whose /usr is empty.
+does. The stand-in runs on vault's own Python: that runtime (its prefix, the cloudvault package, the host's /usr and
+/lib, /lib64 for the loader and the C library) is mounted read-only into a minimal image such as busybox.
 """
 
 from __future__ import annotations
@@ -170,6 +170,9 @@ def mounts_for(plan: Plan) -> dict[str, tuple[str, str]]:
         for path in dict.fromkeys([os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), package_root,
                                    "/usr"]):  # fmt: skip
             mounts.setdefault(path, (path, "ro"))
+        for link in ("/lib", "/lib64"):  # merged /usr: the loader and libc are reached through these links
+            if os.path.islink(link) and os.path.realpath(link).startswith("/usr/"):
+                mounts.setdefault(os.path.realpath(link), (link, "ro"))
     return mounts
 
 
