@@ -218,6 +218,10 @@ def test_restored_env_moves_again_and_a_rerun_is_idempotent(env_vault, tmp_path)
     assert env_vault("sparsespec", "--prefix", str(first)).code == 0
     again = env_vault("sparsespec", "--prefix", str(first))
     assert again.code == 0 and "already restored" in again.out
+    planned = json.loads(
+        env_vault("sparsespec", "--move", str(first), "--prefix", str(second), "--dry-run", "--json").out
+    )
+    assert planned["plan"][0]["old_prefix"] == str(first) and not second.exists()
     r = env_vault("sparsespec", "--move", str(first), "--prefix", str(second), "--json")
     assert r.code == 0, r.err
     done = json.loads(r.out)["restored"][0]

@@ -115,6 +115,8 @@ def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
     from cloudvault.restore.env import target_for
     from cloudvault.restore.env_restore import plan
 
+    if args.move:
+        return _dry_run_move(ui, recipe, envs[0], args)
     plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to), caps) for env in envs]
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": plans})
@@ -136,6 +138,27 @@ def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
         ui.line(f"  smoke checks: prefix{''.join(', ' + c for c in p['checks'])}")
         for risk in p["risks"]:
             ui.line(f"  ! {risk}")
+    return errors.OK
+
+
+def _dry_run_move(ui, recipe, env, args) -> int:
+    from pathlib import Path
+
+    from cloudvault.cli.ui import human_size
+    from cloudvault.restore.env import target_for
+    from cloudvault.restore.env_move import plan_move
+
+    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target_for(env, args.prefix, args.to))
+    if ui.as_json:
+        ui.emit({"recipe": recipe.name, "plan": [p]})
+        return errors.OK
+    ui.heading(f"{p['name']}: move {p['moved_from']} -> {p['target']}")
+    enough = "" if p["enough_space"] else " (NOT ENOUGH)"
+    ui.line(f"  about {human_size(p['bytes'])} to copy; {human_size(p['free'])} free there{enough}")
+    ui.line(f"  relocate from {p['old_prefix']} (its marker); then {p['moved_from']} is removed")
+    ui.line(f"  smoke checks: prefix{''.join(', ' + c for c in p['checks'])}")
+    for risk in p["risks"]:
+        ui.line(f"  ! {risk}")
     return errors.OK
 
 

@@ -63,8 +63,13 @@ def _relocated_copy(source: Path, staging: Path, marker: dict, new: str, name: s
         files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
         raise Unpatched(count=len(moved.unpatched), name=name, prefix=new, files=files)
     history = marker.get("moves", []) + [{"from": old, "to": new, "at": now()}]
-    doc = marker | {"old_prefix": old, "prefix": new, "rewritten": moved.rewritten, "moves": history,
-                    "unpatched": moved.unpatched}  # fmt: skip
+    doc = marker | {
+        "old_prefix": old,
+        "prefix": new,
+        "rewritten": moved.rewritten,
+        "moves": history,
+        "unpatched": moved.unpatched,
+    }
     (staging / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     for folder in sorted(modes, key=len, reverse=True):
         os.chmod(folder, modes[folder] | (0o700 if folder == str(staging) else 0))
@@ -116,4 +121,33 @@ def move(
         "checks": checks,
         "gpu": installed_gpu_fit(target),
         "pitfalls": recipe.pitfalls_for(env.name),
+    }
+
+
+def plan_move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path) -> dict:
+    """What --move would do: the prefix its files speak (the marker's), bytes to copy, space, risks."""
+    from cloudvault.restore.env import free_space
+
+    marker = read_marker(source)
+    if marker is None:
+        raise errors.UsageError(detail=f"{source} has no {MARKER}: only an env vault restored can be moved")
+    need = int(_tree_size(source) * 1.05)
+    free = free_space(target.parent)
+    risks = recipe.pitfalls_for(env.name)
+    if os.path.lexists(target):
+        risks.append(f"{target} exists: it is kept unless you pass --force")
+    if free < need:
+        risks.append(f"not enough space: {free} bytes free, {need} needed")
+    return {
+        "name": env.name,
+        "moved_from": str(source),
+        "old_prefix": marker["prefix"],
+        "target": str(target),
+        "bytes": need,
+        "free": free,
+        "enough_space": free >= need,
+        "exists": os.path.lexists(target),
+        "source": marker.get("source"),
+        "checks": list(recipe.checks_for(env.name)),
+        "risks": risks,
     }
