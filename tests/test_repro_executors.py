@@ -25,7 +25,7 @@ from test_restore_docker_daemon import services  # noqa: F401  (the test dockerd
 from cloudvault.repro import plan as planning
 from cloudvault.repro.executors import with_executor_checks
 from cloudvault.repro.executors.docker import DockerExecutor, mounts_for
-from cloudvault.repro.executors.slurm import _task_range, log_tail, render
+from cloudvault.repro.executors.slurm import SlurmExecutor, _task_range, log_tail, render
 from cloudvault.repro.preflight import Check
 from cloudvault.repro.recipe import load
 
@@ -295,3 +295,15 @@ def test_a_missing_image_is_restored_from_the_mirror_first(demo_catalog, vault, 
 
     (restored,) = restores(open_catalog(demo_catalog, readonly=True), kind="docker")
     assert (restored.name, restored.status, restored.source) == ("neo", "ok", "_docker/images/neo.tar.zst")
+
+
+def test_the_slurm_preflight_asks_sinfo_for_the_partition_and_its_gpus(demo_catalog, tmp_path, slurm):
+    gpu_plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
+    checks = {c.name: c for c in SlurmExecutor("debug").preflight(gpu_plan)}
+    assert checks["slurm"] == Check("slurm", True, "sinfo answers; partition debug exists")
+    assert not checks["gpu"].ok and "partition debug has no GPUs" in checks["gpu"].detail
+    assert "8 task(s) want one each" in checks["gpu"].detail
+    (missing,) = SlurmExecutor("nope").preflight(gpu_plan)
+    assert not missing.ok and "partition 'nope' does not exist" in missing.detail
+    standin = {c.name: c.ok for c in SlurmExecutor("debug").preflight(plan_for(demo_catalog, tmp_path / "r2"))}
+    assert standin == {"slurm": True, "gpu": True}
