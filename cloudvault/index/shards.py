@@ -21,6 +21,7 @@ from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.archives import ShardOutcome, commit_archive
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.listing import check_listings
+from cloudvault.index.plan import listing_for
 from cloudvault.index.roots import MirrorRoot, roots_to_index
 from cloudvault.index.run import index_mirrors
 from cloudvault.index.secrets import SecretRules
@@ -87,8 +88,18 @@ def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str
             commit_archive(ctx, st, ShardOutcome(), shard)
             committed.add(st.path)
         if committed:
-            walked = [item for item in ctx.mirror.walk() if isinstance(item, FileStat)]
-            check_listings(ctx, walked, committed)
+            _check_listings(ctx, committed)
+
+
+def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
+    """Listings beside the committed archives, as a local run checks them; a listing that is new or changed is
+    left to the local pass, which reads it and checks it then (checked once, counted once)."""
+    walked = [item for item in ctx.mirror.walk() if isinstance(item, FileStat)]
+    stats = {st.path: st for st in walked}
+    known = shards.archive_signatures(ctx.conn, ctx.definition.name)
+    unchanged = {p for p in committed if (st := stats.get(listing_for(p))) and known.get(st.path) == st.signature}
+    if unchanged:
+        check_listings(ctx, walked, unchanged)
 
 
 def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress) -> MirrorContext:

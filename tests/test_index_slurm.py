@@ -1,0 +1,287 @@
+"""`vault index --slurm`: a plan of bin-packed tasks, shards that workers fill without the catalog, and a merge
+that leaves the catalog as a local index would. The Slurm tests run a real single-node Slurm
+(.ci/services/slurm.sh: VAULT_TEST_SLURM=1, SLURM_CONF); the plan, shard and merge tests need none."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from archives import compress, gnu_tar, make_tree
+from conftest import require
+
+from cloudvault.index.slurm import Layout, make_plan, pack, plan_archives, plan_hash, root_docs, simulate, write_json
+
+SHAPES = ("zstd", "pzstd", "python", "zstd-T0", "pzstd")
+
+
+def _mirror(base: Path) -> Path:
+    """Five archives of several shapes (one frame, pzstd frames, Python's 1 MiB frames), each with a listing,
+    plus plain files and a doc: small, but every table of the catalog gets rows."""
+    require("zstd")
+    require("pzstd")
+    root = base / "Marvell_cloud"
+    for i, how in enumerate(SHAPES):
+        src = base / f"src{i}"
+        make_tree(src, big=(i + 1) << 19, non_utf8=i % 2 == 0, long_names=i != 3)
+        entry = root / f"0{18 + i % 3}_e{i}" / "data"
+        entry.mkdir(parents=True, exist_ok=True)
+        gnu_tar(src, base / f"a{i}.tar", "pax" if i == 2 else "gnu")
+        archive = compress(base / f"a{i}.tar", entry / f"part{i}.tar.zst", how)
+        listing = subprocess.run(["tar", "-tf", str(base / f"a{i}.tar")], capture_output=True, check=True).stdout
+        Path(str(archive) + ".list").write_bytes(listing if i != 4 else listing + b"./not_there.txt\n")
+        (entry.parent / "ENVIRONMENT.md").write_text(f"# entry {i}\nnode n8{i}\n")
+    (root / "README.md").write_text("top level\n")
+    return root
+
+
+def catalog_rows(db: Path) -> dict[str, list]:
+    """Every row that indexing writes, ids and timestamps left out, joined to the file path they belong to."""
+    c = sqlite3.connect(db)
+    q = {
+        "mirrors": "SELECT name, root, manifest FROM mirrors ORDER BY name",
+        "entries": "SELECT entry_id, what, node_gpu, measured, size_text, key_files, caution, settings, present "
+        "FROM entries ORDER BY entry_id",
+        "files": "SELECT path, raw_path, entry_id, kind, size, mtime_ns, ctime_ns, inode, mode, link_target, blake3 "
+        "FROM files ORDER BY path",
+        "archives": "SELECT f.path, a.status, a.raw_size, a.member_count, a.frame_count, a.list_status FROM archives a "
+        "JOIN files f ON f.id = a.file_id ORDER BY 1",
+        "frames": "SELECT f.path, r.idx, r.comp_offset, r.comp_size, r.raw_offset, r.raw_size FROM frames r "
+        "JOIN archives a ON a.id = r.archive_id JOIN files f ON f.id = a.file_id ORDER BY 1, 2",
+        "members": "SELECT f.path, m.path, m.raw_path, m.type, m.size, m.mode, m.mtime, m.uid, m.gid, m.uname, "
+        "m.gname, m.link_target, m.header_offset, m.data_offset, m.blake3 FROM members m "
+        "JOIN archives a ON a.id = m.archive_id JOIN files f ON f.id = a.file_id ORDER BY 1, m.header_offset",
+        "flags": "SELECT l.entry_id, f.path, l.member, l.kind, l.detail FROM flags l LEFT JOIN files f "
+        "ON f.id = l.file_id ORDER BY 1, 2, 3, 4, 5",
+        "docs": "SELECT f.path, d.body FROM docs d JOIN files f ON f.id = d.file_id ORDER BY 1",
+    }
+    return {table: c.execute(sql).fetchall() for table, sql in q.items()}
+
+
+def _local_catalog(vault, mirror: Path, db: Path) -> dict[str, list]:
+    r = vault("--catalog", str(db), "index", "--json", str(mirror))
+    assert r.code == 5, r.err  # 5: the listings that name paths not in their archives
+    return {**catalog_rows(db), "flag counts": json.loads(r.out)["flags"]}
+
+
+def _rows(local: dict) -> dict:
+    return {k: v for k, v in local.items() if k != "flag counts"}
+
+
+def _write_plan(db: Path, mirror: Path, tasks: int) -> dict:
+    """The plan `vault index --slurm N` writes, made here without Slurm."""
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.index.roots import roots_to_index
+
+    conn = open_catalog(db, create=True)
+    mroots = roots_to_index(conn, [str(mirror)], None)
+    conn.close()
+    to_read, _ = plan_archives(mroots, {})
+    plan = make_plan(db, root_docs(mroots), to_read, tasks, None)
+    Layout(db).folder.joinpath("shards").mkdir(parents=True, exist_ok=True)
+    write_json(Layout(db).plan, plan)
+    return plan
+
+
+def _run_tasks(db: Path, plan: dict, env: dict | None = None) -> None:
+    """Each task as Slurm would run it: its own process, never told where the catalog is."""
+    for task in range(len(plan["tasks"])):
+        done = subprocess.run([sys.executable, "-m", "cloudvault.index.slurm_task", str(Layout(db).plan), str(task)],
+                              capture_output=True, text=True, env={**os.environ, **(env or {})})  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+
+# -- the plan, on paper -------------------------------------------------------------------------------------
+def test_plan_packs_largest_first_into_the_lightest_task_and_is_deterministic(tmp_path):
+    assert pack([5, 1, 9, 3, 3, 8], 3) == [[2], [5, 4], [0, 3, 1]]  # 9; 8+3; 5+3+1
+    assert pack([4, 4], 5) == [[0], [1]]  # never an empty task
+    root = {"root": "/m", "name": "m", "secrets": {}}
+    from cloudvault.models import FileStat
+
+    stats = [("/m", FileStat(f"e/{n}.tar.zst", None, "file", size, 1, 2, n, 0o644)) for n, size in enumerate([7, 2, 5])]
+    one = make_plan(tmp_path / "c.db", [root], stats, 2, None)
+    two = make_plan(tmp_path / "c.db", [root], list(reversed(stats)), 2, None)
+    assert one == two and one["hash"] == plan_hash(one)
+    assert [t["bytes"] for t in one["tasks"]] == [7, 7]
+    changed = make_plan(tmp_path / "c.db", [root], stats[:2], 2, None)
+    assert changed["hash"] != one["hash"]
+
+
+def test_simulated_wall_time_stops_falling_at_the_filesystem_bandwidth():
+    assert simulate([100], 10, None) == pytest.approx(10)
+    assert simulate([50, 50], 10, None) == pytest.approx(5)
+    # 4 tasks at 10 B/s want 40 B/s; the filesystem gives 20: half the speed each
+    assert simulate([50] * 4, 10, 20) == pytest.approx(10)
+    assert simulate([50] * 8, 10, 20) == pytest.approx(simulate([100] * 4, 10, 20))
+    # a task that ends leaves its share to the others
+    assert simulate([10, 30], 10, 10) == pytest.approx(2 + 2)
+
+
+def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--dry-run", "--fs-gbps", "0.01",
+              str(mirror))  # fmt: skip
+    assert r.code == 0, r.err
+    assert "3 tasks, 5 archives" in r.out and "#SBATCH --array=0-2" in r.out and "#SBATCH --partition=debug" in r.out
+    assert "cloudvault.index.slurm_task" in r.out and "--merge --wait" in r.out
+    assert "filesystem 0.01 GB/s" in r.out and "scanned by one task's code" in r.out
+    assert not Layout(db).plan.exists()
+    doc = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--dry-run", "--json", str(mirror)).out)
+    assert [len(t["archives"]) for t in doc["plan"]["tasks"]] == [1, 2, 2]
+    assert [row["tasks"] for row in doc["simulation"]] == [1, 2, 3] and doc["measured"]["bytes_per_s"] > 0
+    assert vault("--catalog", str(db), "index", "--dry-run").code == 2
+
+
+# -- shards and the merge, without Slurm ------------------------------------------------------------------
+def test_tasks_and_merge_give_the_catalog_a_local_index_gives(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    plan = _write_plan(db, mirror, 3)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    _run_tasks(db, plan, {"TMPDIR": str(scratch)})
+    assert sorted(p.name for p in (Layout(db).folder / "shards").glob("*.db")) == [
+        "task-0000.db", "task-0001.db", "task-0002.db"]  # fmt: skip
+    assert list(scratch.iterdir()) == []  # the scratch shards were renamed away
+    r = vault("--catalog", str(db), "index", "--merge", "--json")
+    doc = json.loads(r.out)
+    assert r.code == 5 and doc["from_shards"] == 5 and doc["flags"]["list_mismatch"] >= 1
+    assert {**catalog_rows(db), "flag counts": doc["flags"]} == local
+    again = vault("--catalog", str(db), "index", "--merge")
+    assert again.code == 0 and "nothing to do" in again.out and catalog_rows(db) == _rows(local)
+
+
+def test_a_stale_shard_from_an_older_plan_is_refused(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    db = tmp_path / "c.db"
+    old = _write_plan(db, mirror, 2)
+    _run_tasks(db, old)
+    stale = tmp_path / "stale.db"
+    shutil.copy(Layout(db).shard(0), stale)
+    (mirror / "018_e0/data/part0.tar.zst").unlink()  # the mirror changed: another plan
+    new = _write_plan(db, mirror, 2)
+    assert new["hash"] != old["hash"]
+    _run_tasks(db, new)
+    shutil.copy(stale, Layout(db).shard(0))
+    r = vault("--catalog", str(db), "index", "--merge")
+    assert r.code == 5 and f"made for plan {old['hash'][:12]}, not the current plan {new['hash'][:12]}" in r.err
+    assert catalog_rows(db)["archives"] == []  # nothing merged
+    Layout(db).shard(1).unlink()
+    r = vault("--catalog", str(db), "index", "--merge")
+    assert r.code == 6 and "task(s) 1 of plan" in r.err and "--resume" in r.err
+
+
+def test_a_shard_missing_member_rows_is_refused(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    db = tmp_path / "c.db"
+    _run_tasks(db, _write_plan(db, mirror, 1))
+    conn = sqlite3.connect(Layout(db).shard(0))
+    conn.execute("DELETE FROM members WHERE rowid = (SELECT max(rowid) FROM members)")
+    conn.commit()
+    conn.close()
+    r = vault("--catalog", str(db), "index", "--merge")
+    assert r.code == 5 and "member rows missing" in r.err
+
+
+def test_two_merges_at_once_one_waits_and_merges_nothing_twice(tmp_path, vault):
+    import fcntl
+
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    _run_tasks(db, _write_plan(db, mirror, 2))
+    fd = os.open(tmp_path / "c.db.lock", os.O_CREAT | os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running merge holds it
+    base = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--merge"]
+    busy = subprocess.run(base, capture_output=True, text=True)
+    assert busy.returncode == 6 and "--wait" in busy.stderr
+    procs = [subprocess.Popen([*base, "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]  # fmt: skip
+    time.sleep(0.5)
+    assert all(p.poll() is None for p in procs)  # both wait for the lock
+    os.close(fd)
+    outs = sorted(p.communicate(timeout=60)[0] for p in procs)
+    assert sorted(p.returncode for p in procs) == [0, 5]  # 5: the merge that ran found the listing mismatch
+    assert "nothing to do" in outs[1] and "merged plan" in outs[0]
+    assert catalog_rows(db) == _rows(local)
+
+
+# -- a real Slurm --------------------------------------------------------------------------------------------
+def _slurm() -> None:
+    require("sbatch")
+    if not (os.environ.get("VAULT_TEST_SLURM") and os.environ.get("SLURM_CONF")):
+        if os.environ.get("CI") == "true":
+            pytest.fail("Slurm is required in CI (.ci/services/slurm.sh)")
+        pytest.skip("no Slurm here (source .ci/services/slurm.sh)")
+
+
+def _status(vault, db: Path) -> dict:
+    r = vault("--catalog", str(db), "index", "--status", "--json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def _wait_for(vault, db: Path, done, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = _status(vault, db)
+        if done(doc):
+            return doc
+        time.sleep(0.5)
+    raise AssertionError(f"Slurm did not get there in {timeout} s: {doc}")
+
+
+def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog(tmp_path, vault):
+    _slurm()
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--json", str(mirror))
+    assert r.code == 0, r.err
+    jobs = json.loads(r.out)
+    assert jobs["tasks"] == [0, 1, 2] and jobs["array"].isdigit() and jobs["merge"].isdigit()
+    running = _status(vault, db)  # while it runs: the merge waits on the array
+    assert len(running["tasks"]) == 3 and running["merge_state"].startswith(("PENDING", "RUNNING", "merged"))
+    text = vault("--catalog", str(db), "index", "--status").out
+    assert f"array job {jobs['array']}, merge job {jobs['merge']}" in text
+    doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
+    assert doc["merge_state"].startswith("merged"), doc
+    assert all(t["state"] == "merged" for t in doc["tasks"])
+    assert catalog_rows(db) == _rows(local)
+    again = vault("--catalog", str(db), "index", "--slurm", "3", str(mirror))
+    assert again.code == 0 and "nothing for Slurm" in again.out
+
+
+def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_path, vault):
+    _slurm()
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    jobs = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--json", str(mirror)).out)
+    # 2 cores, one per task: one task is still pending now; cancel it
+    pending = subprocess.run(["squeue", "-h", "-r", "-t", "PD", "-j", jobs["array"], "-o", "%K"],
+                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert pending, "no task of the array was pending"
+    victim = int(pending[-1])
+    subprocess.run(["scancel", f"{jobs['array']}_{victim}"], check=True)
+    doc = _wait_for(vault, db, lambda d: not d["merge_state"].startswith("PENDING (Dependency)")
+                    and all(t["state"] == "done" for t in d["tasks"] if t["task"] != victim))  # fmt: skip
+    assert not doc["merge_state"].startswith(("merged", "COMPLETED")), doc
+    assert [t["state"] for t in doc["tasks"] if t["task"] == victim][0] != "done"
+    assert catalog_rows(db)["archives"] == []  # the merge never ran
+    r = vault("--catalog", str(db), "index", "--resume", "--json")
+    assert r.code == 0, r.err
+    resumed = json.loads(r.out)
+    assert resumed["tasks"] == [victim] and resumed["merge"] != jobs["merge"]
+    doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
+    assert doc["merge_state"].startswith("merged"), doc
+    assert catalog_rows(db) == _rows(local)
