@@ -156,6 +156,11 @@ def test_tasks_and_merge_give_the_catalog_a_local_index_gives(tmp_path, vault):
     doc = json.loads(r.out)
     assert r.code == 5 and doc["from_shards"] == 5 and doc["flags"]["list_mismatch"] >= 1
     assert {**catalog_rows(db), "flag counts": doc["flags"]} == local
+    # and what both hold is right, not just alike: every shape's frames, members and flags are there
+    rows = local["archives"]
+    assert len(rows) == 5 and all(count >= 9 for _, _, _, count, _, _ in rows)
+    assert [frames > 1 for path, _, _, _, frames, _ in rows] == ["e2/" in path for path, *_ in rows]  # python's
+    assert sum(kind == "non_utf8_name" for *_, kind, _ in local["flags"]) == 3
     again = vault("--catalog", str(db), "index", "--merge")
     assert again.code == 0 and "nothing to do" in again.out and catalog_rows(db) == _rows(local)
 
