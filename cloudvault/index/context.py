@@ -77,10 +77,6 @@ class MirrorContext:
     copy_cache: Path | None = None  # vault index --optimize: seekable copies go here
     secret_named: set[str] = field(default_factory=set)  # paths stored redacted: their real name is not known here
 
-    def source(self, st: FileStat) -> tuple[str, str, bytes | None]:
-        """What a worker process needs to open the file itself."""
-        return (self.mirror.root, st.path, st.raw_path)
-
     def entry_for(self, path: str) -> str:
         entry = entry_of(path)
         return entry if self.definition.is_entry(entry) else ""
