@@ -67,7 +67,7 @@ def _plan(ui, path: Path, args) -> int:
 
 
 def _merge(ui, path: Path, wait: bool) -> int:
-    from cloudvault.cli.index import _summary
+    from cloudvault.cli.ui import human_size
     from cloudvault.index.shards import merge
 
     report, info = merge(path, wait=wait, progress=ui.progress("merging"))
@@ -76,8 +76,13 @@ def _merge(ui, path: Path, wait: bool) -> int:
     elif info["already"]:
         ui.line(f"plan {info['plan'][:12]} was merged at {info['at']}: nothing to do")
     elif not ui.quiet:
-        ui.line(f"merged plan {info['plan'][:12]}: {info['from_shards']} archives from {info['shards']} shards")
-        _summary(ui, path, report)
+        r = report
+        ui.line(f"merged plan {info['plan'][:12]} into {path}: {info['from_shards']} archives from {info['shards']} "
+                f"shards; {r.files_seen} files seen, {r.files_read} read ({human_size(r.bytes_read)}, archives by the "
+                f"tasks), {r.files_unchanged} unchanged, {r.files_deleted} removed; {r.members_indexed} members, "
+                f"{r.seconds:.2f} s")  # fmt: skip
+        for kind, n in sorted(r.flags.items()):
+            ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
     return errors.INTEGRITY if report.damaged else errors.OK
 
 
