@@ -307,3 +307,28 @@ def test_the_slurm_preflight_asks_sinfo_for_the_partition_and_its_gpus(demo_cata
     assert not missing.ok and "partition 'nope' does not exist" in missing.detail
     standin = {c.name: c.ok for c in SlurmExecutor("debug").preflight(plan_for(demo_catalog, tmp_path / "r2"))}
     assert standin == {"slurm": True, "gpu": True}
+
+
+def test_ctrl_c_during_a_docker_run_stops_and_removes_the_containers(demo_catalog, tmp_path, docker_host):
+    import docker
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.records import runs
+
+    out = tmp_path / "runs"
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "DOCKER_HOST": docker_host}
+    argv = [sys.executable, "-m", "cloudvault", "--catalog", str(demo_catalog), "repro", RECIPE, "--standin",
+            "--executor", "docker", "--image", TEST_IMAGE, "--env", "VAULT_STANDIN_DELAY=60"]  # fmt: skip
+    proc = subprocess.Popen([*argv, "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    client = docker.APIClient(base_url=docker_host, version="auto")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(client.containers(filters={"label": "cloudvault.process"})) < 8:
+        time.sleep(0.2)
+    assert len(client.containers(filters={"label": "cloudvault.process"})) == 8
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 15  # all at once (one by one, with the 5 s grace each, took over 40 s)
+    assert client.containers(all=True, filters={"label": "cloudvault.process"}) == []
+    (run,) = runs(open_catalog(demo_catalog, readonly=True))
+    assert (run.executor, run.status) == ("docker", "interrupted")

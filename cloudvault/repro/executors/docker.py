@@ -130,14 +130,25 @@ class DockerExecutor:
         return job.plan.run_dir / "work"  # the run folder is mounted read-write: outputs are there already
 
     def cancel(self, job: Job) -> None:
+        """SIGTERM to every container at once, SIGKILL to those still up after the grace period; logs kept,
+        containers removed."""
         client = getattr(job, "client", None)
         if client is None:
             from cloudvault.restore import docker_daemon as dd
 
             client = dd.connect(timeout=30).client
-        for p, cid in zip(job.plan.processes, job.handles, strict=False):
+        for cid in job.handles:
             with contextlib.suppress(Exception):  # already gone is what we want
-                client.stop(cid, timeout=STOP_GRACE_S)
+                client.kill(cid, signal="SIGTERM")
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(_running(client, cid) for cid in job.handles):
+            time.sleep(0.1)
+        for p, cid in zip(job.plan.processes, job.handles, strict=False):
+            with contextlib.suppress(Exception):
+                if _running(client, cid):
+                    client.kill(cid, signal="SIGKILL")
+                client.wait(cid, timeout=30)
+                job.codes[job.handles.index(cid)] = client.inspect_container(cid)["State"]["ExitCode"]
                 _save_logs(client, cid, job.plan.run_dir / "logs" / p.name)
             with contextlib.suppress(Exception):
                 client.remove_container(cid, force=True)
@@ -182,8 +193,10 @@ def _start(client, plan: Plan, p, image: str) -> str:
 
     gpu = _uses_gpu(plan, p)
     binds = {src: {"bind": dst, "mode": mode} for src, (dst, mode) in mounts_for(plan).items()}
+    # init: docker-init is PID 1 and passes SIGTERM on (the process itself as PID 1 would ignore it on cancel)
     host_config = client.create_host_config(
-        binds=binds, network_mode="none", cpuset_cpus=",".join(map(str, p.cpu_cores)) if _cpuset(p) else None,
+        binds=binds, network_mode="none", init=True, cpuset_cpus=",".join(map(str, p.cpu_cores)) if _cpuset(p)
+        else None,
         device_requests=[docker.types.DeviceRequest(device_ids=[str(p.gpu)], capabilities=[["gpu"]])] if gpu else None,
     )  # fmt: skip
     # the device request gives the container only its GPU, as index 0: the host index would point nowhere
@@ -198,6 +211,13 @@ def _start(client, plan: Plan, p, image: str) -> str:
             client.remove_container(created["Id"], force=True)
         raise ContainerFailed(name=p.name, image=image, detail=exc.explanation or str(exc)) from None
     return created["Id"]
+
+
+def _running(client, cid: str) -> bool:
+    try:
+        return client.inspect_container(cid)["State"]["Running"]
+    except Exception:  # gone
+        return False
 
 
 def _save_logs(client, cid: str, stem: Path) -> None:
