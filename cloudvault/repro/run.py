@@ -125,7 +125,12 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
                                                                      options.get("env")))  # fmt: skip
     job = executor.resume(plan, run.job_id)
     if executor.poll(job) is None:
-        return run.status
+        from cloudvault.catalog.records import finish_run
+
+        status = "running" if executor.started(job) else "queued"
+        if status != run.status:
+            finish_run(conn, run.run_id, status=status)
+        return status
     try:
         cmp, totals = _collect_and_compare(conn, plan, executor, job, executor.wait(job), prov)
     except VaultError as exc:

@@ -98,6 +98,10 @@ class SlurmExecutor:
         job.state = _overall(states)
         return [int(c) for c in job.codes]
 
+    def started(self, job: Job) -> bool:
+        """Whether any task of the job has started (a detached run shows as running, not queued)."""
+        return any(state != "PENDING" for state, _ in task_states(job.job_id).values())
+
     def wait(self, job: Job, on_exit=None) -> list[int]:
         started = time.monotonic()
         try:
