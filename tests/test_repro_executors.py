@@ -95,6 +95,21 @@ def test_an_unreachable_docker_daemon_fails_the_preflight_naming_it(demo_catalog
     assert not check.ok and check.name == "docker" and f"{tmp_path}/none.sock" in check.detail
 
 
+def test_an_image_built_for_sm_120_does_not_fit_the_h200_the_plan_uses(demo_catalog, tmp_path, monkeypatch):
+    from cloudvault.gpu import Gpu
+    from cloudvault.repro.executors.docker import _arch_check
+
+    h200 = [Gpu(i, "NVIDIA H200", (9, 0), 0, 143_771) for i in range(8)]
+    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: h200)
+    plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
+    image = {"Config": {"Env": ["PATH=/usr/bin", "TORCH_CUDA_ARCH_LIST=12.0"]}}
+    check = _arch_check(plan, image, None)
+    assert not check.ok and check.detail == "image built for sm_120; GPU 0 (NVIDIA H200) is sm_90"
+    fits = _arch_check(plan, {"Config": {"Env": ["TORCH_CUDA_ARCH_LIST=9.0 12.0"]}}, None)
+    assert fits.ok and "fits GPUs [0, 1, 2, 3, 4, 5, 6, 7]" in fits.detail
+    assert _arch_check(plan_for(demo_catalog, tmp_path / "r2"), image, None).detail == "no GPU used"
+
+
 def test_detach_needs_slurm(demo_catalog, vault, tmp_path):
     result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--detach", "--out", str(tmp_path))
     assert result.code == 2 and "--detach needs --executor slurm" in result.err
