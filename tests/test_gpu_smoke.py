@@ -36,7 +36,7 @@ def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault,
     assert "NOT_COMPARABLE here: no GPU (the recipe runs on GPU 0; nvidia-smi finds none here); the record ran on" \
         in result.out  # fmt: skip
     assert "-m cloudvault.repro.gpu_smoke --device cuda --out" in result.out
-    assert "settings compared: gpu, dtype, seed, max_new_tokens, model_config" in result.out
+    assert "settings compared: gpu, dtype, seed, max_new_tokens, model_config, torch, transformers" in result.out
 
 
 def test_the_runner_repeats_its_greedy_tokens_from_the_same_seed():
