@@ -233,6 +233,8 @@ class _FrameSource:
                 return None
             self._walk_blocks(self._walk + 1)
             self._advance_to(self._walk)
+        if not self._have(self.frame_end):  # the headers promise more than the file holds
+            raise ZstdFormatError("truncated", self._end, "frame cut short")
         self._advance_to(self.frame_end)
         return self.frame_end
 
