@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from cloudvault.atomic import atomic_write
 from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
 from cloudvault.repro.executors.base import Job
 from cloudvault.repro.plan import Plan
@@ -72,7 +73,8 @@ class SlurmExecutor:
         logs.mkdir(parents=True, exist_ok=True)
         (plan.run_dir / "work").mkdir(exist_ok=True)
         script = plan.run_dir / SCRIPT
-        script.write_text(render(plan, self.partition), encoding="utf-8")
+        with atomic_write(script, force=True, mode=0o644) as fh:
+            fh.write(render(plan, self.partition).encode())
         out = _slurm(["sbatch", "--parsable", str(script)])
         job_id = out.strip().split(";")[0]
         if not job_id.isdigit():
