@@ -133,7 +133,7 @@ def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_
     assert "3 tasks, 5 archives" in r.out and "#SBATCH --array=0-2" in r.out and "#SBATCH --partition=debug" in r.out
     assert "cloudvault.index.slurm_task" in r.out and "--merge --wait" in r.out
     assert "filesystem 0.01 GB/s" in r.out and "scanned by one task's code" in r.out
-    assert not Layout(db).plan.exists()
+    assert not Layout(db).plan.exists() and not db.exists()  # nothing written, not even an empty catalog
     doc = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--dry-run", "--json", str(mirror)).out)
     assert [len(t["archives"]) for t in doc["plan"]["tasks"]] == [1, 2, 2]
     assert [row["tasks"] for row in doc["simulation"]] == [1, 2, 3] and doc["measured"]["bytes_per_s"] > 0
@@ -290,3 +290,26 @@ def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_pa
     doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
     assert doc["merge_state"].startswith("merged"), doc
     assert catalog_rows(db) == _rows(local)
+
+
+def test_a_task_stopped_by_scancel_leaves_no_shard_and_no_scratch_file(tmp_path):
+    root = tmp_path / "m" / "018_big" / "data"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "dump.bin").write_bytes(os.urandom(48 << 20))
+    gnu_tar(tmp_path / "src", tmp_path / "big.tar", "gnu")
+    root.mkdir(parents=True)
+    compress(tmp_path / "big.tar", root / "big.tar.zst", "python")  # many frames: scanned in ~0.5 s or more
+    db = tmp_path / "c.db"
+    _write_plan(db, tmp_path / "m", 1)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    task = subprocess.Popen([sys.executable, "-m", "cloudvault.index.slurm_task", str(Layout(db).plan), "0"],
+                            env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not list(scratch.glob("vault-shard-*")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert list(scratch.glob("vault-shard-*")), "the task never opened its scratch shard"
+    task.terminate()  # what scancel sends first
+    _, err = task.communicate(timeout=30)
+    assert task.returncode == 128 + 15 and "Traceback" not in err, err
+    assert list(scratch.iterdir()) == [] and not Layout(db).shard(0).exists()

@@ -36,6 +36,8 @@ def run_slurm(args) -> int:
 
 
 def _plan(ui, path: Path, args) -> int:
+    import tempfile
+
     from cloudvault.catalog import shards
     from cloudvault.catalog.db import open_catalog
     from cloudvault.index.roots import roots_to_index
@@ -44,13 +46,17 @@ def _plan(ui, path: Path, args) -> int:
     definition = args.definition
     if definition and definition.endswith(".toml"):  # the merge job resolves it from another folder
         definition = str(Path(definition).resolve())
-    conn = open_catalog(path, create=True)
+    # a dry run before the first index leaves no catalog behind: it plans against an empty one
+    scratch = tempfile.TemporaryDirectory(prefix="vault-plan-") if args.dry_run and not path.exists() else None
+    conn = open_catalog(Path(scratch.name) / "empty.db" if scratch else path, create=True)
     try:
         mroots = roots_to_index(conn, args.mirrors, definition)
         known = {m.definition.name: shards.archive_signatures(conn, m.definition.name) for m in mroots}
         recorded = list(shards.recorded_archive_sizes(conn, [m.definition.name for m in mroots]))
     finally:
         conn.close()
+        if scratch:
+            scratch.cleanup()
     to_read, every = plan_archives(mroots, known)
     plan = make_plan(path, root_docs(mroots), to_read, args.slurm, definition)
     lay = Layout(path)
