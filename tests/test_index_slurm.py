@@ -220,6 +220,35 @@ def test_two_merges_at_once_one_waits_and_merges_nothing_twice(tmp_path, vault):
     assert catalog_rows(db) == _rows(local)
 
 
+# The merge, killed (-9) right after its first archive's transaction.
+KILLED_MERGE = """
+import os, sys
+import cloudvault.index.shards as shards
+commit = shards.commit_archive
+def commit_then_die(*args, **kwargs):
+    commit(*args, **kwargs)
+    os.kill(os.getpid(), 9)
+shards.commit_archive = commit_then_die
+from cloudvault.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_merge_killed_half_way_commits_only_the_rest_next_time(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    _run_tasks(db, _write_plan(db, mirror, 2))
+    killed = subprocess.run([sys.executable, "-c", KILLED_MERGE, "--catalog", str(db), "index", "--merge"])
+    assert killed.returncode == -9
+    assert (
+        len(catalog_rows(db)["archives"]) == 1
+        and sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    )
+    doc = json.loads(vault("--catalog", str(db), "index", "--merge", "--json").out)
+    assert doc["from_shards"] == 4 and catalog_rows(db) == _rows(local)
+
+
 # -- a real Slurm --------------------------------------------------------------------------------------------
 def _slurm() -> None:
     require("sbatch")

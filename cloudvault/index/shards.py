@@ -80,13 +80,16 @@ def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str
         if mroot is None or known_roots.get(mroot.definition.name, root) != root:
             continue
         ctx = _context(conn, mroot, report, progress)
+        recorded = shards.archive_signatures(conn, mroot.definition.name)
         committed = set()
         for _, st, _, _ in (a for a in archives if a[0] == root):
             if ctx.mirror.stat(st.path, st.raw_path) != (st.size, st.mtime_ns):
                 continue  # changed since the task read it: the local pass reads it again
+            committed.add(st.path)
+            if recorded.get(st.path) == st.signature:
+                continue  # committed by a merge that was killed after it: not again
             progress.current(st.path)
             commit_archive(ctx, st, ShardOutcome(), shard)
-            committed.add(st.path)
         if committed:
             _check_listings(ctx, committed)
 
