@@ -274,12 +274,15 @@ def _wait_for(vault, db: Path, done, timeout: float = 60) -> dict:
     raise AssertionError(f"Slurm did not get there in {timeout} s: {doc}")
 
 
-def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog(tmp_path, vault):
+def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog_of_the_demo_mirror(demo_mirror, tmp_path, vault):
     _slurm()
-    mirror = _mirror(tmp_path)
-    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    mirror = demo_mirror
+    named = ("--mirror", "marvell_cloud")  # its manifest, entry pattern and secret rules travel in the plan
+    r = vault("--catalog", str(tmp_path / "local.db"), "index", "--json", *named, str(mirror))
+    local = catalog_rows(tmp_path / "local.db")
+    assert r.code == 0 and len(local["archives"]) >= 10 and json.loads(r.out)["flags"]["secret"] >= 1
     db = tmp_path / "c.db"
-    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--json", str(mirror))
+    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--json", *named, str(mirror))
     assert r.code == 0, r.err
     jobs = json.loads(r.out)
     assert jobs["tasks"] == [0, 1, 2] and jobs["array"].isdigit() and jobs["merge"].isdigit()
@@ -290,7 +293,7 @@ def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog(tmp_path, vault
     doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
     assert doc["merge_state"].startswith("merged"), doc
     assert all(t["state"] == "merged" for t in doc["tasks"])
-    assert catalog_rows(db) == _rows(local)
+    assert catalog_rows(db) == local
     again = vault("--catalog", str(db), "index", "--slurm", "3", str(mirror))
     assert again.code == 0 and "nothing for Slurm" in again.out
 
