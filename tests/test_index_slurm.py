@@ -290,6 +290,8 @@ def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog_of_the_demo_mir
     assert len(running["tasks"]) == 3 and running["merge_state"].startswith(("PENDING", "RUNNING", "merged"))
     text = vault("--catalog", str(db), "index", "--status").out
     assert f"array job {jobs['array']}, merge job {jobs['merge']}" in text
+    busy = vault("--catalog", str(db), "index", "--resume")  # nothing to resume while it runs; its merge is kept
+    assert busy.code == 6 and f"Slurm job {jobs['array']} of this catalog's index is still" in busy.err
     doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
     assert doc["merge_state"].startswith("merged"), doc
     assert all(t["state"] == "merged" for t in doc["tasks"])

@@ -334,12 +334,14 @@ def resume(lay: Layout, partition: str | None) -> dict:
     if read_json(lay.merged).get("plan") == plan["hash"]:
         return {"plan": plan["hash"], "merged": True, "tasks": [], "array": None, "merge": None}
     jobs = read_json(lay.jobs)
-    if jobs.get("merge") and queued(jobs["merge"]):  # ours, waiting on tasks that will never all succeed
+    if state := queued(jobs.get("array")):
+        raise SlurmBusy(job=jobs["array"], state=state.lower())
+    todo = [t for t, why in shard_states(lay, plan).items() if why]
+    if todo and jobs.get("merge") and queued(jobs["merge"]):  # ours, waiting on tasks that did not all succeed
         slurm(["scancel", jobs["merge"]], tolerate_invalid=True)
-    _refuse_if_queued(lay)
+    _refuse_if_queued(lay)  # a merge with every shard ready is left to run
     remove_stale_shards(lay, plan)
-    partition = partition or jobs.get("partition")
-    return _submit_jobs(lay, plan, partition, [t for t, why in shard_states(lay, plan).items() if why])
+    return _submit_jobs(lay, plan, partition or jobs.get("partition"), todo)
 
 
 def _refuse_if_queued(lay: Layout) -> None:
