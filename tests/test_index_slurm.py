@@ -220,6 +220,18 @@ def test_two_merges_at_once_one_waits_and_merges_nothing_twice(tmp_path, vault):
     assert catalog_rows(db) == _rows(local)
 
 
+def test_an_archive_changed_after_its_task_read_it_is_read_again_by_the_merge(tmp_path, vault):
+    mirror = _mirror(tmp_path)
+    db = tmp_path / "c.db"
+    _run_tasks(db, _write_plan(db, mirror, 2))
+    changed = mirror / "019_e1/data/part1.tar.zst"
+    shutil.copy(mirror / "020_e2/data/part2.tar.zst", changed)  # another archive's bytes since the plan
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    doc = json.loads(vault("--catalog", str(db), "index", "--merge", "--json").out)
+    assert doc["from_shards"] == 4 and doc["archives_read"] == 5
+    assert catalog_rows(db) == _rows(local)
+
+
 # The merge, killed (-9) right after its first archive's transaction.
 KILLED_MERGE = """
 import os, sys

@@ -79,19 +79,18 @@ def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str
         # a mirror the catalog knows under another root is left to the local pass, which refuses or prunes it
         if mroot is None or known_roots.get(mroot.definition.name, root) != root:
             continue
+        # an archive changed since its task read it is left to the local pass, which reads it again
+        planned = [st for r, st, _, _ in archives if r == root]
+        same = [st for st in planned if mroot.mirror.stat(st.path, st.raw_path) == (st.size, st.mtime_ns)]
+        if not same:  # a root that vanished gets no row here: the local pass refuses it
+            continue
         ctx = _context(conn, mroot, report, progress)
         recorded = shards.archive_signatures(conn, mroot.definition.name)
-        committed = set()
-        for _, st, _, _ in (a for a in archives if a[0] == root):
-            if ctx.mirror.stat(st.path, st.raw_path) != (st.size, st.mtime_ns):
-                continue  # changed since the task read it: the local pass reads it again
-            committed.add(st.path)
-            if recorded.get(st.path) == st.signature:
-                continue  # committed by a merge that was killed after it: not again
-            progress.current(st.path)
-            commit_archive(ctx, st, ShardOutcome(), shard)
-        if committed:
-            _check_listings(ctx, committed)
+        for st in same:
+            if recorded.get(st.path) != st.signature:  # else committed by a merge killed after it: not again
+                progress.current(st.path)
+                commit_archive(ctx, st, ShardOutcome(), shard)
+        _check_listings(ctx, {st.path for st in same})
 
 
 def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
