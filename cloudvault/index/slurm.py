@@ -169,7 +169,7 @@ def load_plan(path: Path) -> dict:
     try:
         plan = json.loads(path.read_text())
     except FileNotFoundError:
-        raise NoPlan(catalog=path.parent) from None
+        raise NoPlan(catalog=path.parent.with_suffix("")) from None  # catalog.db.slurm/plan.json -> catalog.db
     if plan.get("version") != PLAN_VERSION or plan.get("hash") != plan_hash(plan):
         raise errors.IntegrityError(detail=f"{path} does not match its hash (edited?); plan again with --slurm N")
     return plan
