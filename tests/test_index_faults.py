@@ -45,6 +45,17 @@ def test_a_vanished_root_is_refused_unless_prune(tmp_path, vault):
     assert r.code == 0 and json.loads(r.out)["files_deleted"] == 4 and _rows(Path(db)) == 0
 
 
+def test_a_known_mirror_pointed_at_another_folder_is_refused_and_keeps_its_root(tmp_path, vault):
+    mirror = _plain_mirror(tmp_path / "m")
+    other = _plain_mirror(tmp_path / "other", 1)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", "--mirror", "marvell_cloud", str(mirror)).code == 0
+    r = vault("--catalog", db, "index", "-q", "--mirror", "marvell_cloud", str(other))
+    assert r.code == 6 and _one_line(r.err)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT root FROM mirrors").fetchall() == [(str(mirror),)] and _rows(Path(db)) == 4
+
+
 def test_an_emptied_or_half_lost_root_is_refused_unless_prune(tmp_path, vault):
     mirror = _plain_mirror(tmp_path / "m")
     db = str(tmp_path / "c.db")

@@ -10,6 +10,11 @@ from cloudvault.catalog.write import RETRY_KINDS
 _RETRY = ",".join(f"'{kind}'" for kind in RETRY_KINDS)
 
 
+def mirror_named(conn: sqlite3.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM mirrors WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
 def known_files(conn: sqlite3.Connection, mirror_id: int) -> dict[str, tuple[int, int, int, int]]:
     """path -> (size, mtime_ns, inode, ctime_ns) as recorded; a file flagged unreadable or changed while being
     indexed gets an impossible signature, so the next run reads it again even when its stat is the same."""

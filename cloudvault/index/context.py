@@ -68,7 +68,7 @@ class IndexOptions:
 @dataclass
 class MirrorContext:
     conn: sqlite3.Connection
-    mirror_id: int
+    mirror_id: int | None  # None until a new mirror's row is written
     mirror: LocalMirror  # or FsspecMirror: the same methods
     definition: MirrorDefinition
     rules: SecretRules

@@ -7,7 +7,7 @@ import time
 
 from cloudvault.catalog import write
 from cloudvault.catalog.db import transaction
-from cloudvault.catalog.indexing import copies_of_files, known_files
+from cloudvault.catalog.indexing import copies_of_files, known_files, mirror_named
 from cloudvault.index.archives import read_archives
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.definition import load_manifest
@@ -37,9 +37,8 @@ def index_mirrors(
     started = time.monotonic()
     progress = progress or Progress()
     for mroot in roots:
-        with transaction(conn):
-            mirror_id = write.upsert_mirror(conn, mroot.definition.name, mroot.mirror.root, mroot.definition.manifest)
         rules = SecretRules(mroot.definition.secrets)
+        mirror_id = mirror_named(conn, mroot.definition.name)  # None: a new mirror, nothing known of it yet
         ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress,
                             options.copy_cache)  # fmt: skip
         _index_one(ctx, options.workers, options.prune)
@@ -49,16 +48,21 @@ def index_mirrors(
 
 
 def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
-    known = known_files(ctx.conn, ctx.mirror_id)
+    """Walk, check the root still holds what the catalog knows (nothing is written before that), then read."""
+    known = known_files(ctx.conn, ctx.mirror_id) if ctx.mirror_id is not None else {}
     if not ctx.mirror.exists():
         if not prune:
             raise MirrorRootGone(root=ctx.mirror.root, known=len(known))
-        _delete(ctx, Plan(deleted=sorted(known)))
+        if ctx.mirror_id is not None:
+            _delete(ctx, Plan(deleted=sorted(known)))
         return
     walked, problems = _walk(ctx)
     plan = plan_index(walked, known)
     if known and not prune and len(plan.deleted) * 2 > len(known):
         raise MirrorShrank(root=ctx.mirror.root, now=len(known) - len(plan.deleted), before=len(known))
+    with transaction(ctx.conn):  # the mirror's row changes only once the root has passed that check
+        definition = ctx.definition
+        ctx.mirror_id = write.upsert_mirror(ctx.conn, definition.name, ctx.mirror.root, definition.manifest)
     ctx.report.files_seen += len(walked)
     ctx.report.files_unchanged += len(plan.unchanged)
     _delete(ctx, plan)
