@@ -235,8 +235,10 @@ def job_states(job: str | None) -> dict[int, str]:
     try:
         for line in slurm(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
             jid, _, state = line.partition("|")
-            index = int(jid.split("_")[1]) if "_" in jid and jid.split("_")[1].isdigit() else 0
-            states.setdefault(index, state.split()[0] if state else "UNKNOWN")
+            _, sep, index = jid.partition("_")
+            if sep and not index.isdigit():  # '45_[1-2]': pending tasks, which scontrol lists one by one
+                continue
+            states.setdefault(int(index) if sep else 0, state.split()[0] if state else "UNKNOWN")
     except (SlurmFailed, errors.ToolMissing):
         pass  # accounting is off on many clusters (and on the test one): scontrol's view is all there is
     return states
