@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import sqlite3
 import subprocess
 import sys
 import time
@@ -273,7 +274,7 @@ def shard_problem(lay: Layout, plan: dict, task: int) -> str | None:
         return "missing"
     try:
         meta, archives = shards.read_shard(str(path))
-    except Exception as exc:  # a damaged shard file is refused, never merged
+    except (sqlite3.Error, OSError) as exc:  # a damaged shard file is refused, never merged
         return f"unreadable ({exc})"
     if meta.get("plan_hash") != plan["hash"]:
         return f"made for plan {meta.get('plan_hash', '?')[:12]}, not the current plan {plan['hash'][:12]}"
@@ -294,7 +295,8 @@ def shard_states(lay: Layout, plan: dict) -> dict[int, str | None]:
 
 
 def remove_stale_shards(lay: Layout, plan: dict) -> None:
-    """Shards and progress files of another plan or of tasks this plan lacks: vault's own files."""
+    """Shards of another plan, of tasks this plan lacks, or refused: vault's own files, made again by the tasks
+    (progress files stay: they name their plan, and --status reads only the current plan's)."""
     folder = lay.folder / "shards"
     for path in folder.glob("task-*") if folder.is_dir() else ():
         task = int(path.name[5:9]) if path.name[5:9].isdigit() else -1
