@@ -73,7 +73,7 @@ class DockerExecutor:
         except NoImage as exc:
             return [*checks, Check("image", False, exc.message)]
         found = dd.image(daemon, ref)
-        recipe = _docker_recipe(plan)
+        recipe = self._restorable(plan)
         if found:
             checks.append(Check("image", True, f"{ref} present ({found['Id'][:19]})"))
         elif recipe is not None:
@@ -153,13 +153,18 @@ class DockerExecutor:
             with contextlib.suppress(Exception):
                 client.remove_container(cid, force=True)
 
+    def _restorable(self, plan: Plan):
+        """The docker recipe that restores the image to run, when there is one (--image names one of its tags)."""
+        recipe = _docker_recipe(plan)
+        return recipe if recipe is not None and (not self.image or self.image in recipe.tags) else None
+
     def _restore(self, plan: Plan) -> None:
         """The recipe's image into the daemon: from the mirror's archive, else by digest from its registry."""
         from cloudvault import config
         from cloudvault.catalog.db import open_catalog
         from cloudvault.restore import docker as restore_docker
 
-        recipe = _docker_recipe(plan)
+        recipe = self._restorable(plan)
         if recipe is None:
             raise ContainerFailed(name="the run", image=self.image_ref(plan), detail="not in the daemon, no recipe")
         conn = open_catalog(config.catalog_path(self.catalog))
