@@ -32,7 +32,8 @@ def _one_line(err: str) -> bool:
     return err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_a_vanished_root_is_refused_unless_prune(tmp_path, vault):
+def test_a_vanished_root_is_refused_unless_prune(tmp_path, vault, tally):
+    tally("corruption")
     mirror = _plain_mirror(tmp_path / "m")
     db = str(tmp_path / "c.db")
     assert vault("--catalog", db, "index", "-q", str(mirror)).code == 0
@@ -43,9 +44,11 @@ def test_a_vanished_root_is_refused_unless_prune(tmp_path, vault):
         assert _rows(Path(db)) == 4
     r = vault("--catalog", db, "index", "--json", "--prune")
     assert r.code == 0 and json.loads(r.out)["files_deleted"] == 4 and _rows(Path(db)) == 0
+    tally("rows_lost", 0)  # reached only when every assertion above held
 
 
-def test_a_known_mirror_pointed_at_another_folder_is_refused_and_keeps_its_root(tmp_path, vault):
+def test_a_known_mirror_pointed_at_another_folder_is_refused_and_keeps_its_root(tmp_path, vault, tally):
+    tally("bad_argument")
     mirror = _plain_mirror(tmp_path / "m")
     other = _plain_mirror(tmp_path / "other", 1)
     db = str(tmp_path / "c.db")
@@ -54,9 +57,11 @@ def test_a_known_mirror_pointed_at_another_folder_is_refused_and_keeps_its_root(
     assert r.code == 6 and _one_line(r.err)
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT root FROM mirrors").fetchall() == [(str(mirror),)] and _rows(Path(db)) == 4
+    tally("rows_lost", 0)  # reached only when every assertion above held
 
 
-def test_an_emptied_or_half_lost_root_is_refused_unless_prune(tmp_path, vault):
+def test_an_emptied_or_half_lost_root_is_refused_unless_prune(tmp_path, vault, tally):
+    tally("corruption")
     mirror = _plain_mirror(tmp_path / "m")
     db = str(tmp_path / "c.db")
     assert vault("--catalog", db, "index", "-q", str(mirror)).code == 0
@@ -69,6 +74,7 @@ def test_an_emptied_or_half_lost_root_is_refused_unless_prune(tmp_path, vault):
     (mirror / "001_x/f3.txt").unlink()  # empty
     assert vault("--catalog", db, "index", "-q", str(mirror)).code == 6 and _rows(Path(db)) == 3
     assert vault("--catalog", db, "index", "-q", "--prune", str(mirror)).code == 0 and _rows(Path(db)) == 0
+    tally("rows_lost", 0)  # reached only when every assertion above held
 
 
 def _single_frame_archive(tmp_path: Path) -> tuple[Path, Path]:
@@ -83,7 +89,8 @@ def _single_frame_archive(tmp_path: Path) -> tuple[Path, Path]:
     return compress(tmp_path / "a.tar", tmp_path / "m/018_x/a.tar.zst", "zstd-T0"), src
 
 
-def test_optimize_removes_only_its_own_recorded_copies_and_keeps_them_private(tmp_path, vault):
+def test_optimize_removes_only_its_own_recorded_copies_and_keeps_them_private(tmp_path, vault, tally):
+    tally("hostile_input")
     archive, _ = _single_frame_archive(tmp_path)
     db = str(tmp_path / "c.db")
     assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
@@ -105,9 +112,11 @@ def test_optimize_removes_only_its_own_recorded_copies_and_keeps_them_private(tm
         fh.write(b"\0" * 1024)
     assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code in (0, 5)
     assert not copy.exists() and all(f.exists() for f in foreign)
+    tally("write_outside", 0)  # reached only when every assertion above held
 
 
-def test_index_optimize_copies_are_private_and_a_copy_deleted_by_hand_is_forgotten(tmp_path, vault):
+def test_index_optimize_copies_are_private_and_a_copy_deleted_by_hand_is_forgotten(tmp_path, vault, tally):
+    tally("corruption")
     _single_frame_archive(tmp_path)
     db = str(tmp_path / "c.db")
     old_umask = os.umask(0)
@@ -152,7 +161,8 @@ def _secret_mirror(tmp_path: Path) -> tuple[Path, Path]:
     return mirror, definition
 
 
-def test_secrets_are_found_whatever_the_name_and_never_reach_the_catalog(tmp_path, vault):
+def test_secrets_are_found_whatever_the_name_and_never_reach_the_catalog(tmp_path, vault, tally):
+    tally("hostile_input")
     mirror, definition = _secret_mirror(tmp_path)
     db = tmp_path / "c.db"
     r = vault("--catalog", str(db), "index", "--json", "--mirror", str(definition), str(mirror))
@@ -174,9 +184,11 @@ def test_secrets_are_found_whatever_the_name_and_never_reach_the_catalog(tmp_pat
         assert token.encode() not in everything
         assert token not in outputs
     assert b"[redacted hf_token]" in everything
+    tally("secret_leak", 0)  # reached only when every assertion above held
 
 
-def test_symlink_chains_that_climb_out_are_flagged_at_index_time(tmp_path, vault):
+def test_symlink_chains_that_climb_out_are_flagged_at_index_time(tmp_path, vault, tally):
+    tally("hostile_input")
     import tarfile
 
     links = (("a/b/up", "..", tarfile.SYMTYPE), ("a/b/x", "up/../..", tarfile.SYMTYPE),
@@ -206,7 +218,8 @@ def _change_after_read(monkeypatch, module: str, name: str, target: Path) -> Non
     monkeypatch.setattr(mod, name, wrapped)
 
 
-def test_a_file_changed_while_indexed_is_flagged_and_read_again(tmp_path, vault, monkeypatch):
+def test_a_file_changed_while_indexed_is_flagged_and_read_again(tmp_path, vault, monkeypatch, tally):
+    tally("corruption")
     require("zstd")
     mirror = _plain_mirror(tmp_path / "m", 2)
     src = tmp_path / "src"
@@ -226,7 +239,8 @@ def test_a_file_changed_while_indexed_is_flagged_and_read_again(tmp_path, vault,
     assert vault("--catalog", db, "index", "-q", str(mirror)).code == 0
 
 
-def test_an_unreadable_file_is_read_again_even_when_its_stat_is_unchanged(tmp_path, vault, monkeypatch):
+def test_an_unreadable_file_is_read_again_even_when_its_stat_is_unchanged(tmp_path, vault, monkeypatch, tally):
+    tally("corruption")
     import cloudvault.index.files as files
 
     mirror = _plain_mirror(tmp_path / "m", 2)
@@ -248,7 +262,8 @@ def test_an_unreadable_file_is_read_again_even_when_its_stat_is_unchanged(tmp_pa
     assert third["files_read"] == 0
 
 
-def test_a_gzip_or_xz_named_tar_zst_is_named_for_what_it_is(tmp_path, vault):
+def test_a_gzip_or_xz_named_tar_zst_is_named_for_what_it_is(tmp_path, vault, tally):
+    tally("corruption")
     import gzip
     import lzma
 
@@ -269,7 +284,8 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_an_unreachable_ssh_host_is_exit_6_naming_the_url(tmp_path, vault):
+def test_an_unreachable_ssh_host_is_exit_6_naming_the_url(tmp_path, vault, tally):
+    tally("bad_argument")
     if os.environ.get("CI") != "true":
         pytest.importorskip("paramiko")
     url = f"ssh://nobody@127.0.0.1:{_closed_port()}/mirror"
@@ -277,7 +293,8 @@ def test_an_unreachable_ssh_host_is_exit_6_naming_the_url(tmp_path, vault):
     assert r.code == 6 and url in r.err and _one_line(r.err)
 
 
-def test_s3_without_credentials_is_exit_6_naming_the_url(tmp_path, vault, monkeypatch):
+def test_s3_without_credentials_is_exit_6_naming_the_url(tmp_path, vault, monkeypatch, tally):
+    tally("bad_argument")
     if os.environ.get("CI") != "true":
         pytest.importorskip("s3fs")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
@@ -290,14 +307,17 @@ def test_s3_without_credentials_is_exit_6_naming_the_url(tmp_path, vault, monkey
     assert r.code == 6 and url in r.err and _one_line(r.err)
 
 
-def test_a_url_holding_a_password_is_refused_and_never_stored(tmp_path, vault):
+def test_a_url_holding_a_password_is_refused_and_never_stored(tmp_path, vault, tally):
+    tally("bad_argument")
     db = tmp_path / "c.db"
     r = vault("--catalog", str(db), "index", "ssh://lab:hunter2secret@127.0.0.1:22/mirror")
     assert r.code == 2 and "password" in r.err and "hunter2secret" not in r.err + r.out
     assert not db.exists() or b"hunter2secret" not in db.read_bytes()
+    tally("secret_leak", 0)  # reached only when every assertion above held
 
 
-def test_empty_mirror_and_zero_workers_are_usage_errors(tmp_path, vault):
+def test_empty_mirror_and_zero_workers_are_usage_errors(tmp_path, vault, tally):
+    tally("bad_argument")
     db = str(tmp_path / "c.db")
     for argv in ([""], ["  "], *(["--workers", n, str(tmp_path)] for n in ("0", "-3", "1e3", "9" * 40))):
         r = vault("--catalog", db, "index", *argv)
