@@ -47,15 +47,14 @@ def run(args) -> int:
         return _list(args, ui)
     if not args.name:
         raise errors.UsageError(detail="name an image to restore (see `vault restore docker --list`)")
-    from cloudvault.restore.docker import preflight, restore
+    from cloudvault.restore.docker import Plan, preflight, restore
     from cloudvault.restore.docker_source import load_docker_recipe
 
     recipe = load_docker_recipe(args.name)
     checking = args.dry_run or args.check_gpu
     conn = _catalog(args, optional=args.check_gpu)
-    plan = preflight(conn, recipe, source=args.source, digest=args.digest, require_gpu=args.require_gpu,
-                     ignore_gpu=args.ignore_gpu, gpu_only=args.check_gpu, retag=args.retag,
-                     scan=args.scan_kernels)  # fmt: skip
+    choices = Plan(recipe, args.source, require_gpu=args.require_gpu, ignore_gpu=args.ignore_gpu, retag=args.retag)
+    plan = preflight(conn, choices, digest=args.digest, gpu_only=args.check_gpu, scan=args.scan_kernels)
     if checking:
         return _show_plan(ui, plan, args.check_gpu)
     for note in plan.notes:

@@ -168,8 +168,9 @@ def _restore(ui, recipe, conn, envs, args) -> int:
     from cloudvault.catalog.records import now
     from cloudvault.restore.env import ChecksFailed, target_for
     from cloudvault.restore.env_move import move
-    from cloudvault.restore.env_restore import record, restore
+    from cloudvault.restore.env_restore import Choices, record, restore
 
+    choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks)
     results = []
     for env in envs:
         target = target_for(env, args.prefix, args.to)
@@ -177,27 +178,9 @@ def _restore(ui, recipe, conn, envs, args) -> int:
         progress = ui.progress(f"restoring {env.name}")
         try:
             if args.move:
-                result = move(
-                    conn,
-                    recipe,
-                    env,
-                    Path(args.move).expanduser().absolute(),
-                    target,
-                    force=args.force,
-                    allow_unpatched=args.allow_unpatched,
-                    smoke=not args.no_checks,
-                )
+                result = move(conn, recipe, env, Path(args.move).expanduser().absolute(), target, choices)
             else:
-                result = restore(
-                    conn,
-                    recipe,
-                    env,
-                    target,
-                    force=args.force,
-                    allow_unpatched=args.allow_unpatched,
-                    smoke=not args.no_checks,
-                    progress=progress,
-                )
+                result = restore(conn, recipe, env, target, choices, progress=progress)
         except errors.VaultError as exc:
             if not isinstance(exc, errors.DestinationExists):
                 record(conn, env, target, None, exc.message, started)

@@ -28,8 +28,6 @@ def run(args) -> int:
 
 
 def _print_details(ui, d) -> None:
-    import json
-
     from cloudvault.cli.ui import human_size
 
     ui.heading(d.entry)
@@ -47,6 +45,12 @@ def _print_details(ui, d) -> None:
             ui.line(f"  {label:<10} {value}")
     if not d.present:
         ui.line("  (listed in the manifest but not found in this mirror)")
+    _print_cautions(ui, d)
+    _print_records(ui, d)
+    _print_settings(ui, d)
+
+
+def _print_cautions(ui, d) -> None:
     if d.caution:
         ui.line(f"  ! caution  {d.caution}")
     for flag in d.flags:
@@ -54,10 +58,19 @@ def _print_details(ui, d) -> None:
         if flag["member"]:
             where += f" :: {flag['member']}"
         ui.line(f"  ! {flag['kind']:<9} {where} {flag['detail']}".rstrip())
+
+
+def _print_records(ui, d) -> None:
+    """What vault did with this entry: restores and reproduction runs."""
     for r in d.restores:
         ui.line(f"  restored {r['kind']} {r['name']} -> {r['target']}: {r['status']} at {r['finished_at']}")
     for r in d.runs:
         ui.line(f"  run      {r['run_id']} ({r['executor']}): {r['status']} {r['verdict'] or ''}".rstrip())
+
+
+def _print_settings(ui, d) -> None:
+    import json
+
     if d.settings:
         ui.heading("settings")
         for key, value in d.settings.items():

@@ -57,11 +57,11 @@ class Plan:
         return tuple(dict.fromkeys([*archive_tags, *self.recipe.tags]))
 
 
-def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: str = "archive",
-              digest: str | None = None, require_gpu: bool = False, ignore_gpu: bool = False, gpu_only: bool = False,
-              retag: bool = False, scan: bool = False) -> Plan:  # fmt: skip
-    """GPU fit first (from the catalog alone), then the daemon, its free space and the tags."""
-    plan = Plan(recipe, source, require_gpu=require_gpu, ignore_gpu=ignore_gpu, retag=retag)
+def preflight(conn: sqlite3.Connection | None, plan: Plan, *, digest: str | None = None, gpu_only: bool = False,
+              scan: bool = False) -> Plan:  # fmt: skip
+    """GPU fit first (from the catalog alone), then the daemon, its free space and the tags; plan (the recipe and
+    the user's choices: source, require/ignore GPU, retag) is filled in and returned."""
+    recipe = plan.recipe
     if conn is not None:
         _source_checks(conn, plan, digest, scan)
     else:
@@ -69,7 +69,7 @@ def preflight(conn: sqlite3.Connection | None, recipe: DockerRecipe, *, source: 
     config = plan.archive.config if plan.archive else None
     arch_list, where = arch_source(recipe, config)
     plan.gpu = gpu_fit(arch_list, where, gpu.local_gpus())
-    problem = gpu_problem(recipe.name, plan.gpu, require_gpu=require_gpu, ignore_gpu=ignore_gpu)
+    problem = gpu_problem(recipe.name, plan.gpu, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
     if problem:
         plan.problems.append(problem)
     if scan and plan.archive is not None:

@@ -15,6 +15,7 @@ from cloudvault.restore import env_meta
 from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
 from cloudvault.restore.env_checks import run_checks
 from cloudvault.restore.env_restore import (
+    Choices,
     conda_documents,
     discard_staging,
     installed_gpu_fit,
@@ -82,10 +83,7 @@ def move(
     env: EnvSource,
     source: Path,
     target: Path,
-    *,
-    force: bool = False,
-    allow_unpatched: bool = False,
-    smoke: bool = True,
+    choices: Choices = Choices(),
 ) -> dict:
     """The env at source (restored by vault: it has a marker) placed at target and source removed."""
     marker = read_marker(source)
@@ -94,16 +92,16 @@ def move(
     if os.path.realpath(source) == os.path.realpath(target):
         raise errors.UsageError(detail=f"{source} is already at {target}")
     old, new = marker["prefix"], str(target)
-    staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), force)
+    staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), choices.force)
     try:
-        moved = _relocated_copy(source, staging, marker, new, env.name, allow_unpatched)
+        moved = _relocated_copy(source, staging, marker, new, env.name, choices.allow_unpatched)
         os.sync()
-        swap_into_place(staging, target, force)
+        swap_into_place(staging, target, choices.force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
         raise
     shutil.rmtree(source)
-    checks = run_checks(target, recipe.checks_for(env.name)) if smoke else []
+    checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []
     return {
         "name": env.name,
         "status": "ok",

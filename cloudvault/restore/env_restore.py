@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sqlite3
+from collections import namedtuple
 from pathlib import Path
 
 from cloudvault import __version__, errors
@@ -181,8 +182,15 @@ def _write_marker(root: Path, env: EnvSource, recipe: EnvRecipe, old: str, new: 
     (root / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
-def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, *, force: bool = False,
-            allow_unpatched: bool = False, smoke: bool = True, progress: Progress | None = None) -> dict:  # fmt: skip
+class Choices(namedtuple("Choices", "force allow_unpatched smoke", defaults=(False, False, True))):
+    """What the user chose for a restore or a move: replace an existing target (--force), accept files that
+    could not be relocated (--allow-unpatched), run the smoke checks (not --no-checks)."""
+
+    __slots__ = ()
+
+
+def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path,
+            choices: Choices = Choices(), progress: Progress | None = None) -> dict:  # fmt: skip
     """Restore env at target (its prefix from now on); returns what was done. Nothing is at target unless all of
     it is: the env is built in a staging folder beside target and renamed into place at the end."""
     progress = progress or Progress()
@@ -191,11 +199,12 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         raise errors.UsageError(detail=why)
     old, new = env.prefix, str(target)
     marker = read_marker(target) if os.path.isdir(target) else None
-    if marker and not force and marker.get("source_blake3") == env.archive.blake3 and marker.get("prefix") == new:
+    same = marker and marker.get("source_blake3") == env.archive.blake3 and marker.get("prefix") == new
+    if same and not choices.force:
         return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}
     members = env.members(conn)
     need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
-    staging = prepare_staging(env, target, need, force)
+    staging = prepare_staging(env, target, need, choices.force)
     try:
         progress.start(need, sum(m.type == "file" for m in members))
         with MemberReader(conn, on_data=progress.advance) as reader:
@@ -205,19 +214,19 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
         progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, compiling byte-code")
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
-        if moved.unpatched and not allow_unpatched:
+        if moved.unpatched and not choices.allow_unpatched:
             files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
             raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
         os.sync()  # every file durable before the rename makes the env visible
-        swap_into_place(staging, target, force)
+        swap_into_place(staging, target, choices.force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
         raise
     finally:
         progress.finish()
-    checks = run_checks(target, recipe.checks_for(env.name)) if smoke else []
+    checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []
     return {
         "name": env.name, "status": "ok", "target": new, "old_prefix": old, "archive": env.archive.path,
         "archive_blake3": env.archive.blake3, "files": staged.files, "links": staged.links, "bytes": staged.bytes,

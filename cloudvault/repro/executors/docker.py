@@ -170,7 +170,7 @@ class DockerExecutor:
         conn = open_catalog(config.catalog_path(self.catalog))
         try:
             source = "registry" if recipe.manifest_digest and not _archived(conn, recipe) else "archive"
-            restore_docker.restore(conn, restore_docker.preflight(conn, recipe, source=source))
+            restore_docker.restore(conn, restore_docker.preflight(conn, restore_docker.Plan(recipe, source)))
         finally:
             conn.close()
 
