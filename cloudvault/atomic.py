@@ -28,8 +28,11 @@ def is_stale_temp(path: Path) -> bool:
     if not pid_text.isdigit():
         return False
     pid = int(pid_text)
-    if pid == os.getpid():
-        return False
+    return pid != os.getpid() and process_gone(pid)
+
+
+def process_gone(pid: int) -> bool:
+    """No process has this pid any more (one owned by another user still counts as there)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

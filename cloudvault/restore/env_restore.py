@@ -13,7 +13,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from cloudvault import __version__, errors
-from cloudvault.atomic import fsync_dir
+from cloudvault.atomic import fsync_dir, process_gone
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.members import MemberReader
 from cloudvault.progress import Progress
@@ -74,16 +74,6 @@ def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Pa
     }  # fmt: skip
 
 
-def _pid_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def remove_stale_staging(target: Path) -> None:
     """Staging folders (and envs set aside by --force) of a restore that was killed, its pid gone, are vault's
     own: removed before a new one starts."""
@@ -92,7 +82,7 @@ def remove_stale_staging(target: Path) -> None:
     for mark in (STAGING_MARK, REPLACED_MARK):
         for path in target.parent.glob(f".{target.name}{mark}*"):
             pid = path.name.rsplit(mark, 1)[1]
-            if pid.isdigit() and int(pid) != os.getpid() and _pid_gone(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and process_gone(int(pid)):
                 shutil.rmtree(path, ignore_errors=True)
 
 
