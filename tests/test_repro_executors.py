@@ -348,3 +348,17 @@ def test_ctrl_c_during_a_docker_run_stops_and_removes_the_containers(demo_catalo
     assert client.containers(all=True, filters={"label": "cloudvault.process"}) == []
     (run,) = runs(open_catalog(demo_catalog, readonly=True))
     assert (run.executor, run.status) == ("docker", "interrupted")
+
+
+def test_vault_runs_lists_a_detached_run_it_cannot_ask_slurm_about(demo_catalog, vault, tmp_path, slurm, monkeypatch):
+    result = repro(vault, demo_catalog, tmp_path, "--executor", "slurm", "--detach", "--json")
+    job_id = json.loads(result.out)["job_id"]
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-such-slurm.conf"))
+        listed = vault("--catalog", str(demo_catalog), "runs", "014")
+        assert listed.code == 0 and f"(Slurm job {job_id})" in listed.out
+        assert "cannot collect" in listed.err and "Slurm does not answer" in listed.err
+        assert runs_json(vault, demo_catalog, "014")[0]["status"] == "queued"
+    finally:
+        monkeypatch.undo()
+        subprocess.run(["scancel", job_id], capture_output=True)

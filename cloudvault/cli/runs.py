@@ -70,7 +70,7 @@ def _collect(catalog, pending: list, ui) -> None:
     try:
         for run in pending:
             try:
-                status = collect_detached(conn, run, executor("slurm"))
+                status = collect_detached(conn, run, executor("slurm", ask_timeout=10))  # a listing: ask briefly
             except VaultError as exc:  # no Slurm here (another login node?): list the run as it is recorded
                 ui.warn(f"cannot collect {run.run_id} (Slurm job {run.job_id}) yet: {exc.message}")
                 continue

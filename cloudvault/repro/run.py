@@ -119,6 +119,8 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
 
     run_dir = Path(run.folder)
     prov = results.provenance(run_dir)
+    if not prov.get("plan"):
+        raise UsageError(detail=f"run {run.run_id}: {run_dir} has no provenance.json to collect it by")
     options = prov.get("options", {})
     recipe = load(prov["plan"]["recipe_path"])
     plan = planning.build(conn, recipe, run_dir, planning.RunOptions(run_dir.parent, True, options.get("standin"),

@@ -22,6 +22,8 @@ from cloudvault.repro.plan import Plan
 from cloudvault.repro.preflight import Check
 
 POLL_S = 1.0
+MAX_MISSES = 5  # consecutive unanswered polls before a waited run gives up (the job itself runs on)
+ASK_TIMEOUT_S = 60.0  # Slurm's own tools retry a missing config or controller for 60 s
 CANCEL_WAIT_S = 60.0
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT"}
 SCRIPT = "job.sbatch"
@@ -38,8 +40,8 @@ class SlurmJobFailed(EnvironmentProblem):
 class SlurmExecutor:
     name = "slurm"
 
-    def __init__(self, partition: str | None = None) -> None:
-        self.partition = partition
+    def __init__(self, partition: str | None = None, ask_timeout: float = ASK_TIMEOUT_S) -> None:
+        self.partition, self.ask_timeout = partition, ask_timeout
 
     def describe(self, plan: Plan) -> list[str]:
         lines = [f"sbatch --parsable {plan.run_dir / SCRIPT}   # {len(plan.processes)} array task(s)"]
@@ -87,7 +89,7 @@ class SlurmExecutor:
 
     def poll(self, job: Job) -> list[int] | None:
         """The tasks' exit codes once every task has left the queue; None while any is pending or running."""
-        states = task_states(job.job_id)
+        states = task_states(job.job_id, self.ask_timeout)
         if any(state in ACTIVE for state, _ in states.values()):
             return None
         for i, p in enumerate(job.plan.processes):
@@ -102,21 +104,32 @@ class SlurmExecutor:
 
     def started(self, job: Job) -> bool:
         """Whether any task of the job has started (a detached run shows as running, not queued)."""
-        return any(state != "PENDING" for state, _ in task_states(job.job_id).values())
+        return any(state != "PENDING" for state, _ in task_states(job.job_id, self.ask_timeout).values())
 
     def wait(self, job: Job, on_exit=None) -> list[int]:
-        started = time.monotonic()
+        begun = time.monotonic()
         try:
-            while (codes := self.poll(job)) is None:
+            while (codes := self._poll_through_hiccups(job)) is None:
                 time.sleep(POLL_S)
         except (KeyboardInterrupt, Interrupted):
             self.cancel(job)
             raise Interrupted() from None
         for p, code in zip(job.plan.processes, codes, strict=True):
             if on_exit:
-                on_exit(p.name, code, time.monotonic() - started)
+                on_exit(p.name, code, time.monotonic() - begun)
         check_failed(job, codes)
         return codes
+
+    def _poll_through_hiccups(self, job: Job) -> list[int] | None:
+        """poll, where a controller that does not answer a few times in a row (a restart) is asked again."""
+        for attempt in range(MAX_MISSES):
+            try:
+                return self.poll(job)
+            except SlurmUnreachable:
+                if attempt == MAX_MISSES - 1:
+                    raise
+                time.sleep(POLL_S * 5)
+        return None
 
     def collect(self, job: Job) -> Path:
         return job.plan.run_dir / "work"  # the tasks wrote there, on shared storage
@@ -188,10 +201,10 @@ def render(plan: Plan, partition: str | None = None) -> str:
     return "\n".join([*head, "", "set -u", *body, *tail]) + "\n"
 
 
-def task_states(job_id: str) -> dict[int, tuple[str, int | None]]:
+def task_states(job_id: str, timeout: float = ASK_TIMEOUT_S) -> dict[int, tuple[str, int | None]]:
     """array task index -> (Slurm state, exit code) as scontrol knows them; {} once Slurm has forgotten the job."""
     try:
-        text = _slurm(["scontrol", "-o", "show", "job", job_id])
+        text = _slurm(["scontrol", "-o", "show", "job", job_id], timeout=timeout)
     except SlurmUnreachable as exc:
         if "Invalid job id" in exc.message:
             return {}
@@ -230,15 +243,15 @@ def _gpu_processes(plan: Plan) -> list:
     return [] if plan.standin else [p for p in plan.processes if p.gpu is not None]
 
 
-def _slurm(argv: list[str], tolerate_invalid: bool = False) -> str:
+def _slurm(argv: list[str], tolerate_invalid: bool = False, timeout: float = ASK_TIMEOUT_S) -> str:
     """A Slurm command's stdout; a missing tool is ToolMissing, a failure SlurmUnreachable with its message."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=os.environ)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=os.environ)
     except FileNotFoundError:
         hint = "install Slurm's client tools (slurm-client) or use --executor local"
         raise ToolMissing(tool=argv[0], hint=hint) from None
     except subprocess.TimeoutExpired:
-        raise SlurmUnreachable(detail=f"{argv[0]} took over 60 s") from None
+        raise SlurmUnreachable(detail=f"{argv[0]} did not answer in {timeout:g} s") from None
     if done.returncode:
         message = (done.stderr or done.stdout).strip().splitlines()
         if tolerate_invalid and message and "Invalid job id" in message[-1]:
