@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 DEFAULT_RULES = {
@@ -129,32 +130,74 @@ class SecretHit:
         return f"{self.rule} at line {self.line} (value not stored)"
 
 
+def _c_memmem() -> Callable[[bytes, bytes], bool] | None:
+    """libc's memmem through ctypes, which lets go of the GIL while it searches (bytes.find holds it), so the
+    decoding thread keeps running while a chunk is scanned; None where libc has no memmem."""
+    try:
+        import ctypes
+
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError):
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+    return lambda data, literal: memmem(data, len(data), literal, len(literal)) is not None
+
+
+_memmem: list = []  # looked up on first use: `vault extract` never pays for importing ctypes
+
+
+def contains_any(data: bytes, literals: tuple[bytes, ...]) -> bool:
+    """Whether data holds one of the literals (each searched at memory speed, without the GIL where it can)."""
+    if not _memmem:
+        _memmem.append(_c_memmem())
+    find = _memmem[0]
+    if find is None or len(data) < 4096:  # a foreign call costs more than a small search
+        return any(literal in data for literal in literals)
+    return any(find(data, literal) for literal in literals)
+
+
 @dataclass
 class SecretScanner:
-    """Fed a stream chunk by chunk; remembers which rule matched on which line, nothing more."""
+    """Fed a stream chunk by chunk; remembers which rule matched on which line, nothing more.
+
+    Each chunk is searched where it lies (no joining): a pre-check for the rules' literals, then the one pattern of
+    all rules only where a literal is. A match across two chunks is found in a small window (the previous chunk's
+    last OVERLAP bytes and this one's first OVERLAP bytes). A hit's line is counted from the chunk's first line.
+    """
 
     rules: SecretRules
     hits: list[SecretHit] = field(default_factory=list)
-    _tail: bytes = b""
-    _line: int = 1  # line number at the start of _tail
+    _tail: bytes = b""  # the last OVERLAP bytes of the previous chunk
+    _line: int = 1  # line number at the start of the next chunk
     _seen: set = field(default_factory=set)
 
     def feed(self, chunk: bytes) -> None:
-        data = self._tail + chunk if self._tail else chunk
+        start = 0  # where the chunk's own search begins: after a match that crossed into it
         literals = self.rules.literals
-        if not literals or any(lit in data for lit in literals):
-            self._search(data)
-        keep = data[-OVERLAP:] if len(data) > OVERLAP else data
-        self._line += data.count(b"\n", 0, len(data) - len(keep))
-        self._tail = keep
+        if self._tail:
+            window = self._tail + chunk[:OVERLAP]
+            if not literals or contains_any(window, literals):
+                start = self._search(window, self._line - self._tail.count(b"\n"), len(self._tail)) - len(self._tail)
+        if not literals or contains_any(chunk, literals):
+            self._search(chunk, self._line, len(chunk), max(start, 0))
+        self._line += chunk.count(b"\n")
+        self._tail = chunk[-OVERLAP:] if len(chunk) > OVERLAP else (self._tail + chunk)[-OVERLAP:]
 
-    def _search(self, data: bytes) -> None:
-        for m in self.rules.pattern.finditer(data):
-            line = self._line + data.count(b"\n", 0, m.start())
-            key = (m.lastgroup, line)
+    def _search(self, data: bytes, line: int, starts_before: int, pos: int = 0) -> int:
+        """Record the matches in data that start before starts_before (line: data's first line); return where
+        the last such match ended."""
+        end, counted, at = 0, 0, line
+        for m in self.rules.pattern.finditer(data, pos):
+            if m.start() >= starts_before:
+                break
+            at += data.count(b"\n", counted, m.start())  # lines counted only up to a hit, and only once
+            counted, end = m.start(), m.end()
+            key = (m.lastgroup, at)
             if key not in self._seen and len(self.hits) < MAX_HITS:
                 self._seen.add(key)
-                self.hits.append(SecretHit(m.lastgroup, line))
+                self.hits.append(SecretHit(m.lastgroup, at))
+        return end
 
     def findings(self) -> list[tuple[str, str]]:
         """(flag kind, detail) for each hit: the rule and line, never the value."""
