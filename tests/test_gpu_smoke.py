@@ -39,6 +39,17 @@ def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault,
     assert "settings compared: gpu, dtype, seed, max_new_tokens, model_config, torch, transformers" in result.out
 
 
+def test_the_dry_run_on_a_gpu_machine_names_the_gpu_it_uses(demo_catalog, vault, tmp_path, monkeypatch):
+    from cloudvault.gpu import Gpu
+
+    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: [Gpu(0, "NVIDIA H200", (9, 0), 4, 143_771)])
+    result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--out", str(tmp_path))
+    assert result.code == 0, result.out
+    assert "GPU 0: NVIDIA H200, compute capability 9.0 (sm_90), 4 of 143771 MiB used" in result.out
+    assert "ok   gpu              GPUs [0] free (memory.used < 500 MiB)" in result.out
+    assert "NOT_COMPARABLE here" not in result.out
+
+
 def test_the_runner_repeats_its_greedy_tokens_from_the_same_seed():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -151,6 +151,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
     doc["not_comparable_here"] = _no_gpu_here(conn, plan, args.executor)
+    doc["gpus_here"] = _gpus_here(plan) if args.executor != "slurm" else []
     if args.json:
         ui.emit(doc)
     else:
@@ -159,9 +160,24 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
             ui.heading(f"{args.executor} executor")
             for line in chosen.describe(plan):
                 ui.line(f"  {line}")
+        for gpu in doc["gpus_here"]:
+            ui.line(f"  GPU {gpu['index']}: {gpu['name']}, compute capability {gpu['compute_cap']} ({gpu['sm']}), "
+                    f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
         if doc["not_comparable_here"]:
             ui.line(f"NOT_COMPARABLE here: {doc['not_comparable_here']}")
     return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
+
+
+def _gpus_here(plan) -> list[dict]:
+    """The GPUs of this machine that the plan's processes use: name, compute capability, memory used."""
+    from cloudvault.gpu import local_gpus
+
+    wanted = {p.gpu for p in plan.processes if p.gpu is not None}
+    if plan.standin or not wanted:
+        return []
+    return [{"index": g.index, "name": g.name, "compute_cap": g.cap_text, "sm": g.sm,
+             "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib}
+            for g in local_gpus() or [] if g.index in wanted]  # fmt: skip
 
 
 def _no_gpu_here(conn, plan, executor: str) -> str | None:
