@@ -113,3 +113,18 @@ def test_a_secret_split_anywhere_between_chunks_is_found_on_its_line(split):
             if chunk:
                 scanner.feed(chunk)
         assert [(h.rule, h.line) for h in scanner.hits] == [("aws_access_key", 41), ("private_key", 42)], at
+
+
+def test_header_checksums_unsigned_signed_and_wrong():
+    import tarfile
+
+    from cloudvault.archive.tar import checksum_ok
+
+    block = bytearray(tarfile.TarInfo("caf\xe9/\xff" * 3).tobuf(tarfile.GNU_FORMAT, "latin-1"))[:512]
+    assert checksum_ok(bytes(block))  # tarfile writes the unsigned sum
+    field = block[:148] + b" " * 8 + block[156:]
+    signed = sum(b - 256 if b > 127 else b for b in field)
+    block[148:156] = b"%06o\0 " % signed
+    assert checksum_ok(bytes(block))  # as some old tars wrote it
+    block[148:156] = b"%06o\0 " % (signed + 1)
+    assert not checksum_ok(bytes(block))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 BLOCK = 512
+ZERO_BLOCK = bytes(BLOCK)
 CHUNK = 1 << 20
 
 TYPES = {
@@ -43,9 +44,9 @@ class Stream(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class TarHeader:
-    """A member's header after long-name and pax records are applied; paths are raw bytes."""
+class TarHeader(NamedTuple):
+    """A member's header after long-name and pax records are applied; paths are raw bytes. (A named tuple: one
+    is built per member, and a frozen dataclass costs several times more to build.)"""
 
     name: bytes
     type: str
@@ -66,18 +67,28 @@ def parse_number(field: bytes) -> int:
     if field and field[0] & 0x80:
         value = int.from_bytes(field, "big") & ~(0x80 << (8 * (len(field) - 1)))
         return value - (1 << (8 * len(field) - 1)) if field[0] == 0xFF else value
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    return int(text, 8) if text else 0
+    text = field.partition(b"\0")[0]
+    try:
+        return int(text, 8)  # int() itself skips the spaces tar pads with
+    except ValueError:
+        if text.strip(b" "):
+            raise
+        return 0
+
+
+SIGNED_BYTES = struct.Struct("148b8x356b")  # a header's bytes as signed chars, the checksum field left out
 
 
 def checksum_ok(block: bytes) -> bool:
+    """The header checksum: the sum of its bytes with the checksum field read as spaces, as unsigned bytes (POSIX),
+    or as signed ones (some old tars). The signed sum is only worked out when the unsigned one does not match."""
     try:
         stored = parse_number(block[148:156])
     except ValueError:
         return False
-    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
-    signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
-    return stored in (unsigned, signed)
+    if stored == sum(block) - sum(block[148:156]) + 8 * 32:
+        return True
+    return stored == sum(SIGNED_BYTES.unpack(block)) + 8 * 32
 
 
 def cstring(field: bytes) -> bytes:
@@ -169,11 +180,13 @@ class _Extensions:
         self.reset()
 
     def reset(self) -> None:
+        self.pending = False  # whether anything was absorbed since the last member (most have nothing)
         self.long_name: bytes | None = None
         self.long_link: bytes | None = None
         self.pax: dict[bytes, bytes] = {}
 
     def absorb(self, typeflag: bytes, data: bytes, header_offset: int) -> None:
+        self.pending = True
         if typeflag == LONG_NAME:
             self.long_name = cstring(data)
         elif typeflag == LONG_LINK:
@@ -185,6 +198,8 @@ class _Extensions:
                 raise TarFormatError("corrupt_header", header_offset, "bad pax record") from None
 
     def apply(self, fields: dict) -> None:
+        if not self.pending and not self.global_pax:
+            return
         _apply_pax(self.global_pax, fields)
         _apply_pax(self.pax, fields)
         if self.long_name is not None and b"path" not in self.pax:
@@ -201,7 +216,7 @@ def _header_block(stream: Stream, first: bool) -> dict | None:
         if not block and not first:
             return None  # no end-of-archive blocks: GNU tar reads such archives too
         raise TarFormatError("not_tar" if first else "truncated", header_offset, "archive ends inside a header")
-    if block == bytes(BLOCK):
+    if block == ZERO_BLOCK:
         return None
     if not checksum_ok(block):
         raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
@@ -240,6 +255,8 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
         data = MemberData(stream, size)
         yield header, data
         data.skip()
-        _read_exact(stream, -size % BLOCK)
-        ext.reset()
+        if size % BLOCK:
+            _read_exact(stream, -size % BLOCK)
+        if ext.pending:
+            ext.reset()
         ext_offset = None
