@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import queue
-import threading
 
 import blake3
 
@@ -36,8 +34,11 @@ class BackgroundHasher:
     compressed bytes does not slow the thread that decompresses them. Chunks must not be mutated after update."""
 
     def __init__(self) -> None:
+        import queue  # here, not at the top: `vault extract` imports this module and never hashes in a thread
+        import threading
+
         self._hash = blake3.blake3()
-        self._queue: queue.Queue = queue.Queue(maxsize=16)
+        self._queue = queue.Queue(maxsize=16)
         self._thread = threading.Thread(target=self._run, name="blake3", daemon=True)
         self._thread.start()
 

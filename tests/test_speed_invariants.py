@@ -128,3 +128,15 @@ def test_header_checksums_unsigned_signed_and_wrong():
     assert checksum_ok(bytes(block))  # as some old tars wrote it
     block[148:156] = b"%06o\0 " % (signed + 1)
     assert not checksum_ok(bytes(block))
+
+
+def test_vault_extract_start_up_imports_no_thread_or_ctypes_machinery():
+    """queue, concurrent.futures and ctypes serve only the indexer; `vault extract` must not pay for them."""
+    import sys
+
+    code = (
+        "import sys, cloudvault.cli.main, cloudvault.cli.extract, cloudvault.extract, cloudvault.members;"
+        "print(sorted({'queue', 'concurrent.futures', 'ctypes'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -9,16 +9,18 @@ the compression ratio, and a multi-frame archive can later be entered at any fra
 from __future__ import annotations
 
 import contextlib
-import queue
 import struct
-import threading
 from collections import deque
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import zstandard
 
 from cloudvault.models import Frame
+
+if TYPE_CHECKING:  # queue and threading are imported where the threaded streams use them: `vault extract` never does
+    import queue
+    import threading
 
 ZSTD_MAGIC = 0xFD2FB528
 SKIPPABLE_MIN, SKIPPABLE_MAX = 0x184D2A50, 0x184D2A5F
@@ -353,6 +355,9 @@ class ThreadedFrameStream(FrameStream):
     read overlaps decoding what comes next. Errors surface in the reader."""
 
     def __init__(self, fh: BinaryIO, **kwargs) -> None:
+        import queue
+        import threading
+
         self._inner = FrameStream(fh, **kwargs)
         self._queue: queue.Queue = queue.Queue(maxsize=4)
         self._stop = threading.Event()
@@ -410,6 +415,8 @@ class ThreadedFrameStream(FrameStream):
 
     def close(self) -> None:
         """Stop the thread early (the reader gave up); safe to call after the end too."""
+        import queue
+
         self._stop.set()
         while self._thread.is_alive():
             with contextlib.suppress(queue.Empty):
@@ -434,6 +441,8 @@ class _FrameJob:
     """One frame to decode: its compressed range, and the decoded pieces handed over in order."""
 
     def __init__(self, start: int, end: int, error: BaseException | None = None, partial: bool = False) -> None:
+        import queue
+
         self.start, self.end, self.error, self.partial = start, end, error, partial
         self.pieces: queue.Queue = queue.Queue(maxsize=8)
 
@@ -449,6 +458,9 @@ class ParallelFrameStream(ThreadedFrameStream):
     DECODERS = 2
 
     def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], **kwargs) -> None:
+        import queue
+        import threading
+
         self._opener = opener
         self._on_raw = kwargs.get("on_raw")
         self._jobs: queue.Queue = queue.Queue(maxsize=self.DECODERS + 2)
@@ -487,6 +499,8 @@ class ParallelFrameStream(ThreadedFrameStream):
 
     def _put(self, q: queue.Queue, item) -> bool:
         """Hand over unless the reader has stopped; False if it has."""
+        import queue
+
         while not self._stop.is_set():
             with contextlib.suppress(queue.Full):
                 q.put(item, timeout=0.05)
