@@ -25,9 +25,10 @@ from test_restore_docker_daemon import services  # noqa: F401  (the test dockerd
 from cloudvault.repro import plan as planning
 from cloudvault.repro.executors import with_executor_checks
 from cloudvault.repro.executors.docker import DockerExecutor, mounts_for
-from cloudvault.repro.executors.slurm import SlurmExecutor, _task_range, log_tail, render
+from cloudvault.repro.executors.slurm import SlurmExecutor, log_tail, render
 from cloudvault.repro.preflight import Check
 from cloudvault.repro.recipe import load
+from cloudvault.slurm import task_range
 
 RECIPE = "014_ss20_temp0"
 TEST_IMAGE = "vault-test/pyhost:1"
@@ -58,9 +59,9 @@ def test_the_sbatch_script_has_one_array_task_per_gpu_process(demo_catalog, tmp_
 
 
 def test_array_task_ranges_as_scontrol_prints_them():
-    assert _task_range("3") == [3]
-    assert _task_range("2-5%2") == [2, 3, 4, 5]
-    assert _task_range("0,3-4") == [0, 3, 4]
+    assert task_range("3") == [3]
+    assert task_range("2-5%2") == [2, 3, 4, 5]
+    assert task_range("0,3-4") == [0, 3, 4]
 
 
 def test_the_log_tail_is_the_last_lines_of_the_failed_task(tmp_path):

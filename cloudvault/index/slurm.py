@@ -15,16 +15,15 @@ import hashlib
 import heapq
 import json
 import os
-import re
 import shlex
 import sqlite3
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cloudvault import errors
+from cloudvault import slurm as slurm_client
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog import shards
 from cloudvault.index.plan import is_archive
@@ -32,6 +31,7 @@ from cloudvault.index.roots import MirrorRoot
 from cloudvault.index.secrets import SecretRules
 from cloudvault.mirrorfs import WalkProblem
 from cloudvault.models import FileStat
+from cloudvault.slurm import SlurmFailed, sbatch
 
 PLAN_VERSION = 1
 TASK_MEM = "1G"  # a task holds one archive's decoding buffers (~60 MB) and Python
@@ -45,10 +45,6 @@ class NoPlan(errors.NotFound):
 class SlurmBusy(errors.EnvironmentProblem):
     """Slurm job {job} of this catalog's index is still {state}; `vault index --status` follows it (scancel {job} \
 stops it)"""
-
-
-class SlurmFailed(errors.EnvironmentProblem):
-    """{command}: {detail}; check SLURM_CONF and that slurmctld runs (`sinfo`)"""
 
 
 class ShardsMissing(errors.EnvironmentProblem):
@@ -199,42 +195,15 @@ def _sbatch_head(name: str, output: Path, partition: str | None) -> list[str]:
 
 
 # -- Slurm ---------------------------------------------------------------------------------------------------
-def slurm(argv: list[str], tolerate_invalid: bool = False) -> str:
-    """A Slurm command's stdout; a missing tool is ToolMissing, a failure SlurmFailed with Slurm's words."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise errors.ToolMissing(tool=argv[0], hint="install Slurm's client tools (slurm-client)") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmFailed(command=argv[0], detail="no answer in 60 s") from None
-    if done.returncode:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        if tolerate_invalid and said and "Invalid job id" in said[-1]:
-            return ""
-        raise SlurmFailed(command=shlex.join(argv[:2]), detail=said[-1] if said else f"exit {done.returncode}")
-    return done.stdout
-
-
-def sbatch(script: Path, *options: str) -> str:
-    out = slurm(["sbatch", "--parsable", *options, str(script)])
-    job = out.strip().split(";")[0]
-    if not job.isdigit():
-        raise SlurmFailed(command="sbatch", detail=f"answered {out.strip()!r}, not a job id")
-    return job
-
-
 def job_states(job: str | None) -> dict[int, str]:
     """array task index (0 for a plain job) -> state, from scontrol (pending, running and recently ended);
     sacct, when accounting answers, for tasks scontrol has forgotten."""
     if not job:
         return {}
-    states: dict[int, str] = {}
-    for line in slurm(["scontrol", "-o", "show", "job", job], tolerate_invalid=True).splitlines():
-        fields = dict(re.findall(r"(\w+)=(\S*)", line))
-        for index in _task_range(fields.get("ArrayTaskId", "0")):
-            states[index] = fields.get("JobState", "UNKNOWN") + _reason(fields.get("Reason", "None"))
+    states = {index: fields.get("JobState", "UNKNOWN") + _reason(fields.get("Reason", "None"))
+              for index, fields in slurm_client.job_tasks(job).items()}  # fmt: skip
     try:
-        for line in slurm(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
+        for line in slurm_client.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
             jid, _, state = line.partition("|")
             _, sep, index = jid.partition("_")
             if sep and not index.isdigit():  # '45_[1-2]': pending tasks, which scontrol lists one by one
@@ -247,16 +216,6 @@ def job_states(job: str | None) -> dict[int, str]:
 
 def _reason(reason: str) -> str:
     return f" ({reason})" if reason not in ("None", "") else ""
-
-
-def _task_range(text: str) -> list[int]:
-    """'3' -> [3]; '2-7', '2-7%4' or '1,3-4' (pending tasks of an array) -> each index."""
-    found = []
-    for part in text.split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            found += range(int(low), int(high or low) + 1)
-    return found
 
 
 def queued(job: str | None) -> str | None:
@@ -342,7 +301,7 @@ def resume(lay: Layout, partition: str | None) -> dict:
         raise SlurmBusy(job=jobs["array"], state=state.lower())
     todo = [t for t, why in shard_states(lay, plan).items() if why]
     if todo and jobs.get("merge") and queued(jobs["merge"]):  # ours, waiting on tasks that did not all succeed
-        slurm(["scancel", jobs["merge"]], tolerate_invalid=True)
+        slurm_client.run(["scancel", jobs["merge"]], tolerate_invalid=True)
     _refuse_if_queued(lay)  # a merge with every shard ready is left to run
     remove_stale_shards(lay, plan)
     return _submit_jobs(lay, plan, partition or jobs.get("partition"), todo)

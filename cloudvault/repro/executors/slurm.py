@@ -8,13 +8,12 @@ its exit code (logs/NAME.exit) there, and its outputs into run_dir/work, so coll
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 import subprocess
 import time
 from pathlib import Path
 
+from cloudvault import slurm as slurm_client
 from cloudvault.atomic import atomic_write
 from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
 from cloudvault.repro.executors.base import Job
@@ -23,14 +22,11 @@ from cloudvault.repro.preflight import Check
 
 POLL_S = 1.0
 MAX_MISSES = 5  # consecutive unanswered polls before a waited run gives up (the job itself runs on)
+HINT = "install Slurm's client tools (slurm-client) or use --executor local"
 ASK_TIMEOUT_S = 60.0  # Slurm's own tools retry a missing config or controller for 60 s
 CANCEL_WAIT_S = 60.0
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT"}
 SCRIPT = "job.sbatch"
-
-
-class SlurmUnreachable(EnvironmentProblem):
-    """Slurm does not answer ({detail}); check SLURM_CONF and that slurmctld runs (`sinfo`)"""
 
 
 class SlurmJobFailed(EnvironmentProblem):
@@ -56,8 +52,9 @@ class SlurmExecutor:
         matter, the job runs on the partition's nodes."""
         partition = resources(plan, self.partition)["partition"]
         try:
-            found = _slurm(["sinfo", "-h", "-o", "%P|%G"] + (["-p", partition] if partition else []))
-        except (ToolMissing, SlurmUnreachable) as exc:
+            found = slurm_client.run(["sinfo", "-h", "-o", "%P|%G"] + (["-p", partition] if partition else []),
+                                     timeout=self.ask_timeout, hint=HINT)
+        except (ToolMissing, slurm_client.SlurmFailed) as exc:
             return [Check("slurm", False, exc.message)]
         rows = [line.split("|") for line in found.splitlines() if line.strip()]
         if not rows:
@@ -77,10 +74,7 @@ class SlurmExecutor:
         script = plan.run_dir / SCRIPT
         with atomic_write(script, force=True, mode=0o644) as fh:
             fh.write(render(plan, self.partition).encode())
-        out = _slurm(["sbatch", "--parsable", str(script)])
-        job_id = out.strip().split(";")[0]
-        if not job_id.isdigit():
-            raise SlurmUnreachable(detail=f"sbatch answered {out.strip()!r}, not a job id")
+        job_id = slurm_client.sbatch(script, timeout=self.ask_timeout, hint=HINT)
         return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
 
     def resume(self, plan: Plan, job_id: str) -> Job:
@@ -125,7 +119,7 @@ class SlurmExecutor:
         for attempt in range(MAX_MISSES):
             try:
                 return self.poll(job)
-            except SlurmUnreachable:
+            except slurm_client.SlurmFailed:
                 if attempt == MAX_MISSES - 1:
                     raise
                 time.sleep(POLL_S * 5)
@@ -203,35 +197,14 @@ def render(plan: Plan, partition: str | None = None) -> str:
 
 def task_states(job_id: str, timeout: float = ASK_TIMEOUT_S) -> dict[int, tuple[str, int | None]]:
     """array task index -> (Slurm state, exit code) as scontrol knows them; {} once Slurm has forgotten the job."""
-    try:
-        text = _slurm(["scontrol", "-o", "show", "job", job_id], timeout=timeout)
-    except SlurmUnreachable as exc:
-        if "Invalid job id" in exc.message:
-            return {}
-        raise
-    states: dict[int, tuple[str, int | None]] = {}
-    for line in text.splitlines():
-        fields = dict(re.findall(r"(\w+)=(\S*)", line))
-        tasks, state = fields.get("ArrayTaskId", "0"), fields.get("JobState", "UNKNOWN")
-        code = int(fields.get("ExitCode", "0:0").split(":")[0] or 0)
-        for index in _task_range(tasks):
-            states[index] = (state, code)
-    return states
-
-
-def _task_range(text: str) -> list[int]:
-    """'3' -> [3]; '2-7' or '2-7%4' or '1,3-4' (pending tasks of an array) -> each index."""
-    found = []
-    for part in text.split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            found += range(int(low), int(high or low) + 1)
-    return found
+    tasks = slurm_client.job_tasks(job_id, timeout=timeout, hint=HINT)
+    return {index: (fields.get("JobState", "UNKNOWN"), int(fields.get("ExitCode", "0:0").split(":")[0] or 0))
+            for index, fields in tasks.items()}  # fmt: skip
 
 
 def queued(job_id: str) -> bool:
     """Whether squeue still lists any task of the job."""
-    return bool(_slurm(["squeue", "-h", "-j", job_id, "-o", "%i"], tolerate_invalid=True).strip())
+    return slurm_client.in_queue(job_id, hint=HINT)
 
 
 def _overall(states: dict[int, tuple[str, int | None]]) -> str:
@@ -243,18 +216,3 @@ def _gpu_processes(plan: Plan) -> list:
     return [] if plan.standin else [p for p in plan.processes if p.gpu is not None]
 
 
-def _slurm(argv: list[str], tolerate_invalid: bool = False, timeout: float = ASK_TIMEOUT_S) -> str:
-    """A Slurm command's stdout; a missing tool is ToolMissing, a failure SlurmUnreachable with its message."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=os.environ)
-    except FileNotFoundError:
-        hint = "install Slurm's client tools (slurm-client) or use --executor local"
-        raise ToolMissing(tool=argv[0], hint=hint) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmUnreachable(detail=f"{argv[0]} did not answer in {timeout:g} s") from None
-    if done.returncode:
-        message = (done.stderr or done.stdout).strip().splitlines()
-        if tolerate_invalid and message and "Invalid job id" in message[-1]:
-            return ""
-        raise SlurmUnreachable(detail=f"{shlex.join(argv)}: {message[-1] if message else f'exit {done.returncode}'}")
-    return done.stdout
