@@ -57,10 +57,8 @@ def run(args) -> int:
         ui.line(f"A {a.where}")
         ui.line(f"B {b.where}")
         ui.heading(report.headline(cmp))
-        for reason in cmp.reasons:
-            ui.line(f"  {reason}")
-        for column in cmp.unchecked:
-            ui.line(f"  not checked: {column} (not recorded on one side)")
+        for line in report.reason_lines(cmp):
+            ui.line(line)
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(_totals_line(totals))
     if args.expect:

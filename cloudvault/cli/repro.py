@@ -78,10 +78,8 @@ def run(args) -> int:
                  "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
     else:
         ui.heading(report.headline(cmp))
-        for reason in cmp.reasons:
-            ui.line(f"  {reason}")
-        for column in cmp.unchecked:
-            ui.line(f"  not checked: {column} (not recorded on one side)")
+        for line in report.reason_lines(cmp):
+            ui.line(line)
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
     return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH

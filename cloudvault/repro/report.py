@@ -139,6 +139,13 @@ def _change(a: float | None, b: float | None) -> str:
     return f"{delta:+.2f}{pct}" if isinstance(delta, float) else f"{delta:+d}{pct}"
 
 
+def reason_lines(cmp: RunComparison) -> list[str]:
+    """What the headline's verdict rests on, one indented line each: what differs, what could not be checked."""
+    return [f"  {reason}" for reason in cmp.reasons] + [
+        f"  not checked: {column} (not recorded on one side)" for column in cmp.unchecked
+    ]
+
+
 def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
     """The per-request table on the terminal (rich), the non-identical rows first; identical ones only with all."""
     import sys
