@@ -42,8 +42,9 @@ class Inspector(Protocol):
     def findings(self) -> list[tuple[str, str]]: ...
 
 
-# (member name, size, first chunk of its data) -> an Inspector for this member, or None to let it pass
+# (member name, size, the first INSPECT_HEAD bytes of its data) -> an Inspector for this member, or None to let it pass
 Inspect = Callable[[bytes, int, bytes], Inspector | None]
+INSPECT_HEAD = 8192
 
 
 @dataclass
@@ -148,13 +149,13 @@ class ArchiveScan:
     def _hash(self, header: TarHeader, data: MemberData) -> tuple[str, list[tuple[str, str]]]:
         h = blake3.blake3()
         inspector, first = None, True
-        for chunk in data.chunks():
+        for chunk in data.views():  # views, not copies: most bytes (dumps) are only hashed
             if first and self._inspect is not None:
-                inspector = self._inspect(header.name, header.size, chunk)
+                inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD]))
             first = False
             h.update(chunk)
             if inspector:
-                inspector.feed(chunk)
+                inspector.feed(bytes(chunk))
         return h.hexdigest(), (inspector.findings() if inspector else [])
 
 

@@ -132,8 +132,18 @@ class MemberData:
             self.left -= len(data)
             yield data
 
+    def views(self, chunk: int = CHUNK) -> Iterator[bytes | memoryview]:
+        """Like chunks, but views into the stream's pieces where the stream offers them (no copy): for hashing."""
+        read = getattr(self._stream, "read_view", self._stream.read_some)
+        while self.left:
+            data = read(min(chunk, self.left))
+            if not data:
+                raise TarFormatError("truncated", self._stream.pos, "archive ends inside a member")
+            self.left -= len(data)
+            yield data
+
     def skip(self) -> None:
-        for _ in self.chunks():
+        for _ in self.views():
             pass
 
 

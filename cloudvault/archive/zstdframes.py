@@ -411,13 +411,19 @@ class ThreadedFrameStream(FrameStream):
             raise item
         return item
 
-    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+    def _step(self, n: int) -> int:
+        """Make sure a piece is at hand; how many of the next n bytes it holds (0 at the end)."""
         if self._at == len(self._piece):
             piece = None if self._done else self._next_piece_or_end()
             if piece is None:
-                return 0 if into is not None else b""
+                return 0
             self._piece, self._at = piece, 0
-        step = min(n, len(self._piece) - self._at)
+        return min(n, len(self._piece) - self._at)
+
+    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+        step = self._step(n) if n > 0 else 0
+        if not step:
+            return 0 if into is not None else b""
         chunk = self._piece[self._at : self._at + step] if step < len(self._piece) else self._piece
         self._at += step
         self.pos += step
@@ -425,6 +431,15 @@ class ThreadedFrameStream(FrameStream):
             into[:step] = chunk
             return step
         return chunk
+
+    def read_view(self, n: int) -> memoryview:
+        """Like read_some, but a view into the decoded piece rather than a copy of it (pieces are never reused,
+        so a view stays valid): for hashing a member's data without copying each megabyte once more."""
+        step = self._step(n) if n > 0 else 0
+        view = memoryview(self._piece)[self._at : self._at + step]
+        self._at += step
+        self.pos += step
+        return view
 
     def _next_piece_or_end(self) -> bytes | None:
         try:
