@@ -32,7 +32,9 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     work = Path(tempfile.mkdtemp(prefix="vault-startup-"))
     db = str(work / "catalog.db")
-    vault = [sys.executable, "-m", "cloudvault", "--catalog", db]
+    script = Path(sys.executable).with_name("vault")  # what users run: the console script, not python -m
+    vault = [str(script) if script.exists() else sys.executable, *([] if script.exists() else ["-m", "cloudvault"]),
+             "--catalog", db]  # fmt: skip
     subprocess.run([*vault, "demo", "--dir", str(work / "demo")], env=env, capture_output=True, check=True)
     member = "compaction_meta.json"
     cases = [

@@ -89,6 +89,4 @@ def atomic_path(final: Path, *, force: bool = False, mode: int = 0o600) -> Itera
 def atomic_write(final: Path, *, force: bool = False, mode: int = 0o600) -> Iterator[BinaryIO]:
     """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds."""
     with atomic_path(final, force=force, mode=mode) as tmp, open(tmp, "wb") as fh:
-        yield fh
-        fh.flush()
-        os.fsync(fh.fileno())
+        yield fh  # closed here, then fsynced and renamed by atomic_path

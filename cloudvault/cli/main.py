@@ -57,7 +57,7 @@ def summary(module) -> str:
 
 
 def build_parser(only: str | None = None) -> VaultParser:
-    """The whole grammar; with only, the other commands are named but their modules are not imported."""
+    """The whole grammar; with only (a command named in argv), just that command's part of it."""
     from cloudvault import __version__
 
     parser = VaultParser(prog="vault", description=DESCRIPTION, epilog="exit codes:\n" + errors.exit_code_table())
@@ -66,8 +66,7 @@ def build_parser(only: str | None = None) -> VaultParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VaultParser)
     for name in COMMANDS:
         if only is not None and name != only:
-            sub.add_parser(name)
-            continue
+            continue  # the command word is known: the others' parsers would only cost start-up
         module = command_module(name)
         doc = (module.__doc__ or "").strip()
         cmd = sub.add_parser(name, help=summary(module).replace("%", "%%"), description=doc, prog=f"vault {name}")
