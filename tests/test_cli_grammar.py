@@ -135,3 +135,13 @@ def test_fuzzed_argv_ends_in_a_documented_exit_code_without_traceback(fuzz_paths
     if code not in (0, 1):
         assert err.startswith("vault: error: ") and err.count("\n") == 1, (argv, err)
     shutil.rmtree(fuzz_paths["out"], ignore_errors=True)
+
+
+def test_each_command_summary_is_one_whole_line():
+    """The first docstring line is the summary `vault --help` shows: it must stand alone, not run on."""
+    import importlib
+
+    for name, module in COMMANDS.items():
+        lines = (importlib.import_module(module).__doc__ or "").strip().splitlines()
+        assert lines and lines[0].endswith((".", "`.")), name
+        assert len(lines) == 1 or not lines[1].strip(), f"vault {name}: the summary runs onto a second line"

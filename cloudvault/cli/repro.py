@@ -1,5 +1,4 @@
-"""Re-run a recorded experiment from a recipe, compare it with the record request by request, and say whether it
-reproduced.
+"""Re-run a recorded experiment from its recipe and say, request by request, whether it reproduced.
 
 `vault repro --list` lists the recipes (recipes/repro/*.toml and $VAULT_RECIPES/repro/), the entry each
 reproduces and its last run's verdict. `vault repro NAME --dry-run` prints the full plan (settings from the
