@@ -35,6 +35,12 @@ COMMANDS = {
 DESCRIPTION = "cloudvault: search, extract from, restore and re-run a research group's cloud backup mirror."
 
 
+# vault speaks English: argparse's gettext lookups (one search of the locale folders per message, ~40 per start)
+# cost more start-up than parsing itself
+argparse._ = str  # type: ignore[attr-defined]
+argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
+
 class VaultParser(argparse.ArgumentParser):
     """No abbreviated options anywhere; a usage error is one line naming the command's --help, exit 2."""
 
