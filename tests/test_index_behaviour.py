@@ -80,17 +80,24 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _signal_when_paused(script: str, args: list[str], sig: int) -> tuple[subprocess.Popen, str, str]:
+    """Run an indexer script that prints one line at its pause point, then send it sig there; (process, the
+    line it printed, its stderr)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    return proc, first, err
+
+
 def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(tmp_path):
     mirror = _mirror_with_archives(tmp_path / "m", 6, 12)
     db = tmp_path / "c.db"
     args = ["--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
-    proc = subprocess.Popen([sys.executable, "-c", MID_ARCHIVE_INDEXER, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        first = proc.stdout.readline()
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        _, err = proc.communicate(timeout=30)
+    proc, first, err = _signal_when_paused(MID_ARCHIVE_INDEXER, args, signal.SIGKILL)
     assert first == "inside archive 2\n", f"the child never reached its second archive; its stderr:\n{err}"
     assert _count(db, "archives") == 1 and list(tmp_path.glob(".c.db.shards-*"))  # killed with a shard open
     conn = sqlite3.connect(db)
@@ -127,13 +134,7 @@ def test_ctrl_c_exits_130_and_keeps_committed_archives(tmp_path):
     mirror = _mirror_with_archives(tmp_path / "m", 3, 1)
     db = tmp_path / "c.db"
     args = ["--catalog", str(db), "index", "--workers", "1", "-q", str(mirror)]
-    proc = subprocess.Popen([sys.executable, "-c", PAUSING_INDEXER, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        first = proc.stdout.readline()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+    proc, first, err = _signal_when_paused(PAUSING_INDEXER, args, signal.SIGINT)
     assert first == "committed\n", f"the child never committed an archive; its stderr:\n{err}"
     assert proc.returncode == 130, f"exit {proc.returncode}; the child's stderr:\n{err}"
     assert "interrupted" in err and "Traceback" not in err, err
