@@ -163,13 +163,6 @@ class MirrorUnreachable(EnvironmentProblem):
     """cannot reach mirror {url}: {detail}"""
 
 
-# -- a reproduction that did not reproduce (10) ------------------------------------------------------------------
-class ReproMismatch(VaultError):
-    """{detail}"""
-
-    exit_code = REPRO_MISMATCH
-
-
 # -- interrupted (130) -------------------------------------------------------------------------------------------
 class Interrupted(VaultError):
     """interrupted; what was finished is kept, nothing half-written was left behind"""

@@ -22,7 +22,6 @@ from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Member
 
 CHUNK = 1 << 20
-DATA_TYPES = ("file", "hardlink")
 
 
 def read_order(members: Iterable[Member]) -> list[Member]:

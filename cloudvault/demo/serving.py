@@ -28,11 +28,9 @@ E014 = "014_ss20_temp0_chunk1024"
 E013 = "013_vanilla126_temp0_cap8192"
 REP1 = f"{E014}/data/20260925_070231"
 REP2 = f"{E014}/data/ss20_temp0_c1024_rep2/20260925_072725"
-RUN_013 = f"{E013}/data/20260925_061459"
 MODEL_PATH = "_repro/standin/tiny-qwen3-30b-a3b.json"
 DIVERGED_DOC, DIVERGED_AT, DIVERGED_LENGTH = "670bf1c4bb02136c067d2341", 1498, 1855
 START_014 = 1790287351.0  # 2026-09-25 07:02:31 KST, the first run's folder name
-START_013 = 1790283299.0  # 2026-09-25 06:14:59 KST
 
 # The stand-in model: Qwen3's vocabulary size and EOS id, and per-engine cost models fitted to 014's and 013's
 # recorded tables (TTFT = a*p + b*p^2 s, TPOT = c + d*p ms, p = prompt tokens / 100,000).
