@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cloudvault import __version__
+from cloudvault.atomic import atomic_path
 from cloudvault.errors import CatalogBusy, CatalogDamaged, CatalogMissing, CatalogTooNew, UsageError
 
 SCHEMA_VERSION = 3
@@ -35,32 +36,18 @@ def _connect(path: Path, readonly: bool = False, immutable: bool = False) -> sql
 
 def _create(path: Path) -> None:
     """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    os.close(fd)
-    conn = _connect(tmp)
-    try:
-        conn.executescript(SCHEMA_FILE.read_text())
-        _set_meta(conn, SCHEMA_VERSION)
-    finally:
-        conn.close()
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_path(path, mode=0o600) as tmp:
+        conn = _connect(tmp)
+        try:
+            conn.executescript(SCHEMA_FILE.read_text())
+            _set_meta(conn, SCHEMA_VERSION)
+        finally:
+            conn.close()
 
 
 def _set_meta(conn: sqlite3.Connection, version: int) -> None:
-    conn.executemany(
-        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        [("schema_version", str(version)), ("tool_version", __version__)],
-    )
+    set_meta_value(conn, "schema_version", str(version))
+    set_meta_value(conn, "tool_version", __version__)
 
 
 def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
