@@ -90,3 +90,9 @@ def atomic_write(final: Path, *, force: bool = False, mode: int = 0o600) -> Iter
     """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds."""
     with atomic_path(final, force=force, mode=mode) as tmp, open(tmp, "wb") as fh:
         yield fh  # closed here, then fsynced and renamed by atomic_path
+
+
+def write_text(final: Path, text: str, *, force: bool = True, mode: int = 0o644) -> None:
+    """A small text file (a report, a table, a script) written whole or not at all, as UTF-8."""
+    with atomic_write(Path(final), force=force, mode=mode) as fh:
+        fh.write(text.encode("utf-8"))

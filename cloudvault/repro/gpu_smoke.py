@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import random
 import sys
 import time
 from pathlib import Path
+
+from cloudvault.atomic import write_text
 
 SEED = 20251203
 MAX_NEW_TOKENS = 32
@@ -144,17 +147,13 @@ def write_outputs(out: Path, gpu: int | None, rows: list[dict], records: list[di
     """Each file under a temp name, renamed into place: a killed runner leaves no half table."""
     out.mkdir(parents=True, exist_ok=True)
     slot = "" if gpu is None else f".gpu{gpu}"
-    table = out / f"per_request{slot}.csv"
-    with open(table.with_suffix(".tmp"), "w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(table.with_suffix(".tmp"), table)
-    stream = "".join(json.dumps(r) + "\n" for r in records)
-    about = json.dumps({"settings": settings}, indent=1, sort_keys=True) + "\n"
-    for name, text in ((f"requests{slot}.jsonl", stream), (f"run{slot}.json", about)):
-        (out / f"{name}.tmp").write_text(text, encoding="utf-8")
-        os.replace(out / f"{name}.tmp", out / name)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(out / f"per_request{slot}.csv", table.getvalue())
+    write_text(out / f"requests{slot}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    write_text(out / f"run{slot}.json", json.dumps({"settings": settings}, indent=1, sort_keys=True) + "\n")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from collections import namedtuple
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cloudvault.atomic import atomic_write
+from cloudvault.atomic import atomic_write, write_text
 from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
 from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
@@ -206,8 +206,7 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    with atomic_write(path, force=True, mode=0o644) as fh:
-        fh.write((json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n").encode())
+    write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
@@ -266,9 +265,7 @@ def _about(data: bytes | None) -> dict:
 
 
 def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None) -> None:
-    with atomic_write(plan.run_dir / "compare.csv", mode=0o644) as fh:
-        fh.write(report.compare_csv(cmp).encode())
+    write_text(plan.run_dir / "compare.csv", report.compare_csv(cmp), force=False)
     label_a, label_b = f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")
     text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals)
-    with atomic_write(plan.run_dir / "REPORT.md", mode=0o644) as fh:
-        fh.write(text.encode())
+    write_text(plan.run_dir / "REPORT.md", text, force=False)

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import random
 import sys
 import time
 from pathlib import Path
+
+from cloudvault.atomic import write_text
 
 MASK = (1 << 64) - 1
 DIVERGE_ENV = "VAULT_STANDIN_DIVERGE"
@@ -131,15 +134,12 @@ def _row(args, doc: dict, out: int, ttft: float, tpot: float, e2e: float) -> dic
 def _write_outputs(out: Path, args, rows: list[dict], records: list[dict]) -> None:
     """Each file under a temp name, renamed into place: a killed runner leaves no half table."""
     columns = COLUMNS[args.engine].split(",")
-    table = out / f"per_request.gpu{args.gpu}.csv"
-    with open(table.with_suffix(".tmp"), "w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(table.with_suffix(".tmp"), table)
-    stream = out / f"requests.gpu{args.gpu}.jsonl"
-    stream.with_suffix(".tmp").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    os.replace(stream.with_suffix(".tmp"), stream)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(out / f"per_request.gpu{args.gpu}.csv", table.getvalue())
+    write_text(out / f"requests.gpu{args.gpu}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from cloudvault import slurm as slurm_client
-from cloudvault.atomic import atomic_write
+from cloudvault.atomic import write_text
 from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
 from cloudvault.repro.executors.base import Job
 from cloudvault.repro.plan import Plan
@@ -72,8 +72,7 @@ class SlurmExecutor:
         logs.mkdir(parents=True, exist_ok=True)
         (plan.run_dir / "work").mkdir(exist_ok=True)
         script = plan.run_dir / SCRIPT
-        with atomic_write(script, force=True, mode=0o644) as fh:
-            fh.write(render(plan, self.partition).encode())
+        write_text(script, render(plan, self.partition))
         job_id = slurm_client.sbatch(script, timeout=self.ask_timeout, hint=HINT)
         return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
 
