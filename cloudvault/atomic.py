@@ -6,22 +6,25 @@ import contextlib
 import errno
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import BinaryIO
 
 from cloudvault.errors import DestinationExists, NoSpace, UsageError
 
 TMP_MARK = ".vault-"
+# Paths are handled as str here, never through pathlib (`vault extract` would pay for importing it); a function
+# given a Path hands back a Path, given a str a str.
 
 
-def temp_name(final: Path) -> Path:
+def temp_name(final: str | os.PathLike) -> str | os.PathLike:
     """The temp name beside final: hidden, marked as vault's and by pid, so a later run can tell it is stale."""
-    return final.with_name(f".{final.name}{TMP_MARK}{os.getpid()}.tmp")
+    folder, name = os.path.split(os.fspath(final))
+    tmp = os.path.join(folder, f".{name}{TMP_MARK}{os.getpid()}.tmp")
+    return tmp if isinstance(final, str) else type(final)(tmp)
 
 
-def is_stale_temp(path: Path) -> bool:
+def is_stale_temp(path: str | os.PathLike) -> bool:
     """A temp file vault left behind (killed mid-write) whose writer is gone: safe for vault to remove."""
-    name = path.name
+    name = os.path.basename(path)
     if not (name.startswith(".") and TMP_MARK in name and name.endswith(".tmp")):
         return False
     pid_text = name.rsplit(TMP_MARK, 1)[1][: -len(".tmp")]
@@ -42,7 +45,7 @@ def process_gone(pid: int) -> bool:
     return False
 
 
-def fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: str | os.PathLike) -> None:
     """Make a rename in folder durable."""
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -51,48 +54,52 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def commit(tmp: Path, final: Path) -> None:
+def commit(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     """fsync tmp, rename it over final, fsync the folder."""
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)
-    fsync_dir(final.parent)
+    fsync_dir(os.path.dirname(os.fspath(final)) or ".")
+
+
+def _unlink_if_there(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 @contextlib.contextmanager
-def atomic_path(final: Path, *, force: bool = False, mode: int = 0o600) -> Iterator[Path]:
+def atomic_path(final: str | os.PathLike, *, force: bool = False, mode: int = 0o600) -> Iterator[str | os.PathLike]:
     """A temp path beside final to fill (created empty with mode); renamed onto final when the block ends
     without error, removed when it does not. final existing is DestinationExists unless force."""
-    final = Path(final)
-    if final.is_dir() and not final.is_symlink():
+    if os.path.isdir(final) and not os.path.islink(final):
         raise UsageError(detail=f"{final} is a folder; vault never replaces a folder with a file")
     if os.path.lexists(final) and not force:
         raise DestinationExists(path=final)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(os.fspath(final)) or ".", exist_ok=True)
     tmp = temp_name(final)
-    tmp.unlink(missing_ok=True)
+    _unlink_if_there(tmp)
     os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
     try:
         yield tmp
         commit(tmp, final)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _unlink_if_there(tmp)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise NoSpace(path=final) from None
         raise
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_if_there(tmp)
         raise
 
 
 @contextlib.contextmanager
-def atomic_write(final: Path, *, force: bool = False, mode: int = 0o600) -> Iterator[BinaryIO]:
+def atomic_write(final: str | os.PathLike, *, force: bool = False, mode: int = 0o600) -> Iterator[BinaryIO]:
     """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds."""
     with atomic_path(final, force=force, mode=mode) as tmp, open(tmp, "wb") as fh:
         yield fh  # closed here, then fsynced and renamed by atomic_path
 
 
-def write_text(final: Path, text: str, *, force: bool = True, mode: int = 0o644) -> None:
+def write_text(final: str | os.PathLike, text: str, *, force: bool = True, mode: int = 0o644) -> None:
     """A small text file (a report, a table, a script) written whole or not at all, as UTF-8."""
-    with atomic_write(Path(final), force=force, mode=mode) as fh:
+    with atomic_write(final, force=force, mode=mode) as fh:
         fh.write(text.encode("utf-8"))

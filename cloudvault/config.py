@@ -3,28 +3,39 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pathlib is imported where a Path is made: `vault extract` and `vault search` never need one
+    from pathlib import Path
 
 CATALOG_ENV = "VAULT_CATALOG"
 
 
+def _data_home() -> str:
+    return os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+
+
 def data_home() -> Path:
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return Path(xdg) if xdg else Path.home() / ".local" / "share"
+    from pathlib import Path
+
+    return Path(_data_home())
 
 
-def catalog_path(explicit: str | os.PathLike | None = None) -> Path:
-    """The catalog file to use: the explicit option, else $VAULT_CATALOG, else the XDG data dir."""
-    if explicit:
-        return Path(explicit).expanduser()
-    env = os.environ.get(CATALOG_ENV)
-    if env:
-        return Path(env).expanduser()
-    return data_home() / "cloudvault" / "catalog.db"
+def catalog_path(explicit: str | os.PathLike | None = None) -> str:
+    """The catalog file to use: the explicit option, else $VAULT_CATALOG, else the XDG data dir. A str, as typed
+    but for a trailing slash (`Path(...)` it where a Path is wanted)."""
+    given = explicit or os.environ.get(CATALOG_ENV)
+    if not given:
+        return os.path.join(_data_home(), "cloudvault", "catalog.db")
+    path = os.path.expanduser(given)
+    return path.rstrip("/") or path
 
 
-def cache_dir(catalog: Path) -> Path:
+def cache_dir(catalog: str | os.PathLike) -> Path:
     """Seekable copies and other derived data sit beside the catalog, never in the mirror."""
+    from pathlib import Path
+
+    catalog = Path(catalog)
     return catalog.with_name(catalog.name + ".cache")
 
 
@@ -36,4 +47,3 @@ def seekable_dir(cache: Path) -> Path:
 def seekable_copy_path(cache: Path, archive_blake3: str) -> Path:
     """Where vault optimize keeps the seekable copy of an archive: named by the archive's BLAKE3."""
     return seekable_dir(cache) / f"{archive_blake3}.tar.zst"
-

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
-from pathlib import Path
 
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.atomic import atomic_write, is_stale_temp
@@ -76,31 +76,32 @@ def _closest(paths: list[str], query: str) -> str:
 # -- where things land -------------------------------------------------------------------------------------------
 class Destination:
     """The output folder, resolved once; every path and link target is checked against it, following the links
-    already written (a chain `up -> ..`, `x -> up/..` cannot climb out)."""
+    already written (a chain `up -> ..`, `x -> up/..` cannot climb out). Paths are str (no pathlib: start-up)."""
 
-    def __init__(self, folder: Path, keep_path: bool, allow_outside_links: bool) -> None:
-        if folder.exists() and not folder.is_dir():
+    def __init__(self, folder: str | os.PathLike, keep_path: bool, allow_outside_links: bool) -> None:
+        folder = os.fspath(folder).rstrip("/") or os.fspath(folder)  # `-o out/` is the folder out
+        if os.path.exists(folder) and not os.path.isdir(folder):
             raise UsageError(detail=f"-o {folder} is a file; give a folder to write into (or - for stdout)")
-        folder.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         self.root = os.path.realpath(folder)
         self.keep_path = keep_path
         self.allow_outside_links = allow_outside_links
-        _remove_stale_temps(Path(self.root))
+        _remove_stale_temps(self.root)
 
     def inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
 
-    def path_for(self, member: Member) -> Path:
+    def path_for(self, member: Member) -> str:
         link = member.link_target if member.type == "hardlink" else None
         reason = unsafe_reason(member.path, member.type, link)
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was written")
         rel = local_name(member)
-        out = os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel))
+        out = os.path.normpath(os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel)))
         if not self.inside(os.path.realpath(out)):
             raise UnsafeMember(path=member.path, why="it would land outside the destination")
         self._refuse_links_on_the_way(member, out)
-        return Path(out)
+        return out
 
     def _refuse_links_on_the_way(self, member: Member, out: str) -> None:
         """Nothing is written through a symlink that an earlier member (or anyone) put in the destination."""
@@ -110,7 +111,7 @@ class Destination:
                 raise UnsafeMember(path=member.path, why=f"it would be written through the symlink {folder}")
             folder = os.path.dirname(folder)
 
-    def check_link(self, member: Member, out: Path) -> None:
+    def check_link(self, member: Member, out: str) -> None:
         target = member.link_target or ""
         resolved = os.path.realpath(os.path.join(os.path.dirname(out), target))
         if (os.path.isabs(target) or not self.inside(resolved)) and not self.allow_outside_links:
@@ -130,22 +131,23 @@ def local_name(member: Member) -> str:
     return os.fsdecode(raw.rstrip(b"/"))
 
 
-def _remove_stale_temps(folder: Path) -> None:
+def _remove_stale_temps(folder: str) -> None:
     """Temp files of an extract that was killed (its pid gone) are vault's own: remove them."""
     try:
-        names = list(folder.iterdir())
+        names = os.listdir(folder)
     except OSError:
         return
-    for path in names:
-        if is_stale_temp(path):
-            path.unlink(missing_ok=True)
+    for name in names:
+        if is_stale_temp(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
 
 
 # -- writing -----------------------------------------------------------------------------------------------------
 def extract(
     conn: sqlite3.Connection,
     targets: list[Member],
-    dest: Path | None,
+    dest: str | os.PathLike | None,
     *,
     keep_path: bool = False,
     force: bool = False,
@@ -163,7 +165,7 @@ def extract(
         for member in read_order(targets):
             if member.type == "dir":
                 if where is not None and keep_path and member.path != ".":
-                    where.path_for(member).mkdir(parents=True, exist_ok=True)
+                    os.makedirs(where.path_for(member), exist_ok=True)
                 continue
             report.written.append(_extract_one(reader, member, where, force))
     except NoSpace as exc:
@@ -191,10 +193,10 @@ def _extract_one(reader: MemberReader, member: Member, where: Destination | None
     if member.type == "symlink":
         where.check_link(member, out)
         _symlink(member.link_target, out, force)
-        return Written(member.path, str(out), 0, None, member.archive, "link")
+        return Written(member.path, out, 0, None, member.archive, "link")
     stream = reader.open(member)
     _write_file(stream, out, force)
-    return _written(member, str(out), stream)
+    return _written(member, out, stream)
 
 
 def _written(member: Member, dest: str, stream: MemberStream) -> Written:
@@ -202,7 +204,7 @@ def _written(member: Member, dest: str, stream: MemberStream) -> Written:
                    member.archive, "ok" if stream.verified else "unverified")  # fmt: skip
 
 
-def _write_file(stream: MemberStream, out: Path, force: bool) -> None:
+def _write_file(stream: MemberStream, out: str, force: bool) -> None:
     """Temp name beside out, every byte hashed, fsync, rename only if the hash matches."""
     member = stream.member
     with atomic_write(out, force=force, mode=0o600) as fh:
@@ -213,14 +215,14 @@ def _write_file(stream: MemberStream, out: Path, force: bool) -> None:
         os.utime(fh.fileno(), (member.mtime, member.mtime))
 
 
-def _symlink(target: str, out: Path, force: bool) -> None:
-    if out.is_dir() and not out.is_symlink():
+def _symlink(target: str, out: str, force: bool) -> None:
+    if os.path.isdir(out) and not os.path.islink(out):
         raise UsageError(detail=f"{out} is a folder; vault never replaces a folder with a link")
     if os.path.lexists(out):
         if not force:
             raise DestinationExists(path=out)
         os.unlink(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     os.symlink(target, out)
 
 

@@ -3,43 +3,49 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from cloudvault import __version__
 from cloudvault.atomic import atomic_path
 from cloudvault.errors import CatalogBusy, CatalogDamaged, CatalogMissing, CatalogTooNew, UsageError
 
 SCHEMA_VERSION = 3
-SCHEMA_FILE = Path(__file__).with_name("schema.sql")
+SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 # version -> SQL that brings a catalog from version-1 to it, run before schema.sql (whose CREATE ... IF NOT
 # EXISTS adds new tables). 2: the seekable tables; 3: restores, runs, run_requests. schema.sql creates them.
 MIGRATIONS: dict[int, str] = {2: "", 3: ""}
 
 
-def _connect(path: Path, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:
+def _connect(path: str, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:
+    """A connection; timeout=30 is SQLite's busy timeout (30 s of retries while another process writes)."""
     if readonly:
-        from urllib.parse import quote
-
         flags = "mode=ro&immutable=1" if immutable else "mode=ro"
-        conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?{flags}", uri=True, timeout=30)
-    else:
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA busy_timeout = 30000")
+        return sqlite3.connect(f"file:{_uri_path(path)}?{flags}", uri=True, timeout=30)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")  # only writes check them: a read-only connection does without
     return conn
 
 
-def _create(path: Path) -> None:
+def _uri_path(path: str) -> str:
+    """The absolute path as the path of a file: URI. SQLite decodes %HH there and ends the path at ? or #, so
+    those three are escaped (urllib.parse.quote would do, at the cost of importing it on every start)."""
+    full = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return full.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+
+
+def _schema_sql() -> str:
+    with open(SCHEMA_FILE, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _create(path: str) -> None:
     """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:
-            conn.executescript(SCHEMA_FILE.read_text())
+            conn.executescript(_schema_sql())
             _set_meta(conn, SCHEMA_VERSION)
         finally:
             conn.close()
@@ -72,7 +78,7 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
+def migrate(conn: sqlite3.Connection, path: str | os.PathLike) -> None:
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
         raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
@@ -81,16 +87,18 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     for version in range(found + 1, SCHEMA_VERSION + 1):
         if version in MIGRATIONS:
             conn.executescript(MIGRATIONS[version])
-    conn.executescript(SCHEMA_FILE.read_text())
+    conn.executescript(_schema_sql())
     _set_meta(conn, SCHEMA_VERSION)
 
 
-def open_catalog(path: Path, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
+def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
     """The catalog at path; created (mode 0600) when asked, else CatalogMissing. A file that is not a catalog,
     or a damaged one, is CatalogDamaged (one line, never a traceback)."""
-    if path.is_dir():
-        raise UsageError(detail=f"--catalog {path} is a folder; give the catalog file (e.g. {path}/catalog.db)")
-    if not path.exists():
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        example = os.path.join(path, "catalog.db")
+        raise UsageError(detail=f"--catalog {path} is a folder; give the catalog file (e.g. {example})")
+    if not os.path.exists(path):
         if not create:
             raise CatalogMissing(path=path)
         _create(path)
@@ -100,11 +108,11 @@ def open_catalog(path: Path, *, create: bool = False, readonly: bool = False) ->
         raise CatalogDamaged(path=path, detail=str(exc)) from None
 
 
-def _open_existing(path: Path, readonly: bool) -> sqlite3.Connection:
+def _open_existing(path: str, readonly: bool) -> sqlite3.Connection:
     if readonly:
         # a catalog in a folder this user cannot write (a shared, read-only copy): no -shm/-wal can be made there,
         # so it is opened immutable; nobody can be writing it from here either
-        immutable = not os.access(path.parent, os.W_OK)
+        immutable = not os.access(os.path.dirname(path) or ".", os.W_OK)
         conn = _connect(path, readonly=True, immutable=immutable)
         found = schema_version(conn)
         if found > SCHEMA_VERSION:
@@ -134,8 +142,13 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextlib.contextmanager
-def writer_lock(path: Path, *, wait: bool = False) -> Iterator[None]:
+def writer_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[None]:
     """One indexer per catalog: a second refuses (CatalogBusy) or, with wait, blocks until the first ends."""
+    import fcntl
+    import time
+    from pathlib import Path
+
+    path = Path(path)
     lock_path = path.with_name(path.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)

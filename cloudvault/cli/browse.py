@@ -27,6 +27,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import contextlib
     import sys
+    from pathlib import Path
 
     from cloudvault import config
     from cloudvault.browse.server import require_datasette, serve
@@ -42,7 +43,7 @@ def run(args) -> int:
         sys.stdout.flush()
 
     with contextlib.suppress(KeyboardInterrupt, errors.Interrupted):  # Ctrl-C is how a server is meant to stop
-        serve(config.catalog_path(args.catalog), host=args.host, port=args.port, open_browser=not args.no_open,
+        serve(Path(config.catalog_path(args.catalog)), host=args.host, port=args.port, open_browser=not args.no_open,
               say=say, warn=ui.warn)  # fmt: skip
     ui.line("stopped")
     return errors.OK

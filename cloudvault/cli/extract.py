@@ -25,7 +25,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import sys
-    from pathlib import Path
 
     from cloudvault import config
     from cloudvault.catalog.db import open_catalog
@@ -38,7 +37,7 @@ def run(args) -> int:
     conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
     targets = find_targets(conn, mirror_id, entry_id, args.path, args.archive)
-    dest = None if args.output == "-" else Path(args.output or ".")
+    dest = None if args.output == "-" else args.output or "."
     ui = UI(as_json=args.json and dest is not None)
     total = sum(t.size for t in targets)
     progress = ui.progress("extracting") if total > PROGRESS_OVER else None

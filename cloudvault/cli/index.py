@@ -47,6 +47,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from pathlib import Path
+
     from cloudvault import config
     from cloudvault.catalog.db import open_catalog, writer_lock
     from cloudvault.cli.ui import UI
@@ -60,7 +62,7 @@ def run(args) -> int:
 
         return run_slurm(args)
     ui = UI(as_json=args.json, quiet=args.quiet)
-    path = config.catalog_path(args.catalog)
+    path = Path(config.catalog_path(args.catalog))
     with writer_lock(path, wait=args.wait):
         conn = open_catalog(path, create=True)
         try:

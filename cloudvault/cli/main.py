@@ -8,7 +8,6 @@ imported, so `vault search` starts almost as fast as Python itself.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -41,12 +40,28 @@ argparse._ = str  # type: ignore[attr-defined]
 argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Sized to the terminal only when it formats text. argparse makes a formatter for every add_argument just to
+    check a metavar; sizing each one imported shutil (with bz2, lzma and zlib) and asked the terminal, every start."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        self._sized = width is not None
+        self._wanted_help_position = max_help_position
+        super().__init__(prog, indent_increment, max_help_position, 80 if width is None else width)
+
+    def format_help(self) -> str:
+        if not self._sized:  # argparse's own sizing, from a formatter made as argparse would have made this one
+            sized = argparse.RawDescriptionHelpFormatter(self._prog, self._indent_increment, self._wanted_help_position)
+            self._width, self._max_help_position, self._sized = sized._width, sized._max_help_position, True
+        return super().format_help()
+
+
 class VaultParser(argparse.ArgumentParser):
     """No abbreviated options anywhere; a usage error is one line naming the command's --help, exit 2."""
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(**kwargs)
 
     def error(self, message: str):
@@ -55,7 +70,8 @@ class VaultParser(argparse.ArgumentParser):
 
 
 def command_module(name: str):
-    return importlib.import_module(COMMANDS[name])
+    __import__(COMMANDS[name])  # not importlib.import_module: importing importlib is a cost of every start
+    return sys.modules[COMMANDS[name]]
 
 
 def summary(module) -> str:
@@ -69,7 +85,8 @@ def build_parser(only: str | None = None) -> VaultParser:
     parser = VaultParser(prog="vault", description=DESCRIPTION, epilog="exit codes:\n" + errors.exit_code_table())
     parser.add_argument("--catalog", help="catalog file (default: $VAULT_CATALOG, else the XDG data dir)")
     parser.add_argument("--version", action="version", version=f"vault {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VaultParser)
+    # prog given: argparse would otherwise format a usage line (sizing the terminal) for a prefix no command uses
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VaultParser, prog="vault")
     for name in COMMANDS:
         if only is not None and name != only:
             continue  # the command word is known: the others' parsers would only cost start-up

@@ -39,7 +39,7 @@ def run(args) -> int:
     from cloudvault.cli.ui import UI
     from cloudvault.optimize import optimize
 
-    path = config.catalog_path(args.catalog)
+    path = Path(config.catalog_path(args.catalog))
     cache = Path(args.to) if args.to else config.cache_dir(path)
     ui = UI(as_json=args.json)
     with writer_lock(path):

@@ -100,11 +100,13 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def _list(args, ui) -> int:
+    from pathlib import Path
+
     from cloudvault import config
     from cloudvault.recipe import recipe_names
     from cloudvault.repro.recipe import KIND, load
 
-    last = _last_runs(config.catalog_path(args.catalog))
+    last = _last_runs(Path(config.catalog_path(args.catalog)))
     rows = []
     for name in recipe_names(KIND):
         recipe = load(name)

@@ -11,7 +11,8 @@ KINDS = {"env": "cloudvault.cli.restore_env", "docker": "cloudvault.cli.restore_
 
 
 def add_arguments(parser) -> None:
-    sub = parser.add_subparsers(dest="restore_kind", metavar="KIND", parser_class=type(parser), required=True)
+    sub = parser.add_subparsers(dest="restore_kind", metavar="KIND", parser_class=type(parser), required=True,
+                                prog="vault restore")  # fmt: skip
     for kind, module_name in KINDS.items():
         module = importlib.import_module(module_name)
         doc = (module.__doc__ or "").strip()
