@@ -133,7 +133,8 @@ class MemberData:
             yield data
 
     def views(self, chunk: int = CHUNK) -> Iterator[bytes | memoryview]:
-        """Like chunks, but views into the stream's pieces where the stream offers them (no copy): for hashing."""
+        """Like chunks, but views into the stream's pieces where the stream offers them (no copy), each valid until
+        the next read: for hashing."""
         read = getattr(self._stream, "read_view", self._stream.read_some)
         while self.left:
             data = read(min(chunk, self.left))

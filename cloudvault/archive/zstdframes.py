@@ -227,6 +227,29 @@ class _FrameSource:
         """File offset after the last byte read so far."""
         return self._end
 
+    def take_frame(self, stop: threading.Event, limit: int) -> list[memoryview] | None:
+        """The current frame's compressed bytes, as views into the chunks read (each read once, never copied),
+        when the frame is at most limit bytes long; None if it is longer (nothing is dropped: skip_frame then
+        walks on) or stop was set first."""
+        start = self.pos
+        while self.frame_end is None:
+            if stop.is_set() or self._walk - start > limit:
+                return None
+            self._walk_blocks(self._walk + READ_CHUNK)
+        if self.frame_end - start > limit:
+            return None
+        if not self._have(self.frame_end):  # the headers promise more than the file holds
+            raise ZstdFormatError("truncated", self._end, "frame cut short")
+        views = []
+        for offset, chunk in self._chunks:
+            if offset >= self.frame_end:
+                break
+            lo, hi = max(0, start - offset), min(len(chunk), self.frame_end - offset)
+            if hi > lo:
+                views.append(memoryview(chunk)[lo:hi])
+        self._advance_to(self.frame_end)
+        return views
+
     def skip_frame(self, stop: threading.Event | None = None) -> int | None:
         """Walk to the current frame's end without serving it (chunks are dropped as the walk passes them);
         None if stop was set first (a frame can be a whole 17 GB archive)."""
@@ -433,8 +456,8 @@ class ThreadedFrameStream(FrameStream):
         return chunk
 
     def read_view(self, n: int) -> memoryview:
-        """Like read_some, but a view into the decoded piece rather than a copy of it (pieces are never reused,
-        so a view stays valid): for hashing a member's data without copying each megabyte once more."""
+        """Like read_some, but a view into the decoded piece rather than a copy of it, valid until the next read
+        (a parallel stream reuses its buffers): for hashing a member's data without copying it once more."""
         step = self._step(n) if n > 0 else 0
         view = memoryview(self._piece)[self._at : self._at + step]
         self._at += step
@@ -463,7 +486,7 @@ class ThreadedFrameStream(FrameStream):
 
 
 class _Range:
-    """A byte range of a file, read from its start: what one frame's decoder sees."""
+    """A byte range of a file, read from its start: what the decoder of a frame too long to hold in memory sees."""
 
     def __init__(self, fh: BinaryIO, start: int, end: int) -> None:
         fh.seek(start)
@@ -475,22 +498,48 @@ class _Range:
         return data
 
 
-class _FrameJob:
-    """One frame to decode: its compressed range, and the decoded pieces handed over in order."""
+class _Views:
+    """A frame's compressed bytes as the splitter read them, served to zstd's reader without a copy."""
 
-    def __init__(self, start: int, end: int, error: BaseException | None = None, partial: bool = False) -> None:
+    def __init__(self, views: list[memoryview]) -> None:
+        self._views = deque(views)
+
+    def read(self, n: int) -> memoryview | bytes:
+        if not self._views:
+            return b""
+        view = self._views.popleft()
+        if len(view) > n:
+            self._views.appendleft(view[n:])
+            view = view[:n]
+        return view
+
+
+class _FrameJob:
+    """One frame to decode: its compressed bytes (or, for a long frame, its range in the file), and the decoded
+    pieces handed over in order."""
+
+    def __init__(self, start: int, end: int, error: BaseException | None = None, partial: bool = False,
+                 views: list[memoryview] | None = None) -> None:  # fmt: skip
         import queue
 
-        self.start, self.end, self.error, self.partial = start, end, error, partial
-        self.pieces: queue.Queue = queue.Queue(maxsize=8)
+        self.start, self.end, self.error, self.partial, self.views = start, end, error, partial, views
+        self.pieces: queue.Queue = queue.Queue(maxsize=RING)
+
+
+PIECE = 4 << 20  # decoded bytes handed over at a time
+RING = 3  # decode buffers per decoder thread
+FRAME_IN_MEMORY = 16 << 20  # a frame with more compressed bytes is read again by its decoder, not held
 
 
 class ParallelFrameStream(ThreadedFrameStream):
     """Frames decoded by two threads at once (zstd frames are independent), handed over in order.
 
-    A splitter thread walks frame and block headers to find each frame's compressed range (hashing the bytes
-    as they pass); decoder threads read their range through their own file handle (`opener`). An archive of
-    one frame decodes as fast as with one thread; a pzstd or seekable archive decodes on both cores.
+    A splitter thread reads the file once, in order: it hashes the compressed bytes as they pass, walks frame
+    and block headers to find where each frame ends, and hands each frame's bytes (views of what it read, no copy)
+    to a decoder. Each decoder thread decodes into a small ring of buffers of its own that the reader hands back
+    once it has read them, so no decoded byte lands in freshly mapped memory. A frame too long to hold is read
+    again by its decoder through its own file handle (`opener`). An archive of one frame decodes as fast as with
+    one thread; a pzstd or seekable archive decodes on both cores.
     """
 
     DECODERS = 2
@@ -504,6 +553,8 @@ class ParallelFrameStream(ThreadedFrameStream):
         self._on_raw = kwargs.get("on_raw")
         self._jobs: queue.Queue = queue.Queue(maxsize=self.DECODERS + 2)
         self._job: _FrameJob | None = None
+        self._held: tuple[bytearray, queue.Queue] | None = None  # the buffer being read, and its ring
+        self._rings = threading.local()
         self._raw_start = 0
         self._frames: list[Frame] = []
         self._stop = threading.Event()
@@ -524,14 +575,15 @@ class ParallelFrameStream(ThreadedFrameStream):
             while not self._stop.is_set() and source.next_frame():
                 start = source.pos
                 try:
-                    end = source.skip_frame(self._stop)
+                    views = source.take_frame(self._stop, FRAME_IN_MEMORY)
+                    end = source.pos if views is not None else source.skip_frame(self._stop)
                 except ZstdFormatError as exc:  # decode what there is, then report the damage
                     self._submit(_FrameJob(start, source.read_end, partial=True))
                     self._put(self._jobs, _FrameJob(start, start, exc))
                     return
                 if end is None:
                     return
-                self._submit(_FrameJob(start, end))
+                self._submit(_FrameJob(start, end, views=views))
             self._put(self._jobs, None)
         except BaseException as exc:
             self._put(self._jobs, _FrameJob(0, 0, exc))
@@ -546,26 +598,71 @@ class ParallelFrameStream(ThreadedFrameStream):
                 return True
         return False
 
+    def _take(self, q: queue.Queue):
+        """The next item of q, or None once the reader has stopped."""
+        import queue
+
+        while not self._stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                return q.get(timeout=0.05)
+        return None
+
     def _submit(self, job: _FrameJob) -> None:
         self._pool.submit(self._decode, job)
         self._put(self._jobs, job)
 
+    def _ring(self) -> queue.Queue:
+        """This decoder thread's free buffers (made on its first frame)."""
+        ring = getattr(self._rings, "free", None)
+        if ring is None:
+            import queue
+
+            ring = self._rings.free = queue.Queue()
+            for _ in range(RING):
+                ring.put(bytearray(PIECE))
+        return ring
+
     def _decode(self, job: _FrameJob) -> None:
         try:
-            with self._opener() as fh:
+            with contextlib.ExitStack() as stack:
+                if job.views is not None:
+                    source = _Views(job.views)
+                else:
+                    source = _Range(stack.enter_context(self._opener()), job.start, job.end)
                 dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-                reader = dctx.stream_reader(_Range(fh, job.start, job.end), read_size=READ_CHUNK,
-                                            read_across_frames=False)  # fmt: skip
-                while (piece := reader.read(READ_CHUNK)) and self._put(job.pieces, piece):
-                    pass
+                reader = dctx.stream_reader(source, read_size=READ_CHUNK, read_across_frames=False)
+                self._decode_into_ring(reader, job)
+            job.views = None
             self._put(job.pieces, None)
         except zstandard.ZstdError as exc:  # a cut-short last frame ends where the data ends
             self._put(job.pieces, None if job.partial else ZstdFormatError("corrupt_frame", job.start, f"zstd: {exc}"))
         except BaseException as exc:
             self._put(job.pieces, exc)
 
-    def _next_piece(self) -> bytes | None:
-        """The next decoded piece in file order; None at the end of the stream."""
+    def _decode_into_ring(self, reader, job: _FrameJob) -> None:
+        ring = self._ring()
+        while (buf := self._take(ring)) is not None:
+            try:
+                got = reader.readinto(buf)
+            except BaseException:
+                ring.put(buf)
+                raise
+            if not got:
+                ring.put(buf)
+                return
+            if not self._put(job.pieces, (buf, got, ring)):
+                return
+
+    def _release(self) -> None:
+        """Hand the buffer just read back to its decoder."""
+        if self._held is not None:
+            buf, ring = self._held
+            self._held = None
+            ring.put(buf)
+
+    def _next_piece(self) -> memoryview | None:
+        """The next decoded piece in file order (a view valid until the next read); None at the end."""
+        self._release()
         while True:
             if self._job is None:
                 job = self._jobs.get()
@@ -578,12 +675,19 @@ class ParallelFrameStream(ThreadedFrameStream):
             if isinstance(item, BaseException):
                 raise item
             if item is not None:
+                buf, got, ring = item
+                self._held = (buf, ring)
+                piece = memoryview(buf)[:got]
                 if self._on_raw:
-                    self._on_raw(item)
-                return item
+                    self._on_raw(piece)
+                return piece
             job = self._job
             self._frames.append(Frame(job.start, job.end - job.start, self._raw_start, self.pos - self._raw_start))
             self._job = None
+
+    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+        got = super()._read_some(n, into)
+        return got if into is not None or isinstance(got, bytes) else bytes(got)  # pieces are reused: a copy
 
     def close(self) -> None:
         """Stop the splitter and decoders (their hand-overs give up once stopped) and wait for them."""
