@@ -252,3 +252,42 @@ def test_a_real_tar_tv_listing_matches_its_archive(tmp_path, vault):
     from sqlite3 import connect
 
     assert [s for (s,) in connect(db).execute("SELECT list_status FROM archives")] == ["match", "match"]
+
+
+@pytest.mark.parametrize("frame_size", [1 << 30, 300_000])
+def test_small_members_inspected_in_batches_flag_exactly_what_one_by_one_does(frame_size):
+    """Thousands of small members (several batches): secrets in the first, a middle and the last member are
+    flagged with their lines, a literal split across two members and a token in a `.bin` are not; the flags equal
+    those of the member-by-member scan (no prefilter)."""
+    from cloudvault.index.secrets import DEFAULT_RULES, SecretRules
+
+    rules = SecretRules(DEFAULT_RULES)
+    token = "hf_" + "A1b2C3d4" * 5
+    bodies = {f"logs/{i:05d}.log": b"step=%d loss=0.5\n" % i * 25 for i in range(3000)}
+    bodies["logs/00000.log"] = f"export HF_TOKEN={token}\n".encode() + bodies["logs/00000.log"]
+    bodies["logs/01500.log"] = b"a\nb\n" + f"token {token}\n".encode()
+    bodies["logs/01700.log"] = b"ends with hf"  # the next member starts with the rest of a token
+    bodies["logs/01701.log"] = ("_" + "A1b2C3d4" * 5 + "\n").encode()
+    bodies["dumps/scores.bin"] = f"{token}\n".encode()
+    bodies["logs/02999.log"] = b"x\n" + f"key {token}\n".encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, body in bodies.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    archive = _zstd_frames(buf.getvalue(), frame_size)
+
+    def flags(**kwargs) -> list[tuple[str, str, str]]:
+        opener = partial(io.BytesIO, archive) if frame_size < len(archive) else None  # frames decoded in parallel
+        scan = ArchiveScan(io.BytesIO(archive), inspect=rules.scanner, opener=opener, **kwargs)
+        assert len(list(scan)) == len(bodies)
+        return sorted((f.member, f.kind, f.detail) for f in scan.result.flags)
+
+    batched = flags(prefilter=rules.may_match)
+    assert batched == [
+        ("logs/00000.log", "secret", "hf_token_assignment at line 1 (value not stored)"),
+        ("logs/01500.log", "secret", "hf_token at line 3 (value not stored)"),
+        ("logs/02999.log", "secret", "hf_token at line 2 (value not stored)"),
+    ]
+    assert batched == flags()

@@ -63,6 +63,8 @@ class LinkChains:
     def unsafe_reason(self, path: str, kind: str, link: str | None) -> str | None:
         """Why this member, after the links before it, would land or point outside the destination; or None.
         Remembers symlinks (and forgets one that a later member replaces)."""
+        if not self._links and kind != "symlink":  # no links yet: nothing to follow ('..' is unsafe_reason's)
+            return None
         parent = self._resolve(posixpath.dirname(path))
         if parent in (OUTSIDE, LOOP):
             return "its folder is " + ("a link leading outside the archive" if parent == OUTSIDE else "a loop of links")

@@ -67,6 +67,8 @@ class ScanResult:
 
 def member_path(name: bytes) -> tuple[str, bytes | None]:
     """Catalog path of a tar name: leading './' and trailing '/' dropped; raw bytes kept if they differ."""
+    if not name.startswith(b"./") and not name.endswith(b"/") and name:  # most names: nothing to drop
+        return text_path(name)
     norm = name
     while norm.startswith(b"./"):
         norm = norm[2:]
@@ -77,7 +79,8 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
 
 class ArchiveScan:
     """One forward pass over an archive. With an opener (more handles on the same file), the frames of a
-    multi-frame archive are decoded two at a time; on_raw sees every decompressed byte (a seekable copy)."""
+    multi-frame archive are decoded two at a time; on_raw sees every decompressed byte (a seekable copy). With a
+    prefilter (whether bytes may hold what the inspectors look for), small members are inspected in batches."""
 
     def __init__(
         self,
@@ -87,9 +90,11 @@ class ArchiveScan:
         on_bytes: Callable[[int], None] | None = None,
         on_raw: Callable[[bytes], None] | None = None,
         opener: Callable[[], BinaryIO] | None = None,
+        prefilter: Callable[[bytes], bool] | None = None,
     ) -> None:
         self._fh = fh
         self._inspect = inspect
+        self._batch = _InspectBatch(inspect, prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
         self._on_raw = on_raw
         self._opener = opener
@@ -114,6 +119,8 @@ class ArchiveScan:
             self.result.flag(exc.kind, str(exc))
             _finish_after_error(stream, self._fh, on_compressed)
         finally:
+            if self._batch:  # the members read so far are inspected, even when the archive ends in damage
+                self._batch.flush()
             stream.close()
             self.result.frames = stream.frames
             self.result.raw_size = stream.pos
@@ -131,7 +138,7 @@ class ArchiveScan:
             link = text_path(header.linkname)[0]
         elif header.type == "hardlink":
             link = member_path(header.linkname)[0]  # hardlinks name another member: same form as paths
-        digest, findings = self._hash(header, data) if header.type in DATA_TYPES else (None, ())
+        digest = self._hash(header, data, path) if header.type in DATA_TYPES else None
         self.result.member_count += 1
         reason = unsafe_reason(path, header.type, link)
         chained = self._chains.unsafe_reason(path, header.type, link)  # always: it records the symlinks
@@ -140,23 +147,80 @@ class ArchiveScan:
             self.result.flag("unsafe_member", reason, path)
         if raw is not None and text_path(raw)[1] is not None:
             self.result.flag("non_utf8_name", "member name is not valid UTF-8 (raw bytes kept)", path)
-        for kind, detail in findings:
-            self.result.flag(kind, detail, path)
         h = header
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
                             h.header_offset, h.data_offset, digest)  # fmt: skip
 
-    def _hash(self, header: TarHeader, data: MemberData) -> tuple[str, list[tuple[str, str]]]:
-        h = blake3.blake3()
-        inspector, first = None, True
-        for chunk in data.views():  # views, not copies: most bytes (dumps) are only hashed
-            if first and self._inspect is not None:
-                inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD]))
-            first = False
+    def _hash(self, header: TarHeader, data: MemberData, path: str) -> str:
+        """The member's BLAKE3, its bytes shown to the inspector as they pass."""
+        views = data.views()  # views, not copies: most bytes (dumps) are only hashed
+        chunk = next(views, b"")
+        if len(chunk) == header.size:  # the whole member at once: most small members
+            if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
+                self._batch.add(path, header.name, chunk)
+            elif header.size:
+                self._inspect_all(path, header, [chunk])
+            return blake3.blake3(chunk).hexdigest()
+        h = blake3.blake3(chunk)
+        inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
+        if inspector:
+            inspector.feed(bytes(chunk))
+        for chunk in views:
             h.update(chunk)
             if inspector:
                 inspector.feed(bytes(chunk))
-        return h.hexdigest(), (inspector.findings() if inspector else [])
+        self.flag_findings(path, inspector)
+        return h.hexdigest()
+
+    def _inspect_all(self, path: str, header: TarHeader, chunks: list) -> None:
+        """Show a member's bytes, all at hand, to an inspector (if it wants them)."""
+        if self._inspect is None or not chunks:
+            return
+        inspector = self._inspect(header.name, header.size, bytes(chunks[0][:INSPECT_HEAD]))
+        if inspector:
+            for chunk in chunks:
+                inspector.feed(bytes(chunk))
+            self.flag_findings(path, inspector)
+
+    def flag_findings(self, path: str, inspector: Inspector | None) -> None:
+        if inspector:
+            for kind, detail in inspector.findings():
+                self.result.flag(kind, detail, path)
+
+
+BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
+BATCH_BYTES = 1 << 20
+
+
+class _InspectBatch:
+    """Small members' bytes gathered for one prefilter pass. A batch that holds nothing the inspectors look for
+    (almost all of them) costs one search for all its members; the members of any other batch are inspected one
+    by one, as a large member is. Findings are flagged when the batch is checked, before the scan ends."""
+
+    def __init__(self, inspect: Inspect, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
+        self._inspect, self._prefilter, self._scan = inspect, prefilter, scan
+        self._buf = bytearray()
+        self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in _buf
+
+    def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
+        start = len(self._buf)
+        self._buf += data
+        self._members.append((path, name, start, len(self._buf)))
+        if len(self._buf) >= BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._members:
+            return
+        data, members = bytes(self._buf), self._members
+        self._buf, self._members = bytearray(), []
+        if not self._prefilter(data):
+            return
+        for path, name, start, end in members:
+            inspector = self._inspect(name, end - start, data[start : start + INSPECT_HEAD])
+            if inspector:
+                inspector.feed(data[start:end])
+                self._scan.flag_findings(path, inspector)
 
 
 def _many_frames(fh: BinaryIO) -> bool:

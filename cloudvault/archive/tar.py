@@ -163,24 +163,30 @@ def _apply_pax(pax: dict[bytes, bytes], fields: dict) -> None:
             fields[key.decode()] = pax[key].decode("utf-8", "replace")
 
 
-def _header_fields(block: bytes) -> dict:
-    name = cstring(block[0:100])
-    if block[257:263] == b"ustar\0":  # POSIX ustar: a prefix joins the name; GNU uses that space otherwise
-        prefix = cstring(block[345:500])
+# name mode uid gid size mtime chksum typeflag linkname magic+version uname gname devmajor devminor prefix
+HEADER = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
+FIELDS = ("name", "mode", "uid", "gid", "size", "mtime", "typeflag", "linkname", "uname", "gname")
+
+
+def number(field: bytes) -> int:
+    """parse_number, with the common case (octal digits, then NULs or spaces) taken first."""
+    try:
+        return int(field.rstrip(b"\0"), 8)
+    except ValueError:
+        return parse_number(field)
+
+
+def _header_fields(block: bytes) -> tuple:
+    """The header's fields in FIELDS order (one unpack: this runs once per member)."""
+    name, mode, uid, gid, size, mtime, _, typeflag, link, magic, uname, gname, _, _, prefix = HEADER.unpack(block)
+    name = name.split(b"\0", 1)[0]
+    if magic[:6] == b"ustar\0":  # POSIX ustar: a prefix joins the name; GNU uses that space otherwise
+        prefix = prefix.split(b"\0", 1)[0]
         if prefix:
             name = prefix + b"/" + name
-    return {
-        "name": name,
-        "mode": parse_number(block[100:108]),
-        "uid": parse_number(block[108:116]),
-        "gid": parse_number(block[116:124]),
-        "size": parse_number(block[124:136]),
-        "mtime": parse_number(block[136:148]),
-        "typeflag": block[156:157],
-        "linkname": cstring(block[157:257]),
-        "uname": cstring(block[265:297]).decode("utf-8", "replace"),
-        "gname": cstring(block[297:329]).decode("utf-8", "replace"),
-    }
+    return (name, number(mode), number(uid), number(gid), number(size), number(mtime), typeflag,
+            link.split(b"\0", 1)[0], uname.split(b"\0", 1)[0].decode("utf-8", "replace"),
+            gname.split(b"\0", 1)[0].decode("utf-8", "replace"))  # fmt: skip
 
 
 class _Extensions:
@@ -219,7 +225,7 @@ class _Extensions:
             fields["linkname"] = self.long_link
 
 
-def _header_block(stream: Stream, first: bool) -> dict | None:
+def _header_block(stream: Stream, first: bool) -> tuple | None:
     """The fields of the next header block; None at the end of the archive."""
     header_offset = stream.pos
     block = stream.read(BLOCK)
@@ -250,19 +256,22 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
         if fields is None:
             return
         first = False
-        typeflag = fields.pop("typeflag")
+        name, mode, uid, gid, size, mtime, typeflag, linkname, uname, gname = fields
         if typeflag == PAX_GLOBAL:
             ext_offset = None
         if typeflag in (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL):
-            data = _read_exact(stream, fields["size"])
-            _read_exact(stream, -fields["size"] % BLOCK)
+            data = _read_exact(stream, size)
+            _read_exact(stream, -size % BLOCK)
             ext.absorb(typeflag, data, header_offset)
             continue
-        ext.apply(fields)
+        if ext.pending or ext.global_pax:  # most members have no long-name or pax records
+            named = dict(zip(FIELDS, fields, strict=True))
+            ext.apply(named)
+            name, mode, uid, gid, size, mtime, _, linkname, uname, gname = named.values()
         kind = TYPES.get(typeflag, "other")
-        size = fields.pop("size") if kind not in ("hardlink", "symlink", "dir") else 0
-        fields.pop("size", None)
-        header = TarHeader(type=kind, size=size, header_offset=ext_offset, data_offset=stream.pos, **fields)
+        if kind in ("hardlink", "symlink", "dir"):
+            size = 0
+        header = TarHeader(name, kind, size, mode, mtime, uid, gid, uname, gname, linkname, ext_offset, stream.pos)
         data = MemberData(stream, size)
         yield header, data
         data.skip()

@@ -3,6 +3,7 @@ its members, then committed with its frames and flags in one transaction."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sqlite3
@@ -32,17 +33,31 @@ class ShardOutcome:
     copy_frames: list[Frame] = field(default_factory=list)
 
 
+NAME_BATCH = 1000  # member names checked for secrets together: one literal search for a thousand names
+
+
 def redacted(records: Iterable[MemberRecord], rules: SecretRules, scan: ScanResult) -> Iterator[MemberRecord]:
-    """Member records whose name or link target holds a credential, stored with it redacted (and flagged)."""
-    for rec in records:
-        found = rules.found_in(rec.path) + (rules.found_in(rec.link_target) if rec.link_target else [])
-        if found:
-            scan.flag("secret", f"{', '.join(sorted(set(found)))} in the member's name or link (stored redacted)",
-                      rules.redact(rec.path))  # fmt: skip
-            raw = rules.redact_bytes(rec.raw_path) if rec.raw_path is not None else None
-            link = rules.redact(rec.link_target) if rec.link_target else rec.link_target
-            rec = rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link)
-        yield rec
+    """Member records whose name or link target holds a credential, stored with it redacted (and flagged). Names
+    are checked a batch at a time: a batch whose names hold none of the rules' literals is passed on whole."""
+    it = iter(records)
+    while batch := list(itertools.islice(it, NAME_BATCH)):
+        names = "\n".join(rec.path + "\n" + (rec.link_target or "") for rec in batch)
+        if not rules.may_match(names.encode("utf-8", "surrogateescape")):
+            yield from batch
+            continue
+        for rec in batch:
+            yield _redacted(rec, rules, scan)
+
+
+def _redacted(rec: MemberRecord, rules: SecretRules, scan: ScanResult) -> MemberRecord:
+    found = rules.found_in(rec.path) + (rules.found_in(rec.link_target) if rec.link_target else [])
+    if not found:
+        return rec
+    scan.flag("secret", f"{', '.join(sorted(set(found)))} in the member's name or link (stored redacted)",
+              rules.redact(rec.path))  # fmt: skip
+    raw = rules.redact_bytes(rec.raw_path) if rec.raw_path is not None else None
+    link = rules.redact(rec.link_target) if rec.link_target else rec.link_target
+    return rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link)
 
 
 def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, on_bytes=None,
@@ -54,7 +69,7 @@ def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretR
         mirror = open_mirror(root)
         opener = None if mirror.remote else partial(mirror.open, st.path, st.raw_path)
         with mirror.open(st.path, st.raw_path) as fh:
-            scan = ArchiveScan(fh, inspect=rules.scanner, on_bytes=on_bytes,
+            scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
                                on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
             write.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
