@@ -45,7 +45,7 @@ def _create(path: str) -> None:
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:
-            conn.executescript(_schema_sql())
+            conn.executescript(f"BEGIN;\n{_schema_sql()}\nCOMMIT;")  # one commit, not one per table (~30 ms)
             _set_meta(conn, SCHEMA_VERSION)
         finally:
             conn.close()
