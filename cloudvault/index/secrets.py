@@ -100,7 +100,7 @@ class SecretRules:
 
     def scanner(self, name: bytes, size: int, first: bytes) -> SecretScanner | None:
         """A scanner for a file or member (the archive scan's Inspect hook), if it is worth scanning."""
-        return SecretScanner(self) if self.rules and worth_scanning(name, size, first) else None
+        return SecretScanner(self, left=size) if self.rules and worth_scanning(name, size, first) else None
 
     def may_match(self, data: bytes) -> bool:
         """Whether data may hold a match: False only when it holds none of the rules' literals (one search per
@@ -176,6 +176,7 @@ class SecretScanner:
 
     rules: SecretRules
     hits: list[SecretHit] = field(default_factory=list)
+    left: int | None = None  # bytes still to come, when known: nothing is carried past the last chunk
     _tail: bytes = b""  # the last OVERLAP bytes of the previous chunk
     _line: int = 1  # line number at the start of the next chunk
     _seen: set = field(default_factory=set)
@@ -189,6 +190,10 @@ class SecretScanner:
                 start = self._search(window, self._line - self._tail.count(b"\n"), len(self._tail)) - len(self._tail)
         if not literals or contains_any(chunk, literals):
             self._search(chunk, self._line, len(chunk), max(start, 0))
+        if self.left is not None:
+            self.left -= len(chunk)
+            if self.left <= 0:  # the last chunk: its lines matter only up to a hit, counted there
+                return
         self._line += chunk.count(b"\n")
         self._tail = chunk[-OVERLAP:] if len(chunk) > OVERLAP else (self._tail + chunk)[-OVERLAP:]
 
