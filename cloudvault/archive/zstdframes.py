@@ -395,25 +395,37 @@ def keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, 64 << 20)
 
 
+PIECE = 4 << 20  # decoded bytes handed over at a time
+RING = 3  # decode buffers per decoding thread
+
+
 class ThreadedFrameStream(FrameStream):
     """A FrameStream whose decoding runs a step ahead in a thread (zstd releases the GIL), so hashing what was
-    read overlaps decoding what comes next. Errors surface in the reader."""
+    read overlaps decoding what comes next. Errors surface in the reader.
+
+    The decoding thread fills a small ring of buffers of its own, which the reader hands back once it has read
+    them: no decoded byte lands in freshly allocated memory, and the buffers stay in the CPU's caches."""
 
     def __init__(self, fh: BinaryIO, **kwargs) -> None:
         import queue
         import threading
 
-        keep_freed_memory()
         self._inner = FrameStream(fh, **kwargs)
-        self._queue: queue.Queue = queue.Queue(maxsize=4)
-        self._stop = threading.Event()
-        self._piece = b""
-        self._at = 0
-        self._done = False
+        self._queue: queue.Queue = queue.Queue()  # bounded by the ring: at most RING pieces wait
+        self._setup()
         self.pos = self._inner.pos
-        self._scratch = None
         self._thread = threading.Thread(target=self._produce, name="zstd-decode", daemon=True)
         self._thread.start()
+
+    def _setup(self) -> None:
+        import threading
+
+        keep_freed_memory()
+        self._stop = threading.Event()
+        self._rings = threading.local()
+        self._held: tuple[bytearray, queue.Queue] | None = None  # the buffer being read, and its ring
+        self._piece: bytes | memoryview = b""
+        self._at, self._done, self.pos, self._scratch = 0, False, 0, None
 
     @property
     def frames(self) -> list[Frame]:
@@ -421,18 +433,56 @@ class ThreadedFrameStream(FrameStream):
 
     def _produce(self) -> None:
         try:
-            while not self._stop.is_set() and (piece := self._inner.read(READ_CHUNK)):
-                self._queue.put(piece)
+            ring = self._ring()
+            while (buf := self._take(ring)) is not None:
+                got = self._inner._read_some(len(buf), memoryview(buf))
+                if not got:
+                    ring.put(buf)
+                    break
+                self._queue.put((buf, got, ring))
             self._queue.put(None)
         except BaseException as exc:  # handed to the reading thread
             self._queue.put(exc)
 
-    def _next_piece(self) -> bytes | None:
-        """The next decoded piece; None at the end of the stream."""
+    def _ring(self) -> queue.Queue:
+        """The calling thread's free buffers (made on its first use)."""
+        ring = getattr(self._rings, "free", None)
+        if ring is None:
+            import queue
+
+            ring = self._rings.free = queue.Queue()
+            for _ in range(RING):
+                ring.put(bytearray(PIECE))
+        return ring
+
+    def _take(self, q: queue.Queue):
+        """The next item of q, or None once the reader has stopped."""
+        import queue
+
+        while not self._stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                return q.get(timeout=0.05)
+        return None
+
+    def _release(self) -> None:
+        """Hand the buffer just read back to the thread that filled it."""
+        if self._held is not None:
+            buf, ring = self._held
+            self._held = None
+            ring.put(buf)
+
+    def _hold(self, item: tuple[bytearray, int, queue.Queue]) -> memoryview:
+        buf, got, ring = item
+        self._held = (buf, ring)
+        return memoryview(buf)[:got]
+
+    def _next_piece(self) -> memoryview | None:
+        """The next decoded piece (a view valid until the next read); None at the end of the stream."""
+        self._release()
         item = self._queue.get()
         if isinstance(item, BaseException):
             raise item
-        return item
+        return None if item is None else self._hold(item)
 
     def _step(self, n: int) -> int:
         """Make sure a piece is at hand; how many of the next n bytes it holds (0 at the end)."""
@@ -447,24 +497,24 @@ class ThreadedFrameStream(FrameStream):
         step = self._step(n) if n > 0 else 0
         if not step:
             return 0 if into is not None else b""
-        chunk = self._piece[self._at : self._at + step] if step < len(self._piece) else self._piece
+        chunk = self._piece[self._at : self._at + step]
         self._at += step
         self.pos += step
         if into is not None:
             into[:step] = chunk
             return step
-        return chunk
+        return bytes(chunk)  # a copy: the piece's buffer is filled again once handed back
 
     def read_view(self, n: int) -> memoryview:
         """Like read_some, but a view into the decoded piece rather than a copy of it, valid until the next read
-        (a parallel stream reuses its buffers): for hashing a member's data without copying it once more."""
+        (the buffer is then filled again): for hashing a member's data without copying it once more."""
         step = self._step(n) if n > 0 else 0
         view = memoryview(self._piece)[self._at : self._at + step]
         self._at += step
         self.pos += step
         return view
 
-    def _next_piece_or_end(self) -> bytes | None:
+    def _next_piece_or_end(self) -> memoryview | None:
         try:
             piece = self._next_piece()
         except BaseException:
@@ -476,12 +526,8 @@ class ThreadedFrameStream(FrameStream):
 
     def close(self) -> None:
         """Stop the thread early (the reader gave up); safe to call after the end too."""
-        import queue
-
         self._stop.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):
-                self._queue.get(timeout=0.05)
+        self._thread.join()
         self._done = True
 
 
@@ -526,8 +572,6 @@ class _FrameJob:
         self.pieces: queue.Queue = queue.Queue(maxsize=RING)
 
 
-PIECE = 4 << 20  # decoded bytes handed over at a time
-RING = 3  # decode buffers per decoder thread
 FRAME_IN_MEMORY = 16 << 20  # a frame with more compressed bytes is read again by its decoder, not held
 
 
@@ -547,21 +591,16 @@ class ParallelFrameStream(ThreadedFrameStream):
     def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], **kwargs) -> None:
         import queue
         import threading
+        from concurrent.futures import ThreadPoolExecutor  # not on `vault extract`'s start-up path
 
-        keep_freed_memory()
+        self._setup()
         self._opener = opener
         self._on_raw = kwargs.get("on_raw")
         self._jobs: queue.Queue = queue.Queue(maxsize=self.DECODERS + 2)
         self._job: _FrameJob | None = None
-        self._held: tuple[bytearray, queue.Queue] | None = None  # the buffer being read, and its ring
-        self._rings = threading.local()
         self._raw_start = 0
         self._frames: list[Frame] = []
-        self._stop = threading.Event()
-        from concurrent.futures import ThreadPoolExecutor  # not on `vault extract`'s start-up path
-
         self._pool = ThreadPoolExecutor(self.DECODERS, thread_name_prefix="zstd-frame")
-        self._piece, self._at, self._done, self.pos, self._scratch = b"", 0, False, 0, None
         self._thread = threading.Thread(target=self._split, args=(fh, kwargs.get("on_compressed")), daemon=True)
         self._thread.start()
 
@@ -598,29 +637,9 @@ class ParallelFrameStream(ThreadedFrameStream):
                 return True
         return False
 
-    def _take(self, q: queue.Queue):
-        """The next item of q, or None once the reader has stopped."""
-        import queue
-
-        while not self._stop.is_set():
-            with contextlib.suppress(queue.Empty):
-                return q.get(timeout=0.05)
-        return None
-
     def _submit(self, job: _FrameJob) -> None:
         self._pool.submit(self._decode, job)
         self._put(self._jobs, job)
-
-    def _ring(self) -> queue.Queue:
-        """This decoder thread's free buffers (made on its first frame)."""
-        ring = getattr(self._rings, "free", None)
-        if ring is None:
-            import queue
-
-            ring = self._rings.free = queue.Queue()
-            for _ in range(RING):
-                ring.put(bytearray(PIECE))
-        return ring
 
     def _decode(self, job: _FrameJob) -> None:
         try:
@@ -653,13 +672,6 @@ class ParallelFrameStream(ThreadedFrameStream):
             if not self._put(job.pieces, (buf, got, ring)):
                 return
 
-    def _release(self) -> None:
-        """Hand the buffer just read back to its decoder."""
-        if self._held is not None:
-            buf, ring = self._held
-            self._held = None
-            ring.put(buf)
-
     def _next_piece(self) -> memoryview | None:
         """The next decoded piece in file order (a view valid until the next read); None at the end."""
         self._release()
@@ -675,19 +687,13 @@ class ParallelFrameStream(ThreadedFrameStream):
             if isinstance(item, BaseException):
                 raise item
             if item is not None:
-                buf, got, ring = item
-                self._held = (buf, ring)
-                piece = memoryview(buf)[:got]
+                piece = self._hold(item)
                 if self._on_raw:
                     self._on_raw(piece)
                 return piece
             job = self._job
             self._frames.append(Frame(job.start, job.end - job.start, self._raw_start, self.pos - self._raw_start))
             self._job = None
-
-    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
-        got = super()._read_some(n, into)
-        return got if into is not None or isinstance(got, bytes) else bytes(got)  # pieces are reused: a copy
 
     def close(self) -> None:
         """Stop the splitter and decoders (their hand-overs give up once stopped) and wait for them."""
