@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from archives import COMPRESSORS, compress, extracted_hashes, gnu_tar, make_tree, python_tar
 from conftest import require
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloudvault.archive.scan import ArchiveScan, member_path
 from cloudvault.index.secrets import DEFAULT_RULES, SecretRules
@@ -140,3 +142,26 @@ def test_vault_extract_start_up_imports_no_thread_or_ctypes_machinery():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=9000), st.lists(st.tuples(st.integers(0, 9000), st.integers(0, 4)), max_size=3))
+def test_literal_search_engines_agree_with_a_plain_search(noise, inserts):
+    """Hyperscan's one-pass pre-check (a dependency on x86-64 Linux) and the per-literal memmem fallback both say
+    exactly whether a literal is there, wherever it lies (either side of the 4 KiB small-data cut, at the ends)."""
+    from cloudvault.index.secrets import LiteralSearch
+
+    literals = SecretRules(DEFAULT_RULES).literals
+    data = bytearray(noise)
+    for at, which in inserts:
+        data[min(at, len(data)) : min(at, len(data))] = literals[which]
+    data = bytes(data)
+    want = any(literal in data for literal in literals)
+    assert LiteralSearch(literals, "hyperscan")(data) is want
+    assert LiteralSearch(literals, "memmem")(data) is want
+
+
+def test_the_index_pre_check_uses_hyperscan_where_it_is_a_dependency():
+    rules = SecretRules(DEFAULT_RULES)
+    assert rules.may_match(b"x" * 5000 + b"AKIA") and not rules.may_match(b"x" * 5000)
+    assert rules.search.engine == "hyperscan"

@@ -92,11 +92,13 @@ class SecretRules:
     rules: dict[str, str]
     pattern: re.Pattern[bytes] = field(init=False, compare=False)
     literals: tuple[bytes, ...] = field(init=False, compare=False)  # bytes.find runs at memory speed, re does not
+    search: LiteralSearch = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         joined = "|".join(f"(?P<{name}>{rx})" for name, rx in self.rules.items())
         object.__setattr__(self, "pattern", re.compile(joined.encode()))
         object.__setattr__(self, "literals", prefilter(self.rules) or ())
+        object.__setattr__(self, "search", LiteralSearch(self.literals))
 
     def scanner(self, name: bytes, size: int, first: bytes) -> SecretScanner | None:
         """A scanner for a file or member (the archive scan's Inspect hook), if it is worth scanning."""
@@ -105,7 +107,7 @@ class SecretRules:
     def may_match(self, data: bytes) -> bool:
         """Whether data may hold a match: False only when it holds none of the rules' literals (one search per
         literal at memory speed); the archive scan checks many small members' bytes together with it."""
-        return bool(self.rules) and (not self.literals or contains_any(data, self.literals))
+        return bool(self.rules) and (not self.literals or self.search(data))
 
     def redact(self, text: str) -> str:
         """The text with every secret-looking match replaced, for storing docs, names and details."""
@@ -165,6 +167,48 @@ def contains_any(data: bytes, literals: tuple[bytes, ...]) -> bool:
     return any(find(data, literal) for literal in literals)
 
 
+class LiteralSearch:
+    """Whether bytes hold any of a set of literals. Hyperscan (a dependency on x86-64 Linux, where its wheels
+    exist) finds them all in one pass at several GB/s without the GIL, about six times faster than the search per
+    literal that is used elsewhere (libc's memmem, or bytes.find for small data). Built on first use."""
+
+    def __init__(self, literals: tuple[bytes, ...], engine: str = "auto") -> None:
+        self.literals = literals
+        self.engine = engine  # auto | hyperscan | memmem
+        self._db = None
+        self._terminated: type[Exception] = Exception
+
+    def _compile(self) -> None:
+        if self.engine != "memmem":
+            try:
+                import hyperscan
+            except ImportError:
+                if self.engine == "hyperscan":
+                    raise
+                self.engine = "memmem"
+                return
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            n = len(self.literals)
+            db.compile(expressions=list(self.literals), ids=list(range(n)), elements=n,
+                       flags=[hyperscan.HS_FLAG_SINGLEMATCH] * n)  # fmt: skip
+            self._db, self._terminated, self.engine = db, hyperscan.ScanTerminated, "hyperscan"
+
+    def __call__(self, data: bytes) -> bool:
+        if self.engine == "auto" or (self.engine == "hyperscan" and self._db is None):
+            self._compile()
+        if self._db is None or len(data) < 4096:  # a foreign call costs more than a small search
+            return contains_any(data, self.literals)
+        try:
+            self._db.scan(data, match_event_handler=_stop_at_first)
+        except self._terminated:
+            return True
+        return False
+
+
+def _stop_at_first(*_match) -> bool:
+    return True  # ends the scan: one match is all the pre-check needs
+
+
 @dataclass
 class SecretScanner:
     """Fed a stream chunk by chunk; remembers which rule matched on which line, nothing more.
@@ -186,9 +230,9 @@ class SecretScanner:
         literals = self.rules.literals
         if self._tail:
             window = self._tail + chunk[:OVERLAP]
-            if not literals or contains_any(window, literals):
+            if not literals or self.rules.search(window):
                 start = self._search(window, self._line - self._tail.count(b"\n"), len(self._tail)) - len(self._tail)
-        if not literals or contains_any(chunk, literals):
+        if not literals or self.rules.search(chunk):
             self._search(chunk, self._line, len(chunk), max(start, 0))
         if self.left is not None:
             self.left -= len(chunk)
