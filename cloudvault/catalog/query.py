@@ -182,6 +182,11 @@ SEARCH_SQL = {
 }
 
 
+# kind -> its FTS table, whose rows are exactly the kind's rows (triggers keep it in step, foreign keys cascade): a
+# total over the whole catalog counts FTS matches alone, without the joins (a quarter of a selective count on 1M)
+FTS_TABLES = {"doc": "docs_fts", "file": "files_fts", "member": "members_fts"}
+
+
 def _search_kind(
     conn: sqlite3.Connection, kind: str, terms: list[str], scope: tuple[int, str] | None, limit: int
 ) -> tuple[list[tuple], int]:
@@ -199,7 +204,11 @@ def _search_kind(
     rows = conn.execute(f"{sql} LIMIT ?", [*args, limit]).fetchall()
     if len(rows) < limit:
         return rows, len(rows)
-    count_sql = sql.replace(" ORDER BY rank", "")
+    if match is not None and scope is None and kind in FTS_TABLES:
+        table = FTS_TABLES[kind]
+        count_sql, args = f"SELECT 1 FROM {table} WHERE {table} MATCH ?", [match]
+    else:
+        count_sql = sql.replace(" ORDER BY rank", "")
     total = conn.execute(f"SELECT count(*) FROM ({count_sql} LIMIT {COUNT_CAP})", args).fetchone()[0]
     return rows, total
 
