@@ -62,7 +62,7 @@ def commit(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     fsync_dir(os.path.dirname(os.fspath(final)) or ".")
 
 
-def _unlink_if_there(path: str) -> None:
+def _unlink_if_there(path: str | os.PathLike) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
 

@@ -97,11 +97,11 @@ class Destination:
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was written")
         rel = local_name(member)
-        out = os.path.normpath(os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel)))
+        out = os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel))
         if not self.inside(os.path.realpath(out)):
             raise UnsafeMember(path=member.path, why="it would land outside the destination")
         self._refuse_links_on_the_way(member, out)
-        return out
+        return os.path.normpath(out)  # as a Path would show it (`a//b` -> `a/b`); a '..' was refused above
 
     def _refuse_links_on_the_way(self, member: Member, out: str) -> None:
         """Nothing is written through a symlink that an earlier member (or anyone) put in the destination."""
