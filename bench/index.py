@@ -183,6 +183,22 @@ def extract_startup(vault: str, n: int, work: Path, archive: Path) -> None:
     )
 
 
+def whole_mirror(vault: str, work: Path, archives: list[Path]) -> None:
+    """The four archives as one mirror (hard links): --workers 1 against the default (two processes)."""
+    entry = work / "all" / "018_bench"
+    entry.mkdir(parents=True, exist_ok=True)
+    for archive in archives:
+        if not (entry / archive.name).exists():
+            os.link(archive, entry / archive.name)
+    times = {}
+    for workers in ("1", "2"):
+        db = work / f"all.{workers}.db"
+        db.unlink(missing_ok=True)
+        times[workers] = measure([vault, "--catalog", str(db), "index", "-q", "--workers", workers, str(entry.parent)])
+    print(f"whole mirror of {len(archives)} archives: --workers 1 {times['1'][0]:.2f}s, --workers 2 "
+          f"{times['2'][0]:.2f}s ({times['1'][0] / times['2'][0]:.2f}x; peak RSS {times['2'][1]} MiB)  {vault}")
+
+
 def main() -> None:
     vaults = os.environ.get("VAULT", "").split() or [shutil.which("vault") or sys.exit("pip install . first")]
     work = Path(tempfile.mkdtemp(prefix="vault-bench-index-"))
@@ -194,6 +210,8 @@ def main() -> None:
               f"({SMALL} small members); {os.cpu_count()} cores, load {load:.1f}\n")  # fmt: skip
         index_table(vaults, work, archives)
         print()
+        for vault in vaults:
+            whole_mirror(vault, work, archives)
         for n, vault in enumerate(vaults):
             extract_startup(vault, n, work, archives[1])
         print(f"load average after: {os.getloadavg()[0]:.1f}")
