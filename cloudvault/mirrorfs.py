@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from cloudvault.errors import MirrorNotFound, MirrorUnreachable
-from cloudvault.hashing import hash_file, hash_stream
 from cloudvault.models import FileStat
 
 REMOTE_BLOCK = 1 << 20  # ranged reads of this size; a frame costs about its own compressed size
@@ -64,6 +63,8 @@ class LocalMirror:
         return st.st_size, st.st_mtime_ns
 
     def hash(self, path: str, raw: bytes | None = None) -> str:
+        from cloudvault.hashing import hash_file  # here: extract opens mirrors and never hashes through them
+
         return hash_file(self.full(path, raw))
 
 
@@ -136,6 +137,8 @@ class FsspecMirror:
 
     def hash(self, path: str, raw: bytes | None = None) -> str:
         with self.open(path) as fh:
+            from cloudvault.hashing import hash_stream
+
             return hash_stream(fh)
 
 
