@@ -7,7 +7,7 @@ imported, so `vault search` starts almost as fast as Python itself.
 
 from __future__ import annotations
 
-import _signal  # `signal` without its enums, whose making costs ~1 ms of every start; same handlers, same calls
+import _signal  # `signal` without its enums, whose making costs ~0.7 ms of every start; same handlers, same calls
 import gc
 import os
 import sys
