@@ -10,8 +10,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cloudvault.archive.reader import frame_for_offset
 from cloudvault.archive.tar import iter_members, parse_number, parse_pax
-from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_for_offset, frame_header_size
+from cloudvault.archive.zstdframes import FrameStream, ZstdFormatError, frame_header_size
 from cloudvault.index.listing import compare_listing, parse_listing
 from cloudvault.index.plan import plan_index
 from cloudvault.index.secrets import DEFAULT_RULES, SecretRules, SecretScanner, prefilter, top_level_branches

@@ -7,11 +7,23 @@ from typing import BinaryIO
 
 import zstandard
 
-from cloudvault.archive.zstdframes import MAX_WINDOW, frame_for_offset
 from cloudvault.errors import IntegrityError
 from cloudvault.models import Frame
 
 CHUNK = 1 << 20
+MAX_WINDOW = 1 << 31  # archives made with --long=31 still open
+
+
+def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
+    """The frame whose decompressed bytes hold raw_offset (binary search over the frame table)."""
+    lo, hi = 0, len(frames) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if frames[mid].raw_offset <= raw_offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    return frames[lo]
 
 
 class ArchiveReader:
@@ -30,14 +42,14 @@ class ArchiveReader:
         self._reader = None
         self._pos = 0
         self._on_data = on_data
-        self._scratch = bytearray(CHUNK)
+        self._scratch: bytearray | None = None  # made on first skip, only as big as the skip needs
         self.frames_read = 0
         self.bytes_decompressed = 0
 
     def _enter(self, frame: Frame) -> None:
         self._fh.seek(frame.comp_offset)
         dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-        self._reader = dctx.stream_reader(self._fh, read_size=CHUNK, read_across_frames=True, closefd=False)
+        self._reader = dctx.stream_reader(self._fh, read_across_frames=True, closefd=False)  # zstd's 128 KiB reads
         self._pos = frame.raw_offset
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
@@ -56,9 +68,11 @@ class ArchiveReader:
             raise
 
     def _read(self, offset: int, size: int) -> Iterator[bytes]:
-        view = memoryview(self._scratch)
+        gap = min(CHUNK, offset - self._pos)
+        if gap > 0 and (self._scratch is None or len(self._scratch) < gap):
+            self._scratch = bytearray(gap)
         while self._pos < offset:
-            got = self._reader.readinto(view[: min(CHUNK, offset - self._pos)])
+            got = self._reader.readinto(memoryview(self._scratch)[: min(CHUNK, offset - self._pos)])
             if not got:
                 raise IntegrityError(detail="archive ends before the member starts")
             self._pos += got

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import zstandard
 
+from cloudvault.archive.reader import MAX_WINDOW
 from cloudvault.models import Frame
 
 if TYPE_CHECKING:  # queue and threading are imported where the threaded streams use them: `vault extract` never does
@@ -26,7 +27,6 @@ ZSTD_MAGIC = 0xFD2FB528
 SKIPPABLE_MIN, SKIPPABLE_MAX = 0x184D2A50, 0x184D2A5F
 MAX_BLOCK = 128 * 1024
 READ_CHUNK = 1 << 20
-MAX_WINDOW = 1 << 31  # archives made with --long=31 still open
 
 
 class ZstdFormatError(Exception):
@@ -87,18 +87,6 @@ def sniff_format(head: bytes) -> str | None:
     if head[257:262] == b"ustar":
         return "an uncompressed tar archive (`tar -xf` reads it)"
     return None
-
-
-def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
-    """The frame whose decompressed bytes hold raw_offset (binary search over the frame table)."""
-    lo, hi = 0, len(frames) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if frames[mid].raw_offset <= raw_offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    return frames[lo]
 
 
 class _FrameSource:

@@ -144,7 +144,7 @@ def _over_budget(conn: sqlite3.Connection, info: ArchiveInfo, member: Member, bu
         return False
     import os
 
-    from cloudvault.archive.zstdframes import frame_for_offset
+    from cloudvault.archive.reader import frame_for_offset
     from cloudvault.catalog.lookup import archive_location, frame_table
 
     loc = archive_location(conn, member.file_id)
