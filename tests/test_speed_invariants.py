@@ -179,3 +179,22 @@ def test_the_extract_path_imports_nothing_it_does_not_use():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=512, max_size=512))
+def test_byte_sum_equals_sum_of_the_bytes(block):
+    """The header checksum's C byte sum (Adler-32 and a remainder by 255) against sum(), on random blocks and on a
+    block of every possible total from 0 to 512 * 255."""
+    from cloudvault.archive.tar import byte_sum
+
+    assert byte_sum(block) == sum(block)
+
+
+def test_byte_sum_is_exact_for_every_total():
+    from cloudvault.archive.tar import byte_sum
+
+    for total in range(512 * 255 + 1):
+        full, rest = divmod(total, 255)
+        block = (b"\xff" * full + bytes([rest]) + bytes(511 - full))[:512] if full < 512 else b"\xff" * 512
+        assert byte_sum(block) == total, total

@@ -6,7 +6,7 @@ import sqlite3
 import time
 
 from cloudvault.catalog import write
-from cloudvault.catalog.db import transaction
+from cloudvault.catalog.db import for_bulk_writes, transaction
 from cloudvault.catalog.indexing import copies_of_files, known_files, mirror_named
 from cloudvault.index.archives import read_archives
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
@@ -33,6 +33,7 @@ def index_mirrors(
     """Index each root; with options.copy_cache, also write seekable copies of single-frame archives in the same
     pass. A root that vanished, is empty or lost more than half its files is refused unless options.prune."""
     options = options or IndexOptions()
+    for_bulk_writes(conn)
     report = IndexReport()
     started = time.monotonic()
     progress = progress or Progress()
