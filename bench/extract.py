@@ -158,7 +158,8 @@ def main() -> None:
         help_s, _ = timed([vault, "--help"], runs=5)
         print(f"\nvault --help: {help_s * 1000:.0f} ms")
     finally:
-        subprocess.run(["fusermount", "-u", str(work / "mnt")], check=False, stderr=subprocess.DEVNULL)
+        if have_ratarmount:
+            subprocess.run(["fusermount", "-u", str(work / "mnt")], check=False, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
 
 
