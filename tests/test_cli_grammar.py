@@ -145,3 +145,16 @@ def test_each_command_summary_is_one_whole_line():
         lines = (importlib.import_module(module).__doc__ or "").strip().splitlines()
         assert lines and lines[0].endswith((".", "`.")), name
         assert len(lines) == 1 or not lines[1].strip(), f"vault {name}: the summary runs onto a second line"
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "--limit", "99999999999999999999", "granite"],
+    ["search", "--limit", "-99999999999999999999", "granite"],
+    ["verify", "--sample", "99999999999999999999", "013"],
+    ["verify", "--sample", "5%", "--seed", "99999999999999999999", "013"],
+])  # fmt: skip
+def test_numbers_beyond_sqlite_integers_are_handled(fuzz_paths, capsys, argv):
+    """Found by the fuzz test: a --limit past 2**63 reached SQLite and ended in a traceback."""
+    code = main(["--catalog", fuzz_paths["db"], *argv])
+    err = capsys.readouterr().err
+    assert code in (0, 2, 5) and "Traceback" not in err, (code, err)

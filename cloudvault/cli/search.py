@@ -29,12 +29,13 @@ def run(args) -> int:
 
     if args.limit < 0:
         raise errors.UsageError(detail="--limit must be 0 (no limit) or more")
+    limit = 0 if args.limit >= 1 << 63 else args.limit  # more than SQLite can count: no limit
     terms = [t for t in args.terms if t.strip()]
     if not terms:
         raise errors.UsageError(detail="give a search term")
     conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
-    result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=args.limit)
+    result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=limit)
     ui = UI(as_json=args.json)
     if args.json:
         ui.emit(result.to_json())
