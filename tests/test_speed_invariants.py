@@ -198,3 +198,11 @@ def test_byte_sum_is_exact_for_every_total():
         full, rest = divmod(total, 255)
         block = (b"\xff" * full + bytes([rest]) + bytes(511 - full))[:512] if full < 512 else b"\xff" * 512
         assert byte_sum(block) == total, total
+
+
+def test_without_hyperscan_the_pre_check_falls_back_to_memmem(monkeypatch):
+    """Where Hyperscan has no wheel (not x86-64 Linux), the import fails and the per-literal search answers."""
+    monkeypatch.setitem(sys.modules, "hyperscan", None)  # `import hyperscan` now raises ImportError
+    rules = SecretRules(DEFAULT_RULES)
+    assert rules.may_match(b"x" * 5000 + b"-----BEGIN RSA PRIVATE KEY-----") and not rules.may_match(b"x" * 5000)
+    assert rules.search.engine == "memmem"
