@@ -175,7 +175,8 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], workers: i
     seen = 0
     with ProcessPoolExecutor(workers, mp_context=mp, initializer=_init_worker, initargs=(counter,)) as pool:
         try:
-            for i, st in enumerate(archives):
+            # largest first: a big archive started last would keep one core busy alone at the end
+            for i, st in sorted(enumerate(archives), key=lambda pair: -pair[1].size):
                 shard = str(shard_dir / f"{i}.db")
                 fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i))
                 pending[fut] = (st, shard)
