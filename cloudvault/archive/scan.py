@@ -153,8 +153,7 @@ class ArchiveScan:
 
     def _hash(self, header: TarHeader, data: MemberData, path: str) -> str:
         """The member's BLAKE3, its bytes shown to the inspector as they pass."""
-        views = data.views()  # views, not copies: most bytes (dumps) are only hashed
-        chunk = next(views, b"")
+        chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
@@ -165,7 +164,7 @@ class ArchiveScan:
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
         if inspector:
             inspector.feed(bytes(chunk))
-        for chunk in views:
+        for chunk in data.views():
             h.update(chunk)
             if inspector:
                 inspector.feed(bytes(chunk))

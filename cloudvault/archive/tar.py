@@ -94,7 +94,7 @@ def checksum_ok(block: bytes) -> bool:
     """The header checksum: the sum of its bytes with the checksum field read as spaces, as unsigned bytes (POSIX),
     or as signed ones (some old tars). The signed sum is only worked out when the unsigned one does not match."""
     try:
-        stored = parse_number(block[148:156])
+        stored = number(block[148:156])
     except ValueError:
         return False
     if stored == byte_sum(block) - sum(block[148:156]) + 8 * 32:
@@ -143,9 +143,10 @@ def _skip_exact(stream: Stream, n: int) -> None:
 class MemberData:
     """The data of the current member, readable once in chunks; the rest is skipped when the next is read."""
 
-    def __init__(self, stream: Stream, size: int) -> None:
+    def __init__(self, stream: Stream, size: int, read_view=None) -> None:
         self._stream = stream
         self.left = size
+        self._read_view = read_view or getattr(stream, "read_view", stream.read_some)
 
     def chunks(self, chunk: int = CHUNK) -> Iterator[bytes]:
         """The data in pieces of at most chunk bytes, as the stream hands them over (no joining copies)."""
@@ -159,17 +160,27 @@ class MemberData:
     def views(self, chunk: int = CHUNK) -> Iterator[bytes | memoryview]:
         """Like chunks, but views into the stream's pieces where the stream offers them (no copy), each valid until
         the next read: for hashing."""
-        read = getattr(self._stream, "read_view", self._stream.read_some)
         while self.left:
-            data = read(min(chunk, self.left))
+            data = self._read_view(min(chunk, self.left))
             if not data:
                 raise TarFormatError("truncated", self._stream.pos, "archive ends inside a member")
             self.left -= len(data)
             yield data
 
+    def first_view(self, chunk: int = CHUNK) -> bytes | memoryview:
+        """The first piece views() would give (the whole data of most small members), without a generator."""
+        if not self.left:
+            return b""
+        data = self._read_view(min(chunk, self.left))
+        if not data:
+            raise TarFormatError("truncated", self._stream.pos, "archive ends inside a member")
+        self.left -= len(data)
+        return data
+
     def skip(self) -> None:
-        for _ in self.views():
-            pass
+        if self.left:
+            for _ in self.views():
+                pass
 
 
 def _apply_pax(pax: dict[bytes, bytes], fields: dict) -> None:
@@ -208,9 +219,12 @@ def _header_fields(block: bytes) -> tuple:
         prefix = prefix.split(b"\0", 1)[0]
         if prefix:
             name = prefix + b"/" + name
-    return (name, number(mode), number(uid), number(gid), number(size), number(mtime), typeflag,
-            link.split(b"\0", 1)[0], uname.split(b"\0", 1)[0].decode("utf-8", "replace"),
-            gname.split(b"\0", 1)[0].decode("utf-8", "replace"))  # fmt: skip
+    try:  # the common case, all five octal at once (one call each costs more than the parse)
+        mode, uid, gid, size, mtime = (int(f.rstrip(b"\0"), 8) for f in (mode, uid, gid, size, mtime))
+    except ValueError:
+        mode, uid, gid, size, mtime = (parse_number(f) for f in (mode, uid, gid, size, mtime))
+    return (name, mode, uid, gid, size, mtime, typeflag, link.split(b"\0", 1)[0],
+            uname.split(b"\0", 1)[0].decode("utf-8", "replace"), gname.split(b"\0", 1)[0].decode("utf-8", "replace"))
 
 
 class _Extensions:
@@ -272,6 +286,7 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
     ext = _Extensions()
     first = True
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
+    read_view = getattr(stream, "read_view", stream.read_some)  # looked up once: this loop runs per member
     while True:
         header_offset = stream.pos
         if ext_offset is None:
@@ -296,11 +311,12 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
         if kind in ("hardlink", "symlink", "dir"):
             size = 0
         header = TarHeader(name, kind, size, mode, mtime, uid, gid, uname, gname, linkname, ext_offset, stream.pos)
-        data = MemberData(stream, size)
+        data = MemberData(stream, size, read_view)
         yield header, data
         data.skip()
-        if size % BLOCK:
-            _skip_exact(stream, -size % BLOCK)
+        pad = -size % BLOCK
+        if pad and (got := len(read_view(pad))) < pad:  # the padding lies in one piece as a rule
+            _skip_exact(stream, pad - got)
         if ext.pending:
             ext.reset()
         ext_offset = None

@@ -493,6 +493,13 @@ class ThreadedFrameStream(FrameStream):
             return step
         return bytes(chunk)  # a copy: the piece's buffer is filled again once handed back
 
+    def read(self, n: int) -> bytes:
+        at = self._at
+        if 0 < n <= len(self._piece) - at:  # the usual case (a tar header): inside the piece at hand
+            self._at, self.pos = at + n, self.pos + n
+            return bytes(self._piece[at : at + n])
+        return super().read(n)
+
     def read_view(self, n: int) -> memoryview:
         """Like read_some, but a view into the decoded piece rather than a copy of it, valid until the next read
         (the buffer is then filled again): for hashing a member's data without copying it once more."""
