@@ -94,7 +94,7 @@ class ArchiveScan:
     ) -> None:
         self._fh = fh
         self._inspect = inspect
-        self._batch = _InspectBatch(inspect, prefilter, self) if inspect and prefilter else None
+        self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
         self._on_raw = on_raw
         self._opener = opener
@@ -157,8 +157,8 @@ class ArchiveScan:
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
-            elif header.size:
-                self._inspect_all(path, header, [chunk])
+            elif header.size and self._inspect is not None:
+                self.inspect_whole(path, header.name, chunk)
             return blake3.blake3(chunk).hexdigest()
         h = blake3.blake3(chunk)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
@@ -171,14 +171,11 @@ class ArchiveScan:
         self.flag_findings(path, inspector)
         return h.hexdigest()
 
-    def _inspect_all(self, path: str, header: TarHeader, chunks: list) -> None:
-        """Show a member's bytes, all at hand, to an inspector (if it wants them)."""
-        if self._inspect is None or not chunks:
-            return
-        inspector = self._inspect(header.name, header.size, bytes(chunks[0][:INSPECT_HEAD]))
+    def inspect_whole(self, path: str, name: bytes, data: bytes | memoryview) -> None:
+        """Show a member's bytes, all at hand, to an inspector (if one wants them)."""
+        inspector = self._inspect(name, len(data), bytes(data[:INSPECT_HEAD]))
         if inspector:
-            for chunk in chunks:
-                inspector.feed(bytes(chunk))
+            inspector.feed(bytes(data))
             self.flag_findings(path, inspector)
 
     def flag_findings(self, path: str, inspector: Inspector | None) -> None:
@@ -196,8 +193,8 @@ class _InspectBatch:
     (almost all of them) costs one search for all its members; the members of any other batch are inspected one
     by one, as a large member is. Findings are flagged when the batch is checked, before the scan ends."""
 
-    def __init__(self, inspect: Inspect, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
-        self._inspect, self._prefilter, self._scan = inspect, prefilter, scan
+    def __init__(self, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
+        self._prefilter, self._scan = prefilter, scan
         self._buf = bytearray()
         self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in _buf
 
@@ -216,10 +213,7 @@ class _InspectBatch:
         if not self._prefilter(data):
             return
         for path, name, start, end in members:
-            inspector = self._inspect(name, end - start, data[start : start + INSPECT_HEAD])
-            if inspector:
-                inspector.feed(data[start:end])
-                self._scan.flag_findings(path, inspector)
+            self._scan.inspect_whole(path, name, data[start:end])
 
 
 def _many_frames(fh: BinaryIO) -> bool:
