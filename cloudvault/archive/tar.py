@@ -127,19 +127,6 @@ def _read_exact(stream: Stream, n: int) -> bytes:
     return data
 
 
-def _skip_exact(stream: Stream, n: int) -> None:
-    """Pass over n bytes (a member's padding) without copying them where the stream offers views."""
-    view = getattr(stream, "read_view", None)
-    if view is None:
-        _read_exact(stream, n)
-        return
-    while n:
-        got = len(view(n))
-        if not got:
-            raise TarFormatError("truncated", stream.pos, "archive ends inside a member")
-        n -= got
-
-
 class MemberData:
     """The data of the current member, readable once in chunks; the rest is skipped when the next is read."""
 
@@ -315,8 +302,11 @@ def iter_members(stream: Stream) -> Iterator[tuple[TarHeader, MemberData]]:
         yield header, data
         data.skip()
         pad = -size % BLOCK
-        if pad and (got := len(read_view(pad))) < pad:  # the padding lies in one piece as a rule
-            _skip_exact(stream, pad - got)
+        while pad:  # passed over as views: no copy
+            got = len(read_view(pad))
+            if not got:
+                raise TarFormatError("truncated", stream.pos, "archive ends inside a member")
+            pad -= got
         if ext.pending:
             ext.reset()
         ext_offset = None

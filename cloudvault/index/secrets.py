@@ -105,8 +105,8 @@ class SecretRules:
         return SecretScanner(self, left=size) if self.rules and worth_scanning(name, size, first) else None
 
     def may_match(self, data: bytes) -> bool:
-        """Whether data may hold a match: False only when it holds none of the rules' literals (one search per
-        literal at memory speed); the archive scan checks many small members' bytes together with it."""
+        """Whether data may hold a match: False only when it holds none of the rules' literals (one pass for all
+        of them, see LiteralSearch); the archive scan checks many small members' bytes together with it."""
         return bool(self.rules) and (not self.literals or self.search(data))
 
     def redact(self, text: str) -> str:
@@ -126,7 +126,7 @@ class SecretRules:
         if not self.rules:
             return []
         data = text.encode("utf-8", "surrogateescape")
-        if self.literals and not any(literal in data for literal in self.literals):  # names: one per member
+        if self.literals and not contains_any(data, self.literals):  # names: one per member
             return []
         return sorted({m.lastgroup for m in self.pattern.finditer(data)})
 
