@@ -91,13 +91,16 @@ class Destination:
     def inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
 
-    def path_for(self, member: Member) -> str:
+    def path_for(self, member: Member, rel: str | None = None) -> str:
+        """Where member lands: rel (a path under the destination, as repro stages a folder) when given, else its
+        own path (--keep-path) or file name. An unsafe member, or a landing outside, is refused."""
         link = member.link_target if member.type == "hardlink" else None
         reason = unsafe_reason(member.path, member.type, link)
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was written")
-        rel = local_name(member)
-        out = os.path.join(self.root, rel if self.keep_path else posixpath.basename(rel))
+        if rel is None:
+            rel = local_name(member) if self.keep_path else posixpath.basename(local_name(member))
+        out = os.path.join(self.root, rel)
         if not self.inside(os.path.realpath(out)):
             raise UnsafeMember(path=member.path, why="it would land outside the destination")
         self._refuse_links_on_the_way(member, out)
@@ -159,6 +162,10 @@ def extract(
     progress = progress or Progress()
     if dest is not None and not keep_path and len({posixpath.basename(t.path) for t in targets}) < len(targets):
         raise UsageError(detail="several members share a file name; pass --keep-path to keep their folders")
+    if dest is not None:
+        from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
+
+        refuse_write_into_mirror(conn, dest, "extract -o")
     where = Destination(dest, keep_path, allow_outside_links) if dest is not None else None
     reader = MemberReader(conn, on_data=progress.advance)
     try:

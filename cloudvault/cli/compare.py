@@ -27,6 +27,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import os
     from pathlib import Path
 
     from cloudvault import config
@@ -50,6 +51,10 @@ def run(args) -> int:
     cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin)
     totals = (a.totals(), b.totals())
     if args.out:
+        from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
+
+        known = os.path.exists(config.catalog_path(args.catalog))
+        refuse_write_into_mirror(connect() if known else None, args.out, "compare --out")
         _write(Path(args.out), cmp, a, b, totals)
     if args.json:
         ui.emit(report.document(cmp, a.where, b.where, totals))

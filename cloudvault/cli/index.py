@@ -51,12 +51,14 @@ def run(args) -> int:
 
     from cloudvault import config
     from cloudvault.catalog.db import open_catalog, writer_lock
+    from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.cli.ui import UI
     from cloudvault.index.roots import roots_to_index
     from cloudvault.index.run import IndexOptions, index_mirrors
 
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
+    refuse_catalog_inside_mirror(config.catalog_path(args.catalog), [m for m in args.mirrors if "://" not in m])
     if args.slurm or args.status or args.resume or args.merge:
         from cloudvault.cli.index_slurm import run_slurm
 

@@ -142,9 +142,9 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro.executors import with_executor_checks
     from cloudvault.repro.executors.local import LocalExecutor
     from cloudvault.repro.preflight import run_checks
-    from cloudvault.repro.run import mirror_root_of, new_run_dir
+    from cloudvault.repro.run import new_run_dir
 
-    _, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
+    _, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     chosen = _executor(args)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)

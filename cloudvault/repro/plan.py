@@ -9,7 +9,7 @@ import sys
 from collections import namedtuple
 from pathlib import Path, PurePosixPath
 
-from cloudvault.errors import NotFound
+from cloudvault.errors import NotFound, RecipeInvalid
 from cloudvault.repro.recipe import Recipe, expand
 
 
@@ -62,7 +62,7 @@ def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunO
     rules, compared, near_tie = recipe.compare_config()
     return Plan(
         recipe, mirror_id, entry_id, root, settings, run_settings, record["folder"], list(record.get("files", [])),
-        inputs, _processes(recipe, context, settings, env, options.standin),
+        inputs, _processes(conn, recipe, context, settings, env, options.standin),
         list(recipe.section("outputs").get("files", record.get("files", []))),
         dict(recipe.section("outputs").get("merge", {})), rules, compared, near_tie, run_dir, options.standin, env,
         docs,
@@ -128,9 +128,24 @@ def _inputs(conn, recipe: Recipe, scope: tuple[int, str], run_dir: Path, standin
         members = _without_secrets(conn, members, mid, eid)
         if not members:
             raise InputMissing(recipe=recipe.name, name=name, path=path, entry=eid)
-        dest = run_dir / spec.get("to", f"inputs/{PurePosixPath(path).name}")
+        to = run_dir / spec.get("to", f"inputs/{PurePosixPath(path).name}")
+        dest = Path(within_run(conn, run_dir, to, f"inputs.{name}.to", recipe))
         staged.append(StagedInput(name, eid, members, "" if base == "." else base, dest, base != path))
     return staged
+
+
+def within_run(conn: sqlite3.Connection, run_dir: Path, path: str | Path, what: str, recipe: Recipe) -> str:
+    """path, refused unless it is inside the run folder and in no known mirror: a recipe's `to` or `run.cwd` that
+    names the mirror (or climbs out with `..`) would let a run overwrite a recorded result."""
+    import os
+
+    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
+
+    refuse_write_into_mirror(conn, path, f"{what} of recipe {recipe.name}")
+    real, base = os.path.realpath(path), os.path.realpath(run_dir)
+    if real != base and not real.startswith(base + os.sep):
+        raise RecipeInvalid(path=recipe.path, detail=f"{what} {path} is outside the run folder {run_dir}")
+    return str(path)
 
 
 def _without_secrets(conn: sqlite3.Connection, members: list, mirror_id: int, entry_id: str) -> list:
@@ -141,7 +156,7 @@ def _without_secrets(conn: sqlite3.Connection, members: list, mirror_id: int, en
     return [m for m in members if (m.file_id, m.path if m.archive else None) not in flagged]
 
 
-def _processes(recipe: Recipe, context: dict, settings: dict, env: dict, standin: bool) -> list[Process]:
+def _processes(conn, recipe: Recipe, context: dict, settings: dict, env: dict, standin: bool) -> list[Process]:
     run = recipe.section("run")
     program = recipe.section("standin")["program"] if standin else run["program"]
     gpus = run.get("gpus", settings.get("gpus", 0) if recipe.kind == "harness" else 0)
@@ -153,6 +168,7 @@ def _processes(recipe: Recipe, context: dict, settings: dict, env: dict, standin
             ctx = {**context, "gpu": "" if gpu is None else str(gpu)}
             line = expand(f"{program} {run['args']}", ctx, where="run.args", recipe=recipe.path)
             cwd = expand(run.get("cwd", "{run}/work"), ctx, where="run.cwd", recipe=recipe.path)
+            cwd = within_run(conn, Path(context["run"]), cwd, "run.cwd", recipe)
             penv = dict(env) if gpu is None else {**env, "CUDA_VISIBLE_DEVICES": str(gpu)}
             cpu = list(range(cores * gpu, cores * (gpu + 1))) if cores and gpu is not None else []
             name = "run" if gpu is None else f"gpu{gpu}" + (f".{slot}" if per_gpu > 1 else "")

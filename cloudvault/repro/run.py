@@ -8,7 +8,6 @@ mirror's files, so a script that writes next to its inputs cannot touch the mirr
 from __future__ import annotations
 
 import json
-import os
 import platform
 import socket
 import sqlite3
@@ -33,14 +32,13 @@ class RunFailed(EnvironmentProblem):
     """{recipe}: {failed} of {total} processes failed (exit codes {codes}); logs in {logs}"""
 
 
-def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe, mirror_root: str) -> tuple[str, Path]:
-    """A run id unused in the catalog and a new folder for it under base, which must not be inside the mirror."""
+def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe) -> tuple[str, Path]:
+    """A run id unused in the catalog and a new folder for it under base, which must not be inside any mirror."""
+    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
     from cloudvault.catalog.records import runs
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    real_base, real_root = os.path.realpath(base), os.path.realpath(mirror_root) if mirror_root else None
-    if real_root and (real_base == real_root or real_base.startswith(real_root + os.sep)):
-        raise UsageError(detail=f"{base} is inside the mirror {mirror_root}; vault never writes into a mirror")
+    refuse_write_into_mirror(conn, base, "runs under --out")
     if base.exists() and not base.is_dir():
         raise UsageError(detail=f"{base} is not a folder; --out names the folder that run folders go under")
     for n in range(100):
@@ -58,7 +56,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     from cloudvault.repro.executors import with_executor_checks
 
     say, progress = feedback or Feedback(lambda text: None, Progress())
-    run_id, run_dir = new_run_dir(conn, options.base, recipe, mirror_root_of(conn, recipe))
+    run_id, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), executor, plan)
     failed = [c for c in checks if not c.ok]
@@ -144,13 +142,6 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
     return "finished"
 
 
-def mirror_root_of(conn: sqlite3.Connection, recipe: Recipe) -> str:
-    from cloudvault.catalog.query import known_mirrors, resolve_entry
-
-    name = resolve_entry(conn, recipe.entry)[2]
-    return next((root for root, (n, _) in known_mirrors(conn).items() if n == name), "")
-
-
 def _provenance(conn: sqlite3.Connection, plan, run_id: str, checks: list, forced: list[str]) -> dict:
     return {
         "run_id": run_id, "recipe": plan.recipe.name, "recipe_hash": plan.recipe.hash, "entry": plan.entry_id,
@@ -211,12 +202,15 @@ def _write_json(path: Path, doc: dict) -> None:
 
 def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
     """Verified copies of every input member under the run folder (one forward pass per archive)."""
+    from cloudvault.extract import Destination
     from cloudvault.members import MemberReader, read_order
 
-    where = {}
+    where = {}  # every landing is checked before the first byte is written
     for staged in plan.inputs:
+        folder = Destination(staged.dest.parent if staged.single else staged.dest, True, False)
         for m in staged.members:
-            where[m] = staged.dest if staged.single else staged.dest / m.path[len(staged.base) :].lstrip("/")
+            rel = staged.dest.name if staged.single else m.path[len(staged.base) :].lstrip("/")
+            where[m] = Path(folder.path_for(m, rel))
     progress.start(sum(m.size or 0 for m in where), len(where))
     with MemberReader(conn, on_data=progress.advance) as reader:
         for member in read_order(where):

@@ -35,3 +35,17 @@ def pytest_terminal_summary(terminalreporter):
         )
     )
     terminalreporter.write_line(f"fault suite: tried {tried}; found {found}")
+
+
+@pytest.fixture
+def own_mirror(demo_mirror, tmp_path, vault):
+    """A private copy of the demo mirror and a catalog of it: a test may attack it (and find it damaged) alone.
+    (mirror root, catalog path)."""
+    import shutil
+
+    root = tmp_path / "own/Marvell_cloud"
+    shutil.copytree(demo_mirror, root, symlinks=True)
+    db = tmp_path / "own.db"
+    r = vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(root))
+    assert r.code == 0, r.err
+    return root, db

@@ -1,0 +1,74 @@
+"""The one guard every writer calls before it writes: is this path inside a mirror the catalog knows?
+
+vault never writes into a mirror, any mirror the catalog knows, not only the one an entry comes from. Each writer
+(`extract -o`, `compare --out`, `repro --out`, a repro input's `to`, a recipe's `run.cwd`, `restore env
+--prefix/--to`, the catalog file itself) calls `refuse_write_into_mirror(conn, path, what)` with the folder or
+file it is about to write; `mirror_holding` is the same question as a pure function over a list of roots.
+Paths are compared resolved (symlinks followed as far as they exist), so `mirror/../mirror/x`, a symlink into a
+mirror, and a relative `.` standing inside one are all caught. Remote mirrors (ssh://, s3://) are never local
+paths and are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+
+from cloudvault.errors import UsageError
+
+
+class WriteIntoMirror(UsageError):
+    """refusing to write {what} {path}: it is inside the mirror {root}; vault never writes into a mirror"""
+
+
+def _resolved(path: str | os.PathLike) -> str:
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def mirror_holding(path: str | os.PathLike, roots: Iterable[str]) -> str | None:
+    """The root (as given) of the local mirror that path is inside or is, else None."""
+    target = _resolved(path)
+    for root in roots:
+        if "://" in root and not root.startswith("file://"):
+            continue
+        if _inside(target, _resolved(root.removeprefix("file://"))):
+            return root
+    return None
+
+
+def known_roots(conn: sqlite3.Connection) -> list[str]:
+    """Every mirror root the catalog holds."""
+    return [row[0] for row in conn.execute("SELECT root FROM mirrors ORDER BY id")]
+
+
+def refuse_write_into_mirror(
+    conn: sqlite3.Connection | None, path: str | os.PathLike, what: str, extra_roots: Iterable[str] = ()
+) -> None:
+    """WriteIntoMirror (exit 2) when path is inside a mirror the catalog knows (or one of extra_roots, a mirror
+    about to be indexed); call it before anything is created, parents included."""
+    roots = [*(known_roots(conn) if conn is not None else []), *extra_roots]
+    root = mirror_holding(path, roots)
+    if root is not None:
+        raise WriteIntoMirror(what=what, path=os.fspath(path), root=root)
+
+
+def refuse_catalog_inside_mirror(catalog: str | os.PathLike, roots: Iterable[str]) -> None:
+    """WriteIntoMirror when the catalog file is inside a mirror about to be indexed (roots) or one it already
+    knows. Read without creating anything (immutable: no -wal, -shm or lock file appears), before the lock."""
+    from cloudvault.catalog.db import _connect
+
+    known: list[str] = []
+    if os.path.isfile(catalog):
+        conn = _connect(os.fspath(catalog), readonly=True, immutable=True)
+        try:
+            known = known_roots(conn)
+        except sqlite3.DatabaseError:
+            known = []  # not a catalog, or damaged: opening it says so, in one line
+        finally:
+            conn.close()
+    refuse_write_into_mirror(None, catalog, "the catalog", [*roots, *known])
