@@ -276,12 +276,14 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
                         gate=lambda image: _stream_gate(plan, image))  # fmt: skip
     # the read timeout covers the daemon registering layers after the last byte: size it to the archive
     plan.daemon.client.timeout = timeout or max(300.0, info.raw_size / (20 << 20))
+    before = dd.inventory(plan.daemon)
     try:
         dd.load(plan.daemon, recipe.name, body)
     finally:
         if progress is not None:
             progress.finish()
     image = body.image
+    _undo_unproven(plan, before, dd.inventory(plan.daemon), image)
     found = dd.image(plan.daemon, image.config.digest)
     accepted = {image.config.digest, *image.manifest_digests}
     problem = _loaded_problem(found, image.config, accepted, recipe)
@@ -319,6 +321,39 @@ def _stream_gate(plan: Plan, image) -> None:
         if not plan.retag:
             raise TagConflict(tag=tag, holder=holder[:19], name=recipe.name, image=config.digest[:19])
         plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
+
+
+def unproven_changes(before: dict[str, str], after: dict[str, str], image_id: str, tags: tuple[str, ...]) -> dict:
+    """What a load changed beyond the proven image and its tags: ref (a tag, or an untagged image's id) -> the
+    image that held it before (None: it is new)."""
+    changed, known = {}, set(before.values())
+    for ref, holder in after.items():
+        if before.get(ref) == holder or (holder == image_id and (ref in tags or ref == image_id)):
+            continue
+        if ref == holder and holder in known:  # an image that lost its last tag to the proven one (--retag)
+            continue
+        changed[ref] = before.get(ref)
+    return changed
+
+
+def _undo_unproven(plan: Plan, before: dict[str, str], after: dict[str, str], image) -> None:
+    """Compare the daemon's images and tags before and after the load: a tag docker moved or an image it added
+    that the stream did not prove is undone (tags back to their images, new images removed), then reported."""
+    accepted = {image.config.digest, *image.manifest_digests}
+    image_id = next((after[t] for t in image.repo_tags if after.get(t) in accepted), image.config.digest)
+    changed = unproven_changes(before, after, image_id, image.repo_tags)
+    if not changed:
+        return
+    for ref, holder in changed.items():
+        if holder is not None and ref != holder:
+            dd.tag(plan.daemon, holder, ref)
+        elif ref != after[ref]:
+            dd.untag(plan.daemon, ref)
+    for added in set(after.values()) - set(before.values()):
+        dd.remove(plan.daemon, added)
+    raise ImageMismatch(what=f"docker load of {plan.recipe.name} changed what the archive did not prove: "
+                        f"{', '.join(sorted(changed))}", action="undone: tags put back, images it added removed; "
+                        "not proven, so nothing was kept")  # fmt: skip
 
 
 def _loaded_problem(found: dict | None, config: ImageConfig, accepted: set[str], recipe: DockerRecipe) -> str | None:

@@ -113,6 +113,23 @@ def tag_holders(daemon: Daemon, tags: Iterable[str]) -> dict[str, str | None]:
     return holders
 
 
+def inventory(daemon: Daemon) -> dict[str, str]:
+    """Every tag in the daemon -> the id of the image holding it, untagged images as their id -> id."""
+    held = {}
+    for found in daemon.client.images(all=True):
+        tags = [t for t in found.get("RepoTags") or () if t != "<none>:<none>"]
+        held.update({tag: found["Id"] for tag in tags} if tags else {found["Id"]: found["Id"]})
+    return held
+
+
+def untag(daemon: Daemon, ref: str) -> None:
+    """Take one tag away (the image stays while another tag or a container holds it)."""
+    import docker
+
+    with contextlib.suppress(docker.errors.NotFound):
+        daemon.client.remove_image(ref, noprune=True)
+
+
 def load(daemon: Daemon, name: str, body: Iterable[bytes]) -> list[str]:
     """POST the body to /images/load; the daemon's lines ('Loaded image: ...'). Errors the daemon reports
     inside its 200 stream (`errorDetail`) become one line: LoadFailed (5), or LoadEnvironmentFailed (6)."""

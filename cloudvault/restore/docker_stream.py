@@ -11,6 +11,7 @@ and loads nothing.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from cloudvault.restore.oci import (
     parse_config,
     parse_index,
     parse_manifest,
+    read_by_docker,
 )
 
 KEEP_SMALL = 8 << 20  # JSON members (configs, manifests) are kept to be parsed; layers only hashed
@@ -86,7 +88,25 @@ class TarCheck:
         self.label = label
         self.digests: dict[str, tuple[str, str]] = {}
         self.kept: dict[str, bytes] = {}
+        self.names: set[str] = set()
         self._kept_size = 0
+
+    def admit(self, header: TarHeader) -> str:
+        """The member's name, once it is one docker reads as vault does: never a second member of one name, a
+        name that `..`, `.` or `//` would make another (`x/../manifest.json`), nor a link, folder or device where
+        docker reads a file (manifest.json, index.json, repositories, a blob, a layer). docker save writes none
+        of these; docker load would read the member vault did not check."""
+        raw = header.name.decode("utf-8", "surrogateescape")
+        name = member_name(raw)
+        bare = name.rstrip("/")
+        if bare and posixpath.normpath(bare) != bare:
+            raise ArchiveDamaged(path=self.label, detail=f"member {raw!r} is not a normalised path")
+        if bare in self.names:
+            raise ArchiveDamaged(path=self.label, detail=f"member {bare} is a duplicate (docker reads the last one)")
+        self.names.add(bare)
+        if read_by_docker(bare) not in (None, header.type):
+            raise ArchiveDamaged(path=self.label, detail=f"member {bare} is a {header.type}, not a regular file")
+        return name
 
     def member(self, header: TarHeader, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """Pass the member's data through, hashing it; a digest-named member must hash to its name."""
@@ -225,7 +245,7 @@ class VerifiedBody:
 
     def _members(self, tee: TeeStream, check: TarCheck) -> Iterator[bytes]:
         for header, data in iter_members(tee):
-            name = member_name(header.name.decode("utf-8", "surrogateescape"))
+            name = check.admit(header)  # before its header goes out: a refused member never reaches docker
             if name in METADATA:
                 tee.hold = True
             self.progress.current(name if "/" not in name else name.rsplit("/", 1)[-1][:19])

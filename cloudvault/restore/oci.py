@@ -84,6 +84,16 @@ def named_digest(path: str) -> str | None:
     return None
 
 
+def read_by_docker(name: str) -> str | None:
+    """What docker load reads this member as ("file" or "dir"), or None when it does not read it by name: the
+    metadata, a blob or digest-named config, a classic `<id>/layer.tar`, and the blob folders on the way."""
+    if name in ("blobs", "blobs/sha256"):
+        return "dir"
+    if name in METADATA or named_digest(name) is not None or name.endswith("/layer.tar"):
+        return "file"
+    return None
+
+
 def parse_manifest(data: bytes) -> list[ManifestItem]:
     """manifest.json of a docker save archive."""
     try:
