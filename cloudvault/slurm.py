@@ -12,13 +12,48 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from cloudvault.errors import EnvironmentProblem, ToolMissing
+from cloudvault.errors import EnvironmentProblem, ToolMissing, UsageError
 
 CLIENT_HINT = "install Slurm's client tools (slurm-client)"
 
 
 class SlurmFailed(EnvironmentProblem):
     """{command}: {detail}; Slurm does not answer as expected: check SLURM_CONF and that slurmctld runs (`sinfo`)"""
+
+
+# Slurm's grammar for each sbatch option vault writes from a recipe or an option (sbatch(1)); a value outside it is
+# refused, so nothing a recipe holds can end an #SBATCH line and start a command.
+_GRES = r"[A-Za-z0-9_]+(?::[A-Za-z0-9_.-]+)?(?::\d+)?"
+SBATCH_GRAMMAR = {
+    "time": (r"(?:\d+-)?\d+(?::\d+){0,2}|UNLIMITED|INFINITE", "MINUTES, H:M:S or D-H:M:S, e.g. 01:00:00"),
+    "partition": (r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*", "partition names, comma-separated"),
+    "mem": (r"\d+[KMGT]?", "a size with an optional K, M, G or T, e.g. 16G"),
+    "gres": (rf"{_GRES}(?:,{_GRES})*", "NAME[:TYPE][:COUNT], e.g. gpu:1 or gpu:h200:1"),
+    "cpus-per-task": (r"[1-9]\d*", "a positive whole number"),
+}
+
+
+class NotSlurmGrammar(UsageError):
+    """{where} = {value!r} is not what sbatch --{option} takes ({grammar}); fix it"""
+
+
+def sbatch_value(option: str, value: object, where: str) -> str:
+    """value as text, checked against Slurm's grammar for --option (NotSlurmGrammar, exit 2, naming where)."""
+    pattern, grammar = SBATCH_GRAMMAR[option]
+    text = str(value)
+    if isinstance(value, bool) or not re.fullmatch(pattern, text):
+        raise NotSlurmGrammar(where=where, value=text, option=option, grammar=grammar)
+    return text
+
+
+def sbatch_path(option: str, path: str | os.PathLike) -> str:
+    """An #SBATCH line for a path (--output, --chdir): double-quoted, as sbatch reads a quoted argument; a path
+    sbatch cannot read back whole (a newline, a double quote, a backslash) is refused."""
+    text = os.fspath(path)
+    if any(c in text for c in '\n\r"\\'):
+        raise UsageError(detail=f"{text!r} cannot be written into an #SBATCH line; choose a folder without newlines, "
+                         "double quotes or backslashes")  # fmt: skip
+    return f'#SBATCH --{option}="{text}"'
 
 
 def run(argv: list[str], *, tolerate_invalid: bool = False, timeout: float = 60, hint: str = CLIENT_HINT) -> str:

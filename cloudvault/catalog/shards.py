@@ -74,8 +74,44 @@ def set_meta(shard: sqlite3.Connection, values: dict[str, object]) -> None:
     shard.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in values.items()])
 
 
-def finish_shard(shard: sqlite3.Connection) -> None:
+SHARD_TABLES = ("archives", "frames", "flags", "members")
+
+
+def table_digests(shard: sqlite3.Connection) -> dict[str, list]:
+    """table -> [row count, sha256 of its rows in rowid order], for every table a shard holds: a shard that lost
+    rows (a flag, so a secret goes unflagged) or had one changed no longer matches what its task recorded."""
+    import hashlib
+
+    found = {}
+    for table in SHARD_TABLES:
+        digest, count = hashlib.sha256(), 0
+        for row in shard.execute(f"SELECT * FROM {table} ORDER BY rowid"):
+            digest.update(repr(row).encode("utf-8", "surrogateescape"))
+            count += 1
+        found[table] = [count, digest.hexdigest()]
+    return found
+
+
+def finish_shard(shard: sqlite3.Connection, *, with_digests: bool = False) -> None:
+    """Commit; with_digests (a shard another process merges later), its tables' counts and digests in meta."""
+    if with_digests:
+        set_meta(shard, {"tables": json.dumps(table_digests(shard))})
     shard.execute("COMMIT")
+
+
+def digest_problem(shard: sqlite3.Connection, meta: dict[str, str]) -> str | None:
+    """Which table of the shard does not match the counts and digest its task recorded (None: all match)."""
+    try:
+        recorded = json.loads(meta.get("tables") or "null")
+    except ValueError:
+        recorded = None
+    if not isinstance(recorded, dict):
+        return "it records no table counts and digests (made by an older vault, or damaged)"
+    for table, (count, digest) in table_digests(shard).items():
+        if recorded.get(table) != [count, digest]:
+            was = recorded.get(table) or ["?"]
+            return f"its {table} rows ({count}) do not match the {was[0]} and digest its task recorded"
+    return None
 
 
 def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> dict | None:
@@ -107,14 +143,17 @@ def insert_members(conn: sqlite3.Connection, archive_id: int, alias: str, rows: 
     )
 
 
-def read_shard(path: str) -> tuple[dict[str, str], list[tuple]]:
-    """A finished shard's meta and its archives as (root, FileStat, member_count, member rows found), read-only."""
+def read_shard(path: str, *, check_digests: bool = False) -> tuple[dict[str, str], list[tuple]]:
+    """A finished shard's meta and its archives as (root, FileStat, member_count, member rows found), read-only;
+    check_digests: meta["digest_problem"] says which table no longer matches its recorded digest ("" if none)."""
     from pathlib import Path
     from urllib.parse import quote
 
     shard = sqlite3.connect(f"file:{quote(str(Path(path).absolute()))}?mode=ro", uri=True)
     try:
         meta = dict(shard.execute("SELECT key, value FROM meta"))
+        if check_digests:
+            meta["digest_problem"] = digest_problem(shard, meta) or ""
         archives = [
             (root, FileStat(*stat), count, shard.execute(
                 "SELECT count(*) FROM members WHERE rowid BETWEEN ? AND ?", (first, last)).fetchone()[0])

@@ -175,23 +175,30 @@ def load_plan(path: Path) -> dict:
 # -- scripts -------------------------------------------------------------------------------------------------
 def render_array(lay: Layout, plan: dict, partition: str | None) -> str:
     """The job array: one task per bin of the plan."""
-    head = _sbatch_head(f"vault-index-{plan['hash'][:8]}", lay.folder / "logs" / "task-%a.out", partition)
+    head = _sbatch_head(f"vault-index-{plan['hash'][:8]}", lay.folder / "logs" / "task-%a.out", partition,
+                        lay.folder)  # fmt: skip
     head.insert(2, f"#SBATCH --array=0-{len(plan['tasks']) - 1}")
-    command = shlex.join([sys.executable, "-m", "cloudvault.index.slurm_task", str(lay.plan)])
+    command = shlex.join([sys.executable, "-P", "-m", "cloudvault.index.slurm_task", str(lay.plan)])
     return "\n".join([*head, "", f'exec {command} "$SLURM_ARRAY_TASK_ID"']) + "\n"
 
 
 def render_merge(lay: Layout, plan: dict, partition: str | None) -> str:
     """The merge job: `vault index --merge`, waiting for any other writer of the catalog."""
-    head = _sbatch_head(f"vault-index-merge-{plan['hash'][:8]}", lay.folder / "logs" / "merge-%j.out", partition)
-    command = [sys.executable, "-m", "cloudvault", "--catalog", str(lay.catalog), "index", "--merge", "--wait"]
+    name = f"vault-index-merge-{plan['hash'][:8]}"
+    head = _sbatch_head(name, lay.folder / "logs" / "merge-%j.out", partition, lay.folder)
+    command = [sys.executable, "-P", "-m", "cloudvault", "--catalog", str(lay.catalog), "index", "--merge", "--wait"]
     return "\n".join([*head, "", f"exec {shlex.join(command)}"]) + "\n"
 
 
-def _sbatch_head(name: str, output: Path, partition: str | None) -> list[str]:
+def _sbatch_head(name: str, output: Path, partition: str | None, folder: Path) -> list[str]:
+    """Run from vault's own folder with `python -P`: the folder a job was submitted from (a clone of this
+    repository, say) is never on its sys.path to shadow the installed package."""
     head = ["#!/bin/bash", f"#SBATCH --job-name={name}", "#SBATCH --ntasks=1", "#SBATCH --cpus-per-task=1",
-            f"#SBATCH --mem={TASK_MEM}", f"#SBATCH --output={output}"]  # fmt: skip
-    return head + ([f"#SBATCH --partition={partition}"] if partition else [])
+            f"#SBATCH --mem={TASK_MEM}", slurm_client.sbatch_path("output", output),
+            slurm_client.sbatch_path("chdir", folder)]  # fmt: skip
+    if partition:
+        head.append(f"#SBATCH --partition={slurm_client.sbatch_value('partition', partition, '--partition')}")
+    return head
 
 
 # -- Slurm ---------------------------------------------------------------------------------------------------
@@ -227,12 +234,13 @@ def queued(job: str | None) -> str | None:
 # -- shards --------------------------------------------------------------------------------------------------
 def shard_problem(lay: Layout, plan: dict, task: int) -> str | None:
     """Why the task's shard cannot be merged ('missing' when there is none), or None when it checks out:
-    made for this plan and task, holding exactly the planned archives, with every member row."""
+    made for this plan and task, holding exactly the planned archives, with every member row, and every table
+    (flags too) as its task recorded it."""
     path = lay.shard(task)
     if not path.is_file():
         return "missing"
     try:
-        meta, archives = shards.read_shard(str(path))
+        meta, archives = shards.read_shard(str(path), check_digests=True)
     except (sqlite3.Error, OSError) as exc:  # a damaged shard file is refused, never merged
         return f"unreadable ({exc})"
     if meta.get("plan_hash") != plan["hash"]:
@@ -246,7 +254,9 @@ def shard_problem(lay: Layout, plan: dict, task: int) -> str | None:
     if sum(st.size for _, st in found) != plan["tasks"][task]["bytes"]:
         return "its archives' bytes differ from the plan's"
     short = [st.path for _, st, count, rows in archives if count != rows]
-    return f"member rows missing for {short[0]}" if short else None
+    if short:
+        return f"member rows missing for {short[0]}"
+    return meta["digest_problem"] or None
 
 
 def shard_states(lay: Layout, plan: dict) -> dict[int, str | None]:

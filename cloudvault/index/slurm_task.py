@@ -42,7 +42,7 @@ def run_task(plan_path: Path, task: int) -> Path:
             shards.set_meta(shard, {"plan_hash": plan["hash"], "task": task, "archives": len(archives),
                                     "bytes": done_bytes, "seconds": round(time.monotonic() - started, 3),
                                     "host": socket.gethostname()})  # fmt: skip
-            shards.finish_shard(shard)
+            shards.finish_shard(shard, with_digests=True)
         finally:
             shard.close()
         with atomic_path(lay.shard(task), force=True) as part:  # scratch is another filesystem: copy, then rename

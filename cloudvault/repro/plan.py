@@ -166,7 +166,7 @@ def _processes(conn, recipe: Recipe, context: dict, settings: dict, env: dict, s
     for gpu in range(gpus) if gpus else [None]:
         for slot in range(per_gpu):
             ctx = {**context, "gpu": "" if gpu is None else str(gpu)}
-            line = expand(f"{program} {run['args']}", ctx, where="run.args", recipe=recipe.path)
+            line = expand(f"{program} {run['args']}", ctx, where="run.args", recipe=recipe.path, quote=shlex.quote)
             cwd = expand(run.get("cwd", "{run}/work"), ctx, where="run.cwd", recipe=recipe.path)
             cwd = within_run(conn, Path(context["run"]), cwd, "run.cwd", recipe)
             penv = dict(env) if gpu is None else {**env, "CUDA_VISIBLE_DEVICES": str(gpu)}

@@ -108,8 +108,9 @@ def load(name: str) -> Recipe:
     return Recipe(path.stem, path, data)
 
 
-def expand(template: str, context: Mapping, *, where: str, recipe: Path) -> str:
-    """template with every {dotted.name} replaced from context; an unknown name is RecipeInvalid naming it."""
+def expand(template: str, context: Mapping, *, where: str, recipe: Path, quote=None) -> str:
+    """template with every {dotted.name} replaced from context; an unknown name is RecipeInvalid naming it.
+    quote (shlex.quote for a command line) is applied to each value, so a path with a space stays one word."""
 
     def value(match: re.Match) -> str:
         node: object = context
@@ -117,6 +118,7 @@ def expand(template: str, context: Mapping, *, where: str, recipe: Path) -> str:
             if not isinstance(node, Mapping) or part not in node:
                 raise RecipeInvalid(path=recipe, detail=f"{where}: unknown template name {{{match[1]}}}")
             node = node[part]
-        return node if isinstance(node, str) else str(node).lower() if isinstance(node, bool) else str(node)
+        text = node if isinstance(node, str) else str(node).lower() if isinstance(node, bool) else str(node)
+        return quote(text) if quote and text else text
 
     return TEMPLATE.sub(value, template)

@@ -159,23 +159,32 @@ def resources(plan: Plan, partition: str | None = None) -> dict:
     section = plan.recipe.section("slurm")
     gpu = bool(_gpu_processes(plan))
     cores = plan.recipe.section("run").get("cpu_cores_per_gpu", 0) if gpu else 0
-    return {
-        "partition": partition or section.get("partition"),
-        "cpus": section.get("cpus_per_task", cores or 1),
-        "mem": section.get("mem", "1G" if plan.standin else None),
-        "time": section.get("time", "01:00:00"),
-        "gres": section.get("gres", "gpu:1") if gpu else None,
+    wanted = {
+        "partition": (partition, "--partition") if partition else (section.get("partition"), "slurm.partition"),
+        "cpus": (section.get("cpus_per_task", cores or 1), "slurm.cpus_per_task"),
+        "mem": (section.get("mem", "1G" if plan.standin else None), "slurm.mem"),
+        "time": (section.get("time", "01:00:00"), "slurm.time"),
+        "gres": (section.get("gres", "gpu:1"), "slurm.gres"),
     }
+    options = {"cpus": "cpus-per-task"}
+    found = {key: None if value is None else slurm_client.sbatch_value(options.get(key, key), value, _where(plan, what))
+             for key, (value, what) in wanted.items()}  # fmt: skip
+    return {**found, "gres": found["gres"] if gpu else None}  # every field is checked, used or not
+
+
+def _where(plan: Plan, what: str) -> str:
+    return what if what.startswith("--") else f"recipe {plan.recipe.path}: {what}"
 
 
 def render(plan: Plan, partition: str | None = None) -> str:
     """The sbatch script: one array task per process, each writing its logs and exit code under run_dir/logs."""
     res = resources(plan, partition)
     logs = plan.run_dir / "logs"
-    head = ["#!/bin/bash", f"#SBATCH --job-name=vault-{plan.recipe.name}",
+    head = ["#!/bin/bash", slurm_client.sbatch_path("job-name", f"vault-{plan.recipe.name}"),
             f"#SBATCH --array=0-{len(plan.processes) - 1}", "#SBATCH --ntasks=1",
             f"#SBATCH --cpus-per-task={res['cpus']}", f"#SBATCH --time={res['time']}",
-            f"#SBATCH --output={logs}/slurm-%A_%a.out", f"#SBATCH --chdir={plan.run_dir}"]  # fmt: skip
+            slurm_client.sbatch_path("output", f"{logs}/slurm-%A_%a.out"),
+            slurm_client.sbatch_path("chdir", plan.run_dir)]  # fmt: skip
     head += [f"#SBATCH --partition={res['partition']}"] if res["partition"] else []
     head += [f"#SBATCH --mem={res['mem']}"] if res["mem"] else []
     head += [f"#SBATCH --gres={res['gres']}"] if res["gres"] else []
