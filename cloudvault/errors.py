@@ -14,7 +14,10 @@ AMBIGUOUS = 4
 INTEGRITY = 5
 ENVIRONMENT = 6
 REPRO_MISMATCH = 10
+BUG = 70  # EX_SOFTWARE of sysexits.h: an exception no check foresaw; the traceback follows
+HUNG_UP = 129  # 128 + SIGHUP, as a shell reports a process the signal ended
 INTERRUPTED = 130
+TERMINATED = 143  # 128 + SIGTERM
 
 # exit code -> what it means; OK and NOTHING_FOUND are outcomes, the rest are error groups below.
 EXIT_CODES = {
@@ -26,7 +29,10 @@ EXIT_CODES = {
     INTEGRITY: "integrity (hash mismatch, damaged or changed archive, unsafe member)",
     ENVIRONMENT: "environment (busy catalog, no space, missing tool, unreachable mirror or daemon)",
     REPRO_MISMATCH: "a reproduction did not reproduce",
+    BUG: "a bug in vault (an unexpected exception; its traceback is printed): please report it",
+    HUNG_UP: "hung up (SIGHUP, the terminal closed); stopped as Ctrl-C stops",
     INTERRUPTED: "interrupted (Ctrl-C); what was committed is kept",
+    TERMINATED: "terminated (SIGTERM: `timeout`, `kill`, a batch system); stopped as Ctrl-C stops",
 }
 
 
@@ -168,3 +174,17 @@ class Interrupted(VaultError):
     """interrupted; what was finished is kept, nothing half-written was left behind"""
 
     exit_code = INTERRUPTED
+
+
+class Signalled(Interrupted):
+    """{signal}: stopped; what was finished is kept, nothing half-written was left behind"""
+
+    def __init__(self, signum: int) -> None:
+        self.exit_code = 128 + signum  # 143 for SIGTERM, 129 for SIGHUP
+        super().__init__(signal={1: "hung up (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, f"signal {signum}"))
+
+
+def as_interrupted(exc: BaseException) -> Interrupted:
+    """What a Ctrl-C (KeyboardInterrupt) or a stopping signal ends a command in, once its children are stopped:
+    the signal's own error (its exit code: 130, 143, 129)."""
+    return exc if isinstance(exc, Interrupted) else Interrupted()

@@ -91,6 +91,13 @@ class VaultParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(**kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        found, rest = super().parse_known_args(args, namespace)
+        for action in self._actions:  # argparse gives a positional after a second `--` as [], not a string
+            if action.nargs is None and not action.option_strings and getattr(found, action.dest, None) == []:
+                self.error(f"the following arguments are required: {action.metavar or action.dest}")
+        return found, rest
+
     def error(self, message: str):
         message = message.replace("\n", "\\n").replace("\r", "\\r")  # an argument's newline stays on one line
         raise errors.UsageError(detail=f"{self.prog}: {message} (see `{self.prog} --help`)")
@@ -152,7 +159,8 @@ def run_command(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    previous = _signal.signal(_signal.SIGINT, _interrupt)
+    previous = {sig: _signal.signal(sig, handler) for sig, handler in
+                ((_signal.SIGINT, _interrupt), (_signal.SIGTERM, _stop), (_signal.SIGHUP, _stop))}  # fmt: skip
     try:
         code = run_command(argv)
     except errors.VaultError as exc:
@@ -172,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         code = errors.ENVIRONMENT
     except Exception as exc:
         if type(exc).__module__ != "sqlite3":
-            raise  # a bug: the traceback is wanted
-        _report(f"the catalog cannot be read ({exc}); restore it from a copy or rebuild it", errors.INTEGRITY, argv)
-        code = errors.INTEGRITY
+            code = _bug(exc, argv)
+        else:
+            _report(f"the catalog cannot be read ({exc}); restore it from a copy or rebuild it", errors.INTEGRITY, argv)
+            code = errors.INTEGRITY
     finally:
-        _signal.signal(_signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
     return code
 
 
@@ -190,8 +200,26 @@ def _report(message: str, code: int, argv: list[str]) -> None:
         sys.stdout.write(json.dumps({"error": message, "exit_code": code}) + "\n")
 
 
+def _bug(exc: Exception, argv: list[str]) -> int:
+    """An exception no check foresaw is a bug in vault: its traceback, then one line, exit 70 (never 1, which
+    means "nothing found", nor a user error's code)."""
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+    _report(f"a bug in vault ({type(exc).__name__}: {exc}); the traceback is above: please report it",
+            errors.BUG, argv)  # fmt: skip
+    return errors.BUG
+
+
 def _interrupt(signum, frame) -> None:
     raise errors.Interrupted()
+
+
+def _stop(signum, frame) -> None:
+    """SIGTERM and SIGHUP are handled as Ctrl-C is: children stopped, the run recorded interrupted (143, 129).
+    A second one (a batch system repeats it) does not cut that stopping short; SIGKILL still does."""
+    _signal.signal(signum, _signal.SIG_IGN)
+    raise errors.Signalled(signum)
 
 
 def console_main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,32 +34,43 @@ class MirrorRoot:
 def resolve_root(
     path: str, definition: MirrorDefinition | None, known: dict[str, tuple[str, str | None]] | None = None
 ) -> MirrorRoot:
-    """A local path (made absolute) or an fsspec URL, with its definition. A plain path that the catalog already
-    knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is named after its
-    directory, with a suffix when that name is taken by another root."""
+    """A local path (made absolute) or an fsspec URL, with its definition. A mirror's identity is its root: a root
+    the catalog already knows (known: root -> (name, manifest)) keeps the name it was indexed under; a new one is
+    named after its directory (or its definition), with a suffix when another root holds that name, so
+    /a/Marvell_cloud and a copy at /b/Marvell_cloud are two mirrors, never one taken for the other emptied."""
     if is_url(path) and urlsplit(path).password is not None:  # the catalog keeps the root: never a credential
         raise errors.UsageError(detail="a mirror URL must not hold a password; use ssh keys or the storage's own login")
     mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
     known = known or {}
     if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
         require_mirror(mirror)
+    taken = {n for r, (n, _) in known.items() if r != mirror.root}
     if definition is None and mirror.root in known:
         name, manifest = known[mirror.root]
         definition = _definition_named(name, mirror.root, manifest)
     elif definition is None:
-        base = mirror.root.rstrip("/").rsplit("/", 1)[-1] or "mirror"
-        taken = {n for n, _ in known.values()}
-        name = next(c for c in (base, *(f"{base}-{i}" for i in range(2, 1000))) if c not in taken)
+        name = unique_name(mirror.root.rstrip("/").rsplit("/", 1)[-1] or "mirror", taken)
         definition = MirrorDefinition(name=name, roots=(mirror.root,), manifest=guess_manifest(mirror.top_dirs()))
+    else:
+        name = known[mirror.root][0] if mirror.root in known else unique_name(definition.name, taken)
+        definition = dataclasses.replace(definition, name=name)
     return MirrorRoot(mirror, definition)
 
 
+def unique_name(base: str, taken: set[str]) -> str:
+    """base, or base-2, base-3 ... : the first no other root holds."""
+    return next(c for c in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if c not in taken)
+
+
 def _definition_named(name: str, root: str, manifest: str | None) -> MirrorDefinition:
-    """The built-in definition of that name if there is one (its entry pattern and secret rules), else a plain one."""
-    try:
-        return builtin_definition(name).with_root(root)
-    except FileNotFoundError:
-        return MirrorDefinition(name=name, roots=(root,), manifest=manifest)
+    """The built-in definition of that name (or of the name it was suffixed from, `marvell_cloud-2`) if there is
+    one (its entry pattern and secret rules), under this name; else a plain one."""
+    for builtin in dict.fromkeys([name, re.sub(r"-\d+$", "", name)]):
+        try:
+            return dataclasses.replace(builtin_definition(builtin).with_root(root), name=name)
+        except FileNotFoundError:
+            continue
+    return MirrorDefinition(name=name, roots=(root,), manifest=manifest)
 
 
 def roots_to_index(conn: sqlite3.Connection, paths: list[str], definition: str | None) -> list[MirrorRoot]:

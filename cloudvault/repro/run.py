@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.atomic import atomic_write, write_text
-from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
+from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError, as_interrupted
 from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
@@ -85,11 +85,11 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
         cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov)
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, Interrupted) as exc:  # Ctrl-C, SIGTERM, SIGHUP
         if job is not None:
             prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
         _close(conn, prov, run_dir, "interrupted")
-        raise Interrupted() from None
+        raise as_interrupted(exc) from None
     except Exception as exc:  # a VaultError, or a bug: either way the run must not stay "running"
         prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")

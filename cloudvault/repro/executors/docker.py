@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import cloudvault
-from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError
+from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError, as_interrupted
 from cloudvault.repro.executors.base import Job
 from cloudvault.repro.plan import Plan
 from cloudvault.repro.preflight import Check
@@ -117,9 +117,9 @@ class DockerExecutor:
                         if on_exit:
                             on_exit(job.plan.processes[i].name, job.codes[i], time.monotonic() - started)
                 time.sleep(0.1)
-        except (KeyboardInterrupt, Interrupted):
+        except (KeyboardInterrupt, Interrupted) as exc:
             self.cancel(job)
-            raise Interrupted() from None
+            raise as_interrupted(exc) from None
         return [int(c) for c in job.codes]
 
     def collect(self, job: Job) -> Path:

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from cloudvault.errors import Interrupted
+from cloudvault.errors import Interrupted, as_interrupted
 from cloudvault.repro.executors.base import Job
 from cloudvault.repro.plan import Plan
 
@@ -56,9 +56,9 @@ class LocalExecutor:
                         if on_exit:
                             on_exit(job.plan.processes[i].name, code, time.monotonic() - started)
                 time.sleep(0.05)
-        except (KeyboardInterrupt, Interrupted):
+        except (KeyboardInterrupt, Interrupted) as exc:
             self.cancel(job)
-            raise Interrupted() from None
+            raise as_interrupted(exc) from None
         return [int(c) for c in job.codes]
 
     def collect(self, job: Job) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cloudvault import slurm as slurm_client
 from cloudvault.atomic import write_text
-from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
+from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing, as_interrupted
 from cloudvault.repro.executors.base import Job
 from cloudvault.repro.plan import Plan
 from cloudvault.repro.preflight import Check
@@ -104,9 +104,9 @@ class SlurmExecutor:
         try:
             while (codes := self._poll_through_hiccups(job)) is None:
                 time.sleep(POLL_S)
-        except (KeyboardInterrupt, Interrupted):
+        except (KeyboardInterrupt, Interrupted) as exc:
             self.cancel(job)
-            raise Interrupted() from None
+            raise as_interrupted(exc) from None
         for p, code in zip(job.plan.processes, codes, strict=True):
             if on_exit:
                 on_exit(p.name, code, time.monotonic() - begun)
