@@ -31,6 +31,7 @@ from cloudvault.index.roots import MirrorRoot
 from cloudvault.index.secrets import SecretRules
 from cloudvault.mirrorfs import WalkProblem
 from cloudvault.models import FileStat
+from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, json_file
 from cloudvault.slurm import SlurmFailed, sbatch
 
 PLAN_VERSION = 1
@@ -164,9 +165,12 @@ def root_docs(mroots: list[MirrorRoot]) -> list[dict]:
 def load_plan(path: Path) -> dict:
     """A plan file, its hash checked (a plan edited by hand is refused)."""
     try:
-        plan = json.loads(path.read_text())
+        plan = json_file(path, PLAN_SHAPE)
     except FileNotFoundError:
         raise NoPlan(catalog=path.parent.with_suffix("")) from None  # catalog.db.slurm/plan.json -> catalog.db
+    if not all(isinstance(t, dict) and isinstance(t.get("archives"), list) and isinstance(t.get("bytes"), int)
+               for t in plan["tasks"]):  # fmt: skip
+        raise DamagedFile(path=str(path), detail="a task is not {bytes, archives}")
     if plan.get("version") != PLAN_VERSION or plan.get("hash") != plan_hash(plan):
         raise errors.IntegrityError(detail=f"{path} does not match its hash (edited?); plan again with --slurm N")
     return plan
@@ -279,11 +283,20 @@ def write_json(path: Path, doc: dict) -> None:
         fh.write(json.dumps(doc, indent=1).encode())
 
 
+# the shapes of the files `vault index --slurm` keeps beside the catalog (readers.check_shape)
+PLAN_SHAPE = {"required": ("version", "hash", "tasks", "roots", "catalog"), "version": int, "hash": str,
+              "tasks": list, "roots": list, "catalog": str, "definition": (str, OPTIONAL)}  # fmt: skip
+JOBS_SHAPE = {"plan": str, "array": (str, OPTIONAL), "merge": (str, OPTIONAL), "tasks": list,
+              "partition": (str, OPTIONAL), "submitted_at": str}  # fmt: skip
+MERGED_SHAPE = {"plan": str, "at": str, "already": bool, "shards": int, "from_shards": int}
+PROGRESS_SHAPE = {"plan_hash": str, "task": int, "archives": int, "bytes": int, "seconds": NUMBER}
+SHAPES = {"jobs.json": JOBS_SHAPE, "merged.json": MERGED_SHAPE}
+
+
 def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
+    """jobs.json, merged.json or a task's progress file, checked ({} when there is none); a damaged one is
+    DamagedFile naming it."""
+    return json_file(path, SHAPES.get(path.name, PROGRESS_SHAPE), missing={})
 
 
 # -- submit, resume, status ----------------------------------------------------------------------------------

@@ -8,13 +8,11 @@ seed's formulas when they are there; otherwise the table's columns are used as r
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sqlite3
 from collections import namedtuple
 from pathlib import Path, PurePosixPath
 
+from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, csv_table, json_file, json_lines
 from cloudvault.repro.metrics import request_timings, totals
 
 TABLE, STREAM, PROVENANCE = "per_request.csv", "requests.jsonl", "provenance.json"
@@ -37,44 +35,46 @@ def request_key(row: dict) -> str:
     return f"{row['doc_id']}@gpu{row['gpu']}"
 
 
-def parse(files: dict[str, bytes]) -> dict[str, dict]:
-    """The rows of a result folder's files, keyed by request (doc id @ GPU)."""
+# what compare relies on in each line of requests.jsonl (readers.check_shape)
+STREAM_SHAPE = {"required": ("request",), "request": str, "doc_id": (str, OPTIONAL), "gpu": (int, str, OPTIONAL),
+                "output_ids": (list, OPTIONAL), "top2_margin": (list, OPTIONAL), "t_start": (*NUMBER, OPTIONAL),
+                "t_first": (*NUMBER, OPTIONAL), "t_done": (*NUMBER, OPTIONAL)}  # fmt: skip
+PROVENANCE_SHAPE = {"run_id": str, "status": str, "entry": (str, OPTIONAL), "settings": (dict, OPTIONAL),
+                    "plan": (dict, OPTIONAL), "options": (dict, OPTIONAL), "exit_codes": (dict, OPTIONAL),
+                    "job_id": (str, OPTIONAL)}  # fmt: skip
+
+
+def parse(files: dict[str, bytes], where: str = "") -> dict[str, dict]:
+    """The rows of a result folder's files, keyed by request (doc id @ GPU); a damaged file is DamagedFile
+    naming it (where: the folder they came from)."""
     rows: dict[str, dict] = {}
+    name = f"{where}/" if where else ""
     if TABLE in files:
-        for row in csv.DictReader(io.StringIO(files[TABLE].decode("utf-8"))):
-            for column in NUMERIC:
-                row[column] = _number(row.get(column))
+        for row in csv_table(files[TABLE], f"{name}{TABLE}", ("doc_id", "gpu"), NUMERIC):
             rows[request_key(row)] = row
-    for line in files.get(STREAM, b"").decode("utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
+    for record in json_lines(files.get(STREAM, b""), f"{name}{STREAM}", STREAM_SHAPE):
+        ids = record.get("output_ids")
+        if ids is not None and not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise DamagedFile(path=f"{name}{STREAM}", detail=f"request {record['request']}: output_ids holds "
+                              "something other than token ids")  # fmt: skip
         row = rows.setdefault(record["request"], {"doc_id": record.get("doc_id"), "gpu": record.get("gpu")})
-        row["output_ids"] = record.get("output_ids")
+        row["output_ids"] = ids
         if "top2_margin" in record:
             row["top2_margin"] = record["top2_margin"]
-        if all(record.get(k) is not None for k in ("t_start", "t_first", "t_done")) and record.get("output_ids"):
-            timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(record["output_ids"]))
+        if all(record.get(k) is not None for k in ("t_start", "t_first", "t_done")) and ids:
+            timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(ids))
             row.update({k: round(v, 3) for k, v in timing.items()})
     return rows
 
 
-def _number(text: str | None) -> int | float | str | None:
-    """A table cell as a number when it is one ('8192' -> 8192, '14.06' -> 14.06), else as it was."""
-    if text is None or text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text
+def result_base(folder: Path) -> Path:
+    """Where a folder's result files are: a vault run folder keeps them under work/."""
+    return folder / "work" if (folder / PROVENANCE).is_file() and (folder / "work").is_dir() else folder
 
 
 def read_folder(folder: Path) -> dict[str, bytes]:
-    """The result files of a folder on disk; a vault run folder keeps them under work/."""
-    base = folder / "work" if (folder / PROVENANCE).is_file() and (folder / "work").is_dir() else folder
+    """The result files of a folder on disk (under work/ in a vault run folder)."""
+    base = result_base(folder)
     return {name: (base / name).read_bytes() for name in RESULT_FILES if (base / name).is_file()}
 
 
@@ -94,6 +94,5 @@ def read_mirror(conn: sqlite3.Connection, mirror_id: int, entry_id: str, folder:
 
 
 def provenance(folder: Path) -> dict:
-    """A vault run folder's provenance.json ({} for other folders)."""
-    path = folder / PROVENANCE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """A vault run folder's provenance.json ({} for other folders); a damaged one is DamagedFile, one line."""
+    return json_file(folder / PROVENANCE, PROVENANCE_SHAPE, missing={})

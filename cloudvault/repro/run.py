@@ -243,7 +243,7 @@ def compare_with_record(conn: sqlite3.Connection, plan) -> tuple[RunComparison, 
     from cloudvault.repro.sources import from_entry
 
     record = from_entry(conn, plan.entry_id, folder=plan.record_folder)
-    new = results.Results(str(work), results.parse(results.read_folder(work)), plan.run_settings, str(work))
+    new = results.Results(str(work), results.parse(results.read_folder(work), str(work)), plan.run_settings, str(work))
     # a runner that says what it ran on (run.json: GPU, library versions) adds that to each side's settings
     recorded_about = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, (RUN_ABOUT,))
     record_settings = {**record.settings, **_about(recorded_about.get(RUN_ABOUT))}

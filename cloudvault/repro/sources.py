@@ -49,7 +49,8 @@ def _from_folder(label: str, folder: Path) -> Results:
     if not files:
         raise ResultsNotFound(names=", ".join(results.RESULT_FILES), where=str(folder))
     prov = results.provenance(folder)
-    return Results(label, results.parse(files), prov.get("settings"), str(folder), prov.get("entry"))
+    rows = results.parse(files, str(results.result_base(folder)))
+    return Results(label, rows, prov.get("settings"), str(folder), prov.get("entry"))
 
 
 def from_entry(conn: sqlite3.Connection, text: str, folder: str | None = None) -> Results:
@@ -65,7 +66,7 @@ def from_entry(conn: sqlite3.Connection, text: str, folder: str | None = None) -
     if not files:
         raise ResultsNotFound(names=", ".join(results.RESULT_FILES), where=where)
     settings = entry_details(conn, mirror_id, entry_id).settings
-    return Results(text, results.parse(files), settings, where, entry_id)
+    return Results(text, results.parse(files, where), settings, where, entry_id)
 
 
 def _recorded_folder(entry_id: str) -> str:
