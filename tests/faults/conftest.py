@@ -11,7 +11,9 @@ TALLY: collections.Counter = collections.Counter()
 
 @pytest.fixture
 def tally():
-    """tally("hostile"), tally("corruption"), tally("kill"), tally("bad_argument"), tally("traceback", 0) ..."""
+    """tally("hostile_input"), tally("corruption"), tally("kill"), tally("bad_argument") count what was tried;
+    tally("write_outside", n), tally("rows_lost", n), tally("secret_leak", n), tally("traceback", n) count what a
+    test measured (n computed from what it looked at, before it asserts n is 0), never a zero it was told."""
 
     def count(kind: str, n: int = 1) -> None:
         TALLY[kind] += n
