@@ -59,7 +59,10 @@ def optimize(
     max_bytes: int | None = None,
     on_archive: Callable[[str], None] | None = None,
 ) -> OptimizeReport:
-    """A seekable copy of every single-frame archive in scope, within max_bytes of cache space."""
+    """A seekable copy of every single-frame archive in scope, within max_bytes of cache space (never in a mirror)."""
+    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
+
+    refuse_write_into_mirror(conn, cache, "seekable copies under")
     report = OptimizeReport(forgotten=forget_missing_copies(conn))
     used = copy_bytes_used(conn)
     for c in copy_candidates(conn, scope):

@@ -91,6 +91,14 @@ def test_extract_into_a_mirror_is_refused_also_by_the_default_dot(own_mirror, va
     _refused_untouched(r, root, before, tally)
 
 
+def test_seekable_copies_are_never_written_into_a_mirror(own_mirror, vault, tally):
+    root, db = own_mirror
+    before = mirror_state(root)
+    tally("hostile_input")
+    r = vault("--catalog", str(db), "optimize", "--to", str(root / "_docker/cache"))
+    _refused_untouched(r, root, before, tally)
+
+
 def test_a_catalog_inside_the_mirror_is_refused_before_it_is_created(own_mirror, demo_mirror, vault, tmp_path, tally):
     root, db = own_mirror
     before = mirror_state(root)
