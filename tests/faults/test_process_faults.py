@@ -10,20 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-
-def _live(text: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
+from test_repro_run import processes_naming
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -45,7 +34,7 @@ def test_a_signal_to_repro_stops_the_children_and_records_the_run_interrupted(de
     finally:
         proc.kill()
     (folder,) = out.iterdir()
-    left = _live(str(folder))
+    left = processes_naming(str(folder))
     for pid in left:  # never leave them running, whatever the outcome
         os.kill(pid, signal.SIGKILL)
     tally("write_outside", len(left))  # children still writing after vault has gone
