@@ -60,9 +60,9 @@ def add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def lab_tar(path: Path, compressible: bool) -> None:
+def lab_tar(path: Path, compressible: bool, raw_mb: int = RAW_MB, seed: int = 9) -> None:
     """Dumps interleaved with logs and json, as a run folder is; with compressible False the dumps are random."""
-    rng, target, written, i = random.Random(9), RAW_MB << 20, 0, 0
+    rng, target, written, i = random.Random(seed), raw_mb << 20, 0, 0
     pool = log_pool(rng)
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
         while written < target:

@@ -79,8 +79,10 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
 
 class ArchiveScan:
     """One forward pass over an archive. With an opener (more handles on the same file), the frames of a
-    multi-frame archive are decoded two at a time; on_raw sees every decompressed byte (a seekable copy). With a
-    prefilter (whether bytes may hold what the inspectors look for), small members are inspected in batches."""
+    multi-frame archive are decoded `decoders` at a time (at least two); on_raw sees every decompressed byte (a
+    seekable copy). With a prefilter (whether bytes may hold what the inspectors look for), small members are
+    inspected in batches. With more than two decoders, the cores they are given also hash: each large piece of a
+    member, and the compressed bytes, on up to `decoders` threads (BLAKE3 splits its input into a tree)."""
 
     def __init__(
         self,
@@ -91,8 +93,12 @@ class ArchiveScan:
         on_raw: Callable[[bytes], None] | None = None,
         opener: Callable[[], BinaryIO] | None = None,
         prefilter: Callable[[bytes], bool] | None = None,
+        decoders: int = 2,
     ) -> None:
         self._fh = fh
+        self._decoders = decoders
+        self._hash_threads = decoders if decoders > 2 else 1
+        self._piece_hasher = blake3.blake3(max_threads=self._hash_threads) if self._hash_threads > 1 else None
         self._inspect = inspect
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
@@ -102,7 +108,7 @@ class ArchiveScan:
         self._chains = LinkChains()
 
     def __iter__(self) -> Iterator[MemberRecord]:
-        archive_hash = BackgroundHasher()
+        archive_hash = BackgroundHasher(self._hash_threads)
 
         def on_compressed(chunk: bytes) -> None:
             archive_hash.update(chunk)
@@ -127,8 +133,9 @@ class ArchiveScan:
             self.result.blake3 = archive_hash.hexdigest()
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
-        if self._opener is not None and _many_frames(self._fh):
-            return ParallelFrameStream(self._fh, self._opener, on_compressed=on_compressed, on_raw=self._on_raw)
+        if self._opener is not None and self._decoders > 1 and _many_frames(self._fh):
+            return ParallelFrameStream(self._fh, self._opener, self._decoders, on_compressed=on_compressed,
+                                       on_raw=self._on_raw)  # fmt: skip
         return ThreadedFrameStream(self._fh, on_compressed=on_compressed, on_raw=self._on_raw)
 
     def _record(self, header: TarHeader, data: MemberData) -> MemberRecord:
@@ -159,8 +166,9 @@ class ArchiveScan:
                 self._batch.add(path, header.name, chunk)
             elif header.size and self._inspect is not None:
                 self.inspect_whole(path, header.name, chunk)
-            return blake3.blake3(chunk).hexdigest()
-        h = blake3.blake3(chunk)
+            return self._digest_whole(chunk)
+        h = self._member_hasher()
+        h.update(chunk)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
         if inspector:
             inspector.feed(bytes(chunk))
@@ -170,6 +178,21 @@ class ArchiveScan:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
         return h.hexdigest()
+
+    def _digest_whole(self, data: bytes | memoryview) -> str:
+        if self._piece_hasher is None or len(data) < PARALLEL_HASH:
+            return blake3.blake3(data).hexdigest()
+        h = self._member_hasher()
+        h.update(data)
+        return h.hexdigest()
+
+    def _member_hasher(self) -> blake3.blake3:
+        """A hasher for one member: the scan's multi-threaded one made afresh (its threads are made once per scan,
+        not once per member), or a plain one."""
+        if self._piece_hasher is None:
+            return blake3.blake3()
+        self._piece_hasher.reset()
+        return self._piece_hasher
 
     def inspect_whole(self, path: str, name: bytes, data: bytes | memoryview) -> None:
         """Show a member's bytes, all at hand, to an inspector (if one wants them)."""
@@ -184,6 +207,7 @@ class ArchiveScan:
                 self.result.flag(kind, detail, path)
 
 
+PARALLEL_HASH = 1 << 20  # a smaller whole member is hashed on one thread: starting the others costs more
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 BATCH_BYTES = 1 << 20
 

@@ -571,19 +571,19 @@ FRAME_IN_MEMORY = 16 << 20  # a frame with more compressed bytes is read again b
 
 
 class ParallelFrameStream(ThreadedFrameStream):
-    """Frames decoded by two threads at once (zstd frames are independent), handed over in order.
+    """Frames decoded by `decoders` threads at once (zstd frames are independent), handed over in order.
 
     A splitter thread reads the file once, in order: it hashes the compressed bytes as they pass, walks frame
     and block headers to find where each frame ends, and hands each frame's bytes (views of what it read, no copy)
     to a decoder. Each decoder thread decodes into a small ring of buffers of its own that the reader hands back
     once it has read them, so no decoded byte lands in freshly mapped memory. A frame too long to hold is read
     again by its decoder through its own file handle (`opener`). An archive of one frame decodes as fast as with
-    one thread; a pzstd or seekable archive decodes on both cores.
+    one thread; a pzstd or seekable archive decodes on as many cores as it is given decoders: each decoder runs
+    at most one frame ahead of the reader (its ring holds a frame's pieces), so the frames decoded ahead of the
+    tar walk are an ordered window of about `decoders` frames.
     """
 
-    DECODERS = 2
-
-    def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], **kwargs) -> None:
+    def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], decoders: int = 2, **kwargs) -> None:
         import queue
         import threading
         from concurrent.futures import ThreadPoolExecutor  # not on `vault extract`'s start-up path
@@ -591,11 +591,11 @@ class ParallelFrameStream(ThreadedFrameStream):
         self._setup()
         self._opener = opener
         self._on_raw = kwargs.get("on_raw")
-        self._jobs: queue.Queue = queue.Queue(maxsize=self.DECODERS + 2)
+        self._jobs: queue.Queue = queue.Queue(maxsize=decoders + 2)
         self._job: _FrameJob | None = None
         self._raw_start = 0
         self._frames: list[Frame] = []
-        self._pool = ThreadPoolExecutor(self.DECODERS, thread_name_prefix="zstd-frame")
+        self._pool = ThreadPoolExecutor(decoders, thread_name_prefix="zstd-frame")
         self._thread = threading.Thread(target=self._split, args=(fh, kwargs.get("on_compressed")), daemon=True)
         self._thread.start()
 
