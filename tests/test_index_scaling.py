@@ -57,7 +57,9 @@ def mirror(tmp_path_factory):
     require("pzstd")
     base = tmp_path_factory.mktemp("scaling")
     tar_path = base / "tree.tar"
-    gnu_tar(make_tree(base / "src", big=5 << 20), tar_path, "gnu")
+    src = make_tree(base / "src", big=5 << 20)
+    (src / "dumps/second.bin").write_bytes(os.urandom(3 << 20))  # members over a MiB are hashed on many threads
+    gnu_tar(src, tar_path, "gnu")
     root = base / "mirror"
     for entry in ("018_train", "021_eval"):
         (root / entry).mkdir(parents=True)

@@ -79,7 +79,7 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
 
 class ArchiveScan:
     """One forward pass over an archive. With an opener (more handles on the same file), the frames of a
-    multi-frame archive are decoded `decoders` at a time (at least two); on_raw sees every decompressed byte (a
+    multi-frame archive are decoded `decoders` at a time; on_raw sees every decompressed byte (a
     seekable copy). With a prefilter (whether bytes may hold what the inspectors look for), small members are
     inspected in batches. With more than two decoders, the cores they are given also hash: each large piece of a
     member, and the compressed bytes, on up to `decoders` threads (BLAKE3 splits its input into a tree)."""
@@ -133,7 +133,9 @@ class ArchiveScan:
             self.result.blake3 = archive_hash.hexdigest()
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
-        if self._opener is not None and self._decoders > 1 and _many_frames(self._fh):
+        # a multi-frame archive is split into frames by the same code on one core or many: its frame table (of a
+        # damaged archive too) cannot depend on the cores it was given
+        if self._opener is not None and _many_frames(self._fh):
             return ParallelFrameStream(self._fh, self._opener, self._decoders, on_compressed=on_compressed,
                                        on_raw=self._on_raw)  # fmt: skip
         return ThreadedFrameStream(self._fh, on_compressed=on_compressed, on_raw=self._on_raw)
