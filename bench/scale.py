@@ -218,7 +218,8 @@ def catalog_rows(db: Path) -> tuple[list, list, list]:
 
 
 def big(work: Path, archive: Path) -> None:
-    raw = subprocess.run(f"zstd -q -dc {archive} | wc -c", shell=True, capture_output=True, text=True, check=True)
+    count = f"pzstd -q -dc -p {CORES} {archive} | wc -c"
+    raw = subprocess.run(count, shell=True, capture_output=True, text=True, check=True)
     print(f"\none archive: {int(raw.stdout) / 2**30:.2f} GiB raw, {archive.stat().st_size / 2**30:.2f} GiB pzstd, "
           f"{BIG_MEMBERS} members; {CORES} cores")  # fmt: skip
     dc = f"pzstd -dc -p {CORES}"
