@@ -168,7 +168,11 @@ class ArchiveScan:
                 self._batch.add(path, header.name, chunk)
             elif header.size and self._inspect is not None:
                 self.inspect_whole(path, header.name, chunk)
-            return self._digest_whole(chunk)
+            if self._piece_hasher is None or header.size < PARALLEL_HASH:  # most members: no call more than this
+                return blake3.blake3(chunk).hexdigest()
+            h = self._member_hasher()
+            h.update(chunk)
+            return h.hexdigest()
         h = self._member_hasher()
         h.update(chunk)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
@@ -179,13 +183,6 @@ class ArchiveScan:
             if inspector:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
-        return h.hexdigest()
-
-    def _digest_whole(self, data: bytes | memoryview) -> str:
-        if self._piece_hasher is None or len(data) < PARALLEL_HASH:
-            return blake3.blake3(data).hexdigest()
-        h = self._member_hasher()
-        h.update(data)
         return h.hexdigest()
 
     def _member_hasher(self) -> blake3.blake3:
