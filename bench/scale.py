@@ -68,7 +68,7 @@ def vaults() -> list[tuple[str, str]]:
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
     t = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd="/")  # `-m` would find ./cloudvault
     took = time.perf_counter() - t
     if out.returncode not in (0, 5):
         sys.exit(f"{cmd[:6]} failed ({out.returncode}): {out.stderr[-3000:]}")
@@ -93,7 +93,7 @@ def profile(name: str, pythonpath: str, root: Path, db: Path) -> None:
         subprocess.run(["py-spy", "record", "-r", "200", "--subprocesses", "--native", "--format", "raw", "-o",
                         str(out), "--", sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "-q",
                         "--workers", str(CORES), str(root)], env={**os.environ, "PYTHONPATH": pythonpath},
-                       capture_output=True)  # fmt: skip
+                       capture_output=True, cwd="/")  # fmt: skip
         if out.exists():
             return
 
