@@ -383,6 +383,10 @@ def keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, 64 << 20)
 
 
+def _nothing() -> None:
+    pass
+
+
 PIECE = 4 << 20  # decoded bytes handed over at a time
 RING = 3  # decode buffers per decoding thread
 
@@ -412,6 +416,9 @@ class ThreadedFrameStream(FrameStream):
         self._stop = threading.Event()
         self._rings = threading.local()
         self._held: tuple[bytearray, queue.Queue] | None = None  # the buffer being read, and its ring
+        self._pin_lock = threading.Lock()
+        self._pins: dict[int, int] = {}  # id of a buffer -> views of it other threads still read
+        self._retired: set[int] = set()  # pinned buffers the reader is done with: back to their ring when unpinned
         self._piece: bytes | memoryview = b""
         self._at, self._done, self.pos, self._scratch = 0, False, 0, None
 
@@ -453,11 +460,39 @@ class ThreadedFrameStream(FrameStream):
         return None
 
     def _release(self) -> None:
-        """Hand the buffer just read back to the thread that filled it."""
+        """Hand the buffer just read back to the thread that filled it (once no pinned view of it is read)."""
         if self._held is not None:
             buf, ring = self._held
             self._held = None
+            with self._pin_lock:
+                if id(buf) in self._pins:
+                    self._retired.add(id(buf))
+                    return
             ring.put(buf)
+
+    def pin(self) -> Callable[[], None]:
+        """Keep the piece being read (the one the last read_view came from) from being filled again until the
+        function returned is called, from any thread: a view of it handed to another thread stays valid so long.
+        A decoder whose buffers are all pinned waits, so pinning holds back decoding, never memory."""
+        if self._held is None:
+            return _nothing
+        buf, ring = self._held
+        key = id(buf)
+        with self._pin_lock:
+            self._pins[key] = self._pins.get(key, 0) + 1
+
+        def unpin() -> None:
+            with self._pin_lock:
+                left = self._pins.pop(key) - 1
+                if left:
+                    self._pins[key] = left
+                    return
+                if key not in self._retired:
+                    return
+                self._retired.discard(key)
+            ring.put(buf)
+
+        return unpin
 
     def _hold(self, item: tuple[bytearray, int, queue.Queue]) -> memoryview:
         buf, got, ring = item
