@@ -10,9 +10,12 @@ text files, some libraries of a few MB, a few of hundreds of MB), packed with `p
 `zstd -dc` and `vault index` with --workers 1 and N; the two catalogs' frame tables, member offsets and hashes
 must be equal (the bench fails if not).
 
+Slurm: `vault index --slurm N --dry-run` on the table's mirror (its simulation, from a one-second sample of a
+task's code) against one task's code timed over every archive of the mirror, as one node runs it.
+
 The archives are made in a temp folder (TMPDIR) and read once before timing (page-cached input). VAULTS names
 the vaults to compare as LABEL=PYTHONPATH pairs, space-separated (default: this checkout); each runs as
-`python -m cloudvault` with that PYTHONPATH. SCALE_PARTS picks "table", "big" or both (the default).
+`python -m cloudvault` with that PYTHONPATH. SCALE_PARTS picks "table", "slurm", "big" (default: all three).
 BENCH_REPEAT=N takes the best of N turns. BENCH_PROFILE=FOLDER also records, with py-spy (on PATH), each vault's
 --workers N run of the table and of the big archive into FOLDER (collapsed stacks, all processes and threads).
 """
@@ -151,6 +154,40 @@ def table(work: Path, archives: list[Path]) -> None:
         profile(f"table-{label}", path, work, work.parent / "db" / "profile.db")
 
 
+# -- Slurm: the dry run's simulation against a task's code run over the whole mirror ------------------------------
+TASK = """
+import json, sys, time
+from pathlib import Path
+from cloudvault.index.secrets import SecretRules
+from cloudvault.index.slurm import measure_task_rate
+from cloudvault.mirrorfs import open_mirror
+from cloudvault.models import FileStat
+root = sys.argv[1]
+archives = [(root, st) for st in open_mirror(root).walk() if isinstance(st, FileStat) and st.path.endswith(".zst")]
+rate, count, nbytes = measure_task_rate(archives, {root: SecretRules({})}, budget_s=1e9)
+print(json.dumps({"rate": rate, "archives": count, "bytes": nbytes}))
+"""
+
+
+def slurm(work: Path) -> None:
+    import json
+
+    for label, path in vaults():
+        env = {**os.environ, "PYTHONPATH": path}
+        cmd = [sys.executable, "-m", "cloudvault", "--catalog", str(work.parent / "db" / "slurm.db"), "index",
+               "--slurm", "4", "--dry-run", "--json", str(work)]  # fmt: skip
+        doc = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd="/").stdout)
+        full = json.loads(subprocess.run([sys.executable, "-c", TASK, str(work)], env=env, capture_output=True,
+                                         text=True, check=True, cwd="/").stdout)  # fmt: skip
+        sim = {row["tasks"]: row["seconds"] for row in doc["simulation"]}
+        sample = doc["measured"]
+        rows = ", ".join(f"{n} tasks {t:.1f} s" for n, t in sim.items())
+        print(f"\nslurm dry run ({label}): sampled {sample['archives']} archives at "
+              f"{sample['bytes_per_s'] / 1e9:.2f} GB/s; simulated {rows}")  # fmt: skip
+        print(f"  one task's code over all {full['archives']} archives: {full['bytes'] / full['rate']:.1f} s "
+              f"({full['rate'] / 1e9:.2f} GB/s; the simulation said {sim[1]:.1f} s)")  # fmt: skip
+
+
 # -- one big archive -----------------------------------------------------------------------------------------
 class _PoolReader:
     """size bytes read from a pool of data at an offset, round and round: a member's content without making it."""
@@ -242,16 +279,19 @@ def big(work: Path, archive: Path) -> None:
 
 
 def main() -> None:
-    parts = os.environ.get("SCALE_PARTS", "table big").split()
+    parts = os.environ.get("SCALE_PARTS", "table slurm big").split()
     work = Path(tempfile.mkdtemp(prefix="vault-bench-scale-"))
     (work / "db").mkdir()
     try:
-        if "table" in parts:
+        if "table" in parts or "slurm" in parts:
             t = time.perf_counter()
             archives = build_table(work / "table")
             print(f"built in {time.perf_counter() - t:.0f} s")
             warm(archives)
-            table(work / "table", archives)
+            if "table" in parts:
+                table(work / "table", archives)
+            if "slurm" in parts:
+                slurm(work / "table")
             shutil.rmtree(work / "table")
         if "big" in parts:
             t = time.perf_counter()
