@@ -158,7 +158,8 @@ def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_
     doc = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--dry-run", "--json", str(mirror)).out)
     assert [len(t["archives"]) for t in doc["plan"]["tasks"]] == [1, 2, 2]
     assert [row["tasks"] for row in doc["simulation"]] == [1, 2, 3] and doc["measured"]["bytes_per_s"] > 0
-    assert vault("--catalog", str(db), "index", "--dry-run").code == 2
+    alone = vault("--catalog", str(db), "index", "--dry-run")  # without --slurm: the local run's budget
+    assert alone.code == 0 and "cores:" in alone.out and not db.exists()
 
 
 # -- shards and the merge, without Slurm ------------------------------------------------------------------

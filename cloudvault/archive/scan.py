@@ -8,7 +8,7 @@ Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive orde
 from __future__ import annotations
 
 import contextlib
-from collections import namedtuple
+from collections import deque, namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
@@ -18,7 +18,7 @@ import blake3
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
-from cloudvault.hashing import BackgroundHasher
+from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
 from cloudvault.mirrorfs import text_path
 from cloudvault.models import Flag, Frame
 
@@ -79,8 +79,12 @@ def member_path(name: bytes) -> tuple[str, bytes | None]:
 
 class ArchiveScan:
     """One forward pass over an archive. With an opener (more handles on the same file), the frames of a
-    multi-frame archive are decoded two at a time; on_raw sees every decompressed byte (a seekable copy). With a
-    prefilter (whether bytes may hold what the inspectors look for), small members are inspected in batches."""
+    multi-frame archive are decoded `decoders` at a time; on_raw sees every decompressed byte (a
+    seekable copy). With a prefilter (whether bytes may hold what the inspectors look for), small members are
+    inspected in batches. With more than two decoders, the cores they are given also hash: members of 64 KiB and
+    more are hashed by `decoders` threads of their own (many members at once, each from views of the decoded
+    pieces, which stay pinned until hashed) while the tar walk goes on, and records come out in archive order as
+    their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too."""
 
     def __init__(
         self,
@@ -91,8 +95,13 @@ class ArchiveScan:
         on_raw: Callable[[bytes], None] | None = None,
         opener: Callable[[], BinaryIO] | None = None,
         prefilter: Callable[[bytes], bool] | None = None,
+        decoders: int = 2,
     ) -> None:
         self._fh = fh
+        self._decoders = decoders
+        self._hash_threads = decoders if decoders > 2 else 1
+        self._hashers: HashThreads | None = None
+        self._stream_in_use: ThreadedFrameStream | None = None
         self._inspect = inspect
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
@@ -102,23 +111,31 @@ class ArchiveScan:
         self._chains = LinkChains()
 
     def __iter__(self) -> Iterator[MemberRecord]:
-        archive_hash = BackgroundHasher()
+        archive_hash = BackgroundHasher(self._hash_threads)
 
         def on_compressed(chunk: bytes) -> None:
             archive_hash.update(chunk)
             if self._on_bytes:
                 self._on_bytes(len(chunk))
 
-        stream = self._stream(on_compressed)
+        stream = self._stream_in_use = self._stream(on_compressed)
+        self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
+        waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
         try:
             for header, data in iter_members(stream):
-                yield self._record(header, data)
+                waiting.append(self._record(header, data))
+                while waiting and _ready(waiting[0]):
+                    yield _hashed(waiting.popleft())
             stream.drain()
+            yield from map(_hashed, waiting)
         except (ZstdFormatError, TarFormatError) as exc:
             self.result.status = exc.kind
             self.result.flag(exc.kind, str(exc))
             _finish_after_error(stream, self._fh, on_compressed)
+            yield from map(_hashed, waiting)  # the members before the damage, as without threads
         finally:
+            if self._hashers:
+                self._hashers.close()
             if self._batch:  # the members read so far are inspected, even when the archive ends in damage
                 self._batch.flush()
             stream.close()
@@ -127,8 +144,11 @@ class ArchiveScan:
             self.result.blake3 = archive_hash.hexdigest()
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
+        # a multi-frame archive is split into frames by the same code on one core or many: its frame table (of a
+        # damaged archive too) cannot depend on the cores it was given
         if self._opener is not None and _many_frames(self._fh):
-            return ParallelFrameStream(self._fh, self._opener, on_compressed=on_compressed, on_raw=self._on_raw)
+            return ParallelFrameStream(self._fh, self._opener, self._decoders, on_compressed=on_compressed,
+                                       on_raw=self._on_raw)  # fmt: skip
         return ThreadedFrameStream(self._fh, on_compressed=on_compressed, on_raw=self._on_raw)
 
     def _record(self, header: TarHeader, data: MemberData) -> MemberRecord:
@@ -151,17 +171,21 @@ class ArchiveScan:
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
                             h.header_offset, h.data_offset, digest)  # fmt: skip
 
-    def _hash(self, header: TarHeader, data: MemberData, path: str) -> str:
-        """The member's BLAKE3, its bytes shown to the inspector as they pass."""
+    def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob:
+        """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
             elif header.size and self._inspect is not None:
                 self.inspect_whole(path, header.name, chunk)
-            return blake3.blake3(chunk).hexdigest()
-        h = blake3.blake3(chunk)
+            if self._hashers is None or header.size < HASH_APART:  # most members: no call more than this
+                return blake3.blake3(chunk).hexdigest()
+            return self._hash_apart(chunk, data)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
+        if inspector is None and self._hashers is not None:
+            return self._hash_apart(chunk, data)
+        h = blake3.blake3(chunk)
         if inspector:
             inspector.feed(bytes(chunk))
         for chunk in data.views():
@@ -170,6 +194,18 @@ class ArchiveScan:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
         return h.hexdigest()
+
+    def _hash_apart(self, first: memoryview, data: MemberData) -> HashJob:
+        """The member's bytes handed to a hashing thread as views of the decoded pieces, each pinned until hashed."""
+        stream = self._stream_in_use
+        job = self._hashers.start()
+        try:
+            job.add(first, stream.pin())
+            for view in data.views():
+                job.add(view, stream.pin())
+        finally:  # a member cut short still ends its job: the thread moves on to the next
+            job.end()
+        return job
 
     def inspect_whole(self, path: str, name: bytes, data: bytes | memoryview) -> None:
         """Show a member's bytes, all at hand, to an inspector (if one wants them)."""
@@ -184,6 +220,7 @@ class ArchiveScan:
                 self.result.flag(kind, detail, path)
 
 
+HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 BATCH_BYTES = 1 << 20
 
@@ -214,6 +251,16 @@ class _InspectBatch:
             return
         for path, name, start, end in members:
             self._scan.inspect_whole(path, name, data[start:end])
+
+
+def _ready(record: MemberRecord) -> bool:
+    return not isinstance(record.blake3, HashJob) or record.blake3.done
+
+
+def _hashed(record: MemberRecord) -> MemberRecord:
+    """The record with its member's hash, once the thread hashing it is done."""
+    job = record.blake3
+    return record._replace(blake3=job.hexdigest()) if isinstance(job, HashJob) else record
 
 
 def _many_frames(fh: BinaryIO) -> bool:

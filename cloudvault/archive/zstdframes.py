@@ -383,6 +383,10 @@ def keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, 64 << 20)
 
 
+def _nothing() -> None:
+    pass
+
+
 PIECE = 4 << 20  # decoded bytes handed over at a time
 RING = 3  # decode buffers per decoding thread
 
@@ -412,6 +416,9 @@ class ThreadedFrameStream(FrameStream):
         self._stop = threading.Event()
         self._rings = threading.local()
         self._held: tuple[bytearray, queue.Queue] | None = None  # the buffer being read, and its ring
+        self._pin_lock = threading.Lock()
+        self._pins: dict[int, int] = {}  # id of a buffer -> views of it other threads still read
+        self._retired: set[int] = set()  # pinned buffers the reader is done with: back to their ring when unpinned
         self._piece: bytes | memoryview = b""
         self._at, self._done, self.pos, self._scratch = 0, False, 0, None
 
@@ -453,11 +460,39 @@ class ThreadedFrameStream(FrameStream):
         return None
 
     def _release(self) -> None:
-        """Hand the buffer just read back to the thread that filled it."""
+        """Hand the buffer just read back to the thread that filled it (once no pinned view of it is read)."""
         if self._held is not None:
             buf, ring = self._held
             self._held = None
+            with self._pin_lock:
+                if id(buf) in self._pins:
+                    self._retired.add(id(buf))
+                    return
             ring.put(buf)
+
+    def pin(self) -> Callable[[], None]:
+        """Keep the piece being read (the one the last read_view came from) from being filled again until the
+        function returned is called, from any thread: a view of it handed to another thread stays valid so long.
+        A decoder whose buffers are all pinned waits, so pinning holds back decoding, never memory."""
+        if self._held is None:
+            return _nothing
+        buf, ring = self._held
+        key = id(buf)
+        with self._pin_lock:
+            self._pins[key] = self._pins.get(key, 0) + 1
+
+        def unpin() -> None:
+            with self._pin_lock:
+                left = self._pins.pop(key) - 1
+                if left:
+                    self._pins[key] = left
+                    return
+                if key not in self._retired:
+                    return
+                self._retired.discard(key)
+            ring.put(buf)
+
+        return unpin
 
     def _hold(self, item: tuple[bytearray, int, queue.Queue]) -> memoryview:
         buf, got, ring = item
@@ -571,19 +606,19 @@ FRAME_IN_MEMORY = 16 << 20  # a frame with more compressed bytes is read again b
 
 
 class ParallelFrameStream(ThreadedFrameStream):
-    """Frames decoded by two threads at once (zstd frames are independent), handed over in order.
+    """Frames decoded by `decoders` threads at once (zstd frames are independent), handed over in order.
 
     A splitter thread reads the file once, in order: it hashes the compressed bytes as they pass, walks frame
     and block headers to find where each frame ends, and hands each frame's bytes (views of what it read, no copy)
     to a decoder. Each decoder thread decodes into a small ring of buffers of its own that the reader hands back
     once it has read them, so no decoded byte lands in freshly mapped memory. A frame too long to hold is read
     again by its decoder through its own file handle (`opener`). An archive of one frame decodes as fast as with
-    one thread; a pzstd or seekable archive decodes on both cores.
+    one thread; a pzstd or seekable archive decodes on as many cores as it is given decoders: each decoder runs
+    at most one frame ahead of the reader (its ring holds a frame's pieces), so the frames decoded ahead of the
+    tar walk are an ordered window of about `decoders` frames.
     """
 
-    DECODERS = 2
-
-    def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], **kwargs) -> None:
+    def __init__(self, fh: BinaryIO, opener: Callable[[], BinaryIO], decoders: int = 2, **kwargs) -> None:
         import queue
         import threading
         from concurrent.futures import ThreadPoolExecutor  # not on `vault extract`'s start-up path
@@ -591,11 +626,11 @@ class ParallelFrameStream(ThreadedFrameStream):
         self._setup()
         self._opener = opener
         self._on_raw = kwargs.get("on_raw")
-        self._jobs: queue.Queue = queue.Queue(maxsize=self.DECODERS + 2)
+        self._jobs: queue.Queue = queue.Queue(maxsize=decoders + 2)
         self._job: _FrameJob | None = None
         self._raw_start = 0
         self._frames: list[Frame] = []
-        self._pool = ThreadPoolExecutor(self.DECODERS, thread_name_prefix="zstd-frame")
+        self._pool = ThreadPoolExecutor(decoders, thread_name_prefix="zstd-frame")
         self._thread = threading.Thread(target=self._split, args=(fh, kwargs.get("on_compressed")), daemon=True)
         self._thread.start()
 

@@ -28,7 +28,9 @@ positive_int.__name__ = f"worker count (1 to {MAX_WORKERS})"
 def add_arguments(parser) -> None:
     parser.add_argument("mirrors", nargs="*", metavar="MIRROR", help="mirror roots; none: the known ones")
     parser.add_argument("--mirror", dest="definition", help="a mirror definition TOML or a built-in name")
-    parser.add_argument("--workers", type=positive_int, help="worker processes for archives (default 2 if many)")
+    parser.add_argument(
+        "--workers", type=positive_int, help="cores to index on (default: the cores present, as memory allows)"
+    )
     parser.add_argument("--wait", action="store_true", help="wait for another indexer on this catalog to finish")
     parser.add_argument("--optimize", action="store_true", help="also write seekable copies, in the same pass")
     parser.add_argument(
@@ -37,7 +39,9 @@ def add_arguments(parser) -> None:
     slurm = parser.add_argument_group("across a Slurm cluster (see README: vault index --slurm)")
     slurm.add_argument("--slurm", type=positive_int, metavar="N", help="submit an N-task job array and a merge job")
     slurm.add_argument("--partition", help="Slurm partition for the jobs (default: the cluster's)")
-    slurm.add_argument("--dry-run", action="store_true", help="with --slurm: print the plan, scripts, simulated time")
+    slurm.add_argument("--dry-run", action="store_true",
+                       help="print the cores and memory a local run would use; with --slurm: the plan, scripts, "
+                       "simulated time")  # fmt: skip
     slurm.add_argument("--fs-gbps", type=float, help="with --dry-run: the filesystem's read bandwidth, GB/s")
     slurm.add_argument("--status", action="store_true", help="per task: archives and bytes done, MB/s, state")
     slurm.add_argument("--resume", action="store_true", help="resubmit the tasks whose shards are missing or bad")
@@ -59,6 +63,8 @@ def run(args) -> int:
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
     refuse_catalog_inside_mirror(config.catalog_path(args.catalog), [m for m in args.mirrors if "://" not in m])
+    if args.dry_run and not (args.slurm or args.status or args.resume or args.merge):
+        return _dry_run(args)
     if args.slurm or args.status or args.resume or args.merge:
         from cloudvault.cli.index_slurm import run_slurm
 
@@ -79,6 +85,28 @@ def run(args) -> int:
     elif not args.quiet:
         _summary(ui, path, report)
     return errors.INTEGRITY if report.damaged else errors.OK
+
+
+def _dry_run(args) -> int:
+    """The local run's budget: its cores, and the memory each worker may hold, with one archive per core and
+    with one archive decoded on all of them."""
+    from cloudvault.cli.ui import UI, human_size
+    from cloudvault.index.budget import plan_budget
+
+    ui = UI(as_json=args.json, quiet=args.quiet)
+    budget = plan_budget(args.workers)
+    doc = budget.as_dict(budget.cores)
+    if args.json:
+        ui.emit(doc)
+        return errors.OK
+    memory = human_size(budget.memory) if budget.memory is not None else "unknown"
+    bound = ", bounded by memory" if budget.bounded_by_memory else ""
+    ui.line(f"cores: {budget.cores} of {budget.cores_present} present{bound}; memory available {memory}")
+    many, each = budget.processes(budget.cores), budget.worker_memory(budget.cores)
+    ui.line(f"  {budget.cores} or more archives: {many} worker processes, each {budget.decoders(budget.cores)} "
+            f"decoding thread(s) and at most {human_size(each)} ({human_size(many * each)} in all)")  # fmt: skip
+    ui.line(f"  one archive left: {budget.decoders(1)} decoding threads, at most {human_size(budget.worker_memory(1))}")
+    return errors.OK
 
 
 def _summary(ui, catalog, r) -> None:

@@ -19,6 +19,7 @@ from cloudvault.catalog import shards, write
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.indexing import catalog_file, copies_of_files
 from cloudvault.config import seekable_copy_path
+from cloudvault.index.budget import Budget, plan_budget
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.secrets import SecretRules
 from cloudvault.mirrorfs import open_mirror
@@ -61,16 +62,17 @@ def _redacted(rec: MemberRecord, rules: SecretRules, scan: ScanResult) -> Member
 
 
 def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, on_bytes=None,
-              writer: SeekableWriter | None = None) -> ScanResult:  # fmt: skip
+              writer: SeekableWriter | None = None, decoders: int = 2) -> ScanResult:  # fmt: skip
     """One archive of the mirror at root scanned into an open shard: its members as they come, then its row
-    (signature, outcome, frames, flags). A worker never opens the catalog; `commit_archive` reads this back."""
+    (signature, outcome, frames, flags). A worker never opens the catalog; `commit_archive` reads this back.
+    decoders: the cores the archive's frames are decoded (and its bytes hashed) on."""
     first = shards.last_member(shard) + 1
     try:
         mirror = open_mirror(root)
         opener = None if mirror.remote else partial(mirror.open, st.path, st.raw_path)
         with mirror.open(st.path, st.raw_path) as fh:
             scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
-                               on_raw=writer.write if writer else None, opener=opener)  # fmt: skip
+                               on_raw=writer.write if writer else None, opener=opener, decoders=decoders)  # fmt: skip
             write.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
         result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
@@ -90,15 +92,16 @@ def scan_to_shard(
     rules: dict[str, str],
     on_bytes=None,
     copy_tmp: str | None = None,
+    decoders: int = 2,
 ) -> ShardOutcome:
-    """One archive (source: mirror root, its walked stat) into a fresh shard file of its own. With copy_tmp, a
-    seekable copy is written from the same decompressed bytes, kept if needed."""
+    """One archive (source: mirror root, its walked stat) into a fresh shard file of its own, decoded on decoders
+    cores. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
     shard = shards.open_shard(shard_path)
     copy_fh = open_private(copy_tmp) if copy_tmp else None
     writer = SeekableWriter(copy_fh) if copy_fh else None
     outcome = None
     try:
-        scan = scan_into(shard, *source, SecretRules(rules), on_bytes, writer)
+        scan = scan_into(shard, *source, SecretRules(rules), on_bytes, writer, decoders)
         shards.finish_shard(shard)
         outcome = ShardOutcome()
         if writer and scan.status == "ok" and needs_copy(scan.frames):
@@ -116,12 +119,14 @@ def scan_to_shard(
 
 
 # -- worker processes -----------------------------------------------------------------------------------------
-_shared_counter = None
+_shared_counter = None  # compressed bytes read by all workers (the progress bar)
+_unfinished = None  # archives of the run not finished yet: an archive started late gets the cores others left
+_budget: Budget | None = None
 
 
-def _init_worker(counter) -> None:
-    global _shared_counter
-    _shared_counter = counter
+def _init_worker(counter, unfinished, budget: Budget) -> None:
+    global _shared_counter, _unfinished, _budget
+    _shared_counter, _unfinished, _budget = counter, unfinished, budget
 
 
 def _count_bytes(n: int) -> None:
@@ -130,50 +135,51 @@ def _count_bytes(n: int) -> None:
 
 
 def _pool_task(source: tuple, shard_path: str, rules: dict[str, str], copy_tmp: str | None) -> ShardOutcome:
-    return scan_to_shard(source, shard_path, rules, _count_bytes, copy_tmp)
-
-
-def default_workers(n_archives: int) -> int:
-    """2 processes when there are several archives and cores for them."""
-    return 2 if n_archives >= 2 and (os.cpu_count() or 1) >= 2 else 1
+    try:
+        return scan_to_shard(source, shard_path, rules, _count_bytes, copy_tmp, _budget.decoders(_unfinished.value))
+    finally:
+        with _unfinished.get_lock():
+            _unfinished.value -= 1
 
 
 def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | None) -> None:
-    """Every archive scanned and committed, one transaction each; shards live beside the catalog meanwhile."""
+    """Every archive scanned and committed, one transaction each; shards live beside the catalog meanwhile.
+    workers: the cores to use (None: those present, as memory allows; see index/budget.py)."""
     if not archives:
         return
     # a remote mirror's connection cannot be shared by forked processes: one process reads it
-    workers = 1 if ctx.mirror.remote else (workers or default_workers(len(archives)))
+    budget = plan_budget(1 if ctx.mirror.remote else workers)
     catalog = catalog_file(ctx.conn)
     prefix = f".{catalog.name}.shards-"
     for stale in catalog.parent.glob(prefix + "*"):  # left by a killed run; we hold the writer lock
         shutil.rmtree(stale, ignore_errors=True)
     shard_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=catalog.parent))
     try:
-        if workers <= 1:
-            for st in archives:
+        if budget.processes(len(archives)) <= 1:
+            for i, st in enumerate(archives):
                 ctx.progress.current(st.path)
                 shard = str(shard_dir / "inline.db")
-                outcome = scan_to_shard(
-                    (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.progress.advance, ctx.copy_tmp(0)
-                )
+                outcome = scan_to_shard((ctx.mirror.root, st), shard, ctx.rules.rules, ctx.progress.advance,
+                                        ctx.copy_tmp(0), budget.decoders(len(archives) - i))  # fmt: skip
                 commit_archive(ctx, st, outcome, shard)
                 os.unlink(shard)
         else:
-            _read_archives_pool(ctx, archives, workers, shard_dir)
+            _read_archives_pool(ctx, archives, budget, shard_dir)
     finally:
         shutil.rmtree(shard_dir, ignore_errors=True)
 
 
-def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], workers: int, shard_dir: Path) -> None:
+def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Budget, shard_dir: Path) -> None:
     import multiprocessing  # only when there is a pool: the CLI starts faster without it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     mp = multiprocessing.get_context("fork")
-    counter = mp.Value("q", 0)
+    counter, unfinished = mp.Value("q", 0), mp.Value("q", len(archives))
     pending: dict = {}  # future -> (file, shard path)
     seen = 0
-    with ProcessPoolExecutor(workers, mp_context=mp, initializer=_init_worker, initargs=(counter,)) as pool:
+    processes = budget.processes(len(archives))
+    with ProcessPoolExecutor(processes, mp_context=mp, initializer=_init_worker,
+                             initargs=(counter, unfinished, budget)) as pool:  # fmt: skip
         try:
             # largest first: a big archive started last would keep one core busy alone at the end
             for i, st in sorted(enumerate(archives), key=lambda pair: -pair[1].size):

@@ -57,8 +57,9 @@ class IndexReport:
 
 @dataclass(frozen=True)
 class IndexOptions:
-    """How `vault index` runs: worker processes for archives (None: 2 when there are several), a cache to
-    write seekable copies into in the same pass, and whether a root that lost most of its files may be pruned."""
+    """How `vault index` runs: the cores to read archives on (None: every core present, as memory allows; see
+    index/budget.py), a cache to write seekable copies into in the same pass, and whether a root that lost most
+    of its files may be pruned."""
 
     workers: int | None = None
     copy_cache: Path | None = None

@@ -417,13 +417,15 @@ def measure_task_rate(archives: list[tuple[str, FileStat]], rules: dict[str, Sec
     import tempfile
 
     from cloudvault.index.archives import scan_into
+    from cloudvault.index.budget import plan_budget
 
     nbytes, count, started = 0, 0, time.monotonic()
+    decoders = plan_budget(None).decoders(1)  # as a task reads: one archive at a time, on the node's cores
     with tempfile.TemporaryDirectory(prefix="vault-measure-") as scratch:
         shard = shards.open_shard(os.path.join(scratch, "measure.db"))
         try:
             for root, st in sorted(archives, key=lambda a: a[1].size):
-                scan_into(shard, root, st, rules[root])
+                scan_into(shard, root, st, rules[root], decoders=decoders)
                 nbytes, count = nbytes + st.size, count + 1
                 if time.monotonic() - started >= budget_s:
                     break

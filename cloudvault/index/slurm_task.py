@@ -19,6 +19,7 @@ from pathlib import Path
 from cloudvault.atomic import atomic_path
 from cloudvault.catalog import shards
 from cloudvault.index.archives import scan_into
+from cloudvault.index.budget import plan_budget
 from cloudvault.index.secrets import SecretRules
 from cloudvault.index.slurm import Layout, load_plan, task_archives, write_json
 
@@ -29,6 +30,7 @@ def run_task(plan_path: Path, task: int) -> Path:
     lay = Layout(Path(plan["catalog"]))
     rules = {doc["root"]: SecretRules(doc["secrets"]) for doc in plan["roots"]}
     archives = task_archives(plan, task)
+    decoders = plan_budget(None).decoders(1)  # a task's archives are read one after another, each on all cores
     scratch = Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
     tmp = scratch / f"vault-shard-{plan['hash'][:12]}-{task}-{os.getpid()}.db"
     started, done_bytes = time.monotonic(), 0
@@ -36,7 +38,7 @@ def run_task(plan_path: Path, task: int) -> Path:
         shard = shards.open_shard(str(tmp))
         try:
             for i, (root, st) in enumerate(archives):
-                scan_into(shard, root, st, rules[root])
+                scan_into(shard, root, st, rules[root], decoders=decoders)
                 done_bytes += st.size
                 _progress(lay, plan, task, i + 1, done_bytes, time.monotonic() - started)
             shards.set_meta(shard, {"plan_hash": plan["hash"], "task": task, "archives": len(archives),
