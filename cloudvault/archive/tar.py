@@ -3,6 +3,7 @@ sparse members), pax (local and global, GNU sparse 0.0/0.1/1.0); every field rea
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -193,13 +194,17 @@ def _pax_int(value: bytes) -> int | None:
     return int(value) if value.isdigit() and value.isascii() and int(value) <= MAX_INT else None
 
 
+PAX_TIME = re.compile(rb"(-?)([0-9]+)(?:\.([0-9]*))?")
+
+
 def _pax_time(value: bytes) -> int | None:
-    """Whole seconds (floored) of a pax time: [-]digits[.digits], as GNU tar's decode_time accepts."""
-    whole, dot, frac = value.partition(b".")
-    digits = whole[1:] if whole.startswith(b"-") else whole
-    if not digits.isdigit() or not digits.isascii() or (dot and not (frac.isdigit() and frac.isascii())):
+    """Whole seconds (floored) of a pax time: [-]digits[.digits], read as GNU tar's decode_timespec reads it
+    (what follows the number is ignored; no digits at all is an error)."""
+    m = PAX_TIME.match(value)
+    if m is None:
         return None
-    seconds = int(whole) - (1 if whole.startswith(b"-") and frac.strip(b"0") else 0)
+    sign, whole, frac = m.groups()
+    seconds = -int(whole) - (1 if frac and frac.strip(b"0") else 0) if sign else int(whole)
     return seconds if -MAX_INT <= seconds <= MAX_INT else None
 
 
