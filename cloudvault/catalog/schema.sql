@@ -91,12 +91,11 @@ CREATE TABLE IF NOT EXISTS members (
     header_offset INTEGER NOT NULL,
     data_offset   INTEGER NOT NULL,
     blake3        TEXT,                     -- of the member's data as extracted; NULL for types without data
-    -- schema version 4: raw_link_target: the link target's bytes where link_target's text would lose them;
-    -- sparse_map: a sparse member's pieces as JSON [[offset, length], ...] of the expanded file (size is the
-    -- expanded size, blake3 that of the expanded bytes; the stored pieces start at data_offset, one after another)
-    raw_link_target BLOB,
-    sparse_map    TEXT
+    raw_link_target BLOB,                   -- v4: the link target's bytes where link_target's text would lose them
+    sparse_map    TEXT                      -- v4: a sparse member's pieces, JSON [[offset, length], ...]
 );
+-- A sparse member's size is its expanded size and its blake3 that of the expanded bytes (holes as zeros); the
+-- stored pieces start at data_offset, one after another.
 CREATE INDEX IF NOT EXISTS members_archive_path ON members(archive_id, path);
 
 -- Text of the mirror's documentation (README, ENVIRONMENT.md ...), secrets redacted, for search and show.
