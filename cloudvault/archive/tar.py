@@ -479,24 +479,30 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None) -> Iter
         if ext.pending or ext.global_pax or bad or typeflag == b"S":
             fields, stored, sparse_map = _extended(block, fields, bad, ext, stream, problems)
             name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
-        kind = _kind(typeflag, name, sparse_map is None and any(p.startswith("sparse map") for p in problems))
+        kind = TYPES.get(typeflag, "other")
+        if problems or name[-1:] == b"/":  # most members have neither: the type is the typeflag's
+            kind = _kind(typeflag, name, sparse_map is None and any(p.startswith("sparse map") for p in problems))
         header = TarHeader(name, kind, 0 if kind in NO_SIZE else size, mode, mtime, uid, gid, uname, gname, linkname,
-                           ext_offset, stream.pos, sparse_map, tuple(problems))  # fmt: skip
+                           ext_offset, stream.pos, sparse_map, tuple(problems) if problems else ())  # fmt: skip
         data = MemberData(stream, stored, read_view)
         yield header, data
         data.skip()
-        pad = -stored % BLOCK
-        while pad:  # passed over as views: no copy
-            got = len(read_view(pad))
-            if not got:
-                raise TarFormatError("truncated", stream.pos, "archive ends inside a member")
-            pad -= got
+        _pass_padding(stream, read_view, -stored % BLOCK)
         if ext.pending:
             ext.reset()
         ext_offset = None
 
 
 NO_SIZE = ("hardlink", "symlink", "dir", "label")
+
+
+def _pass_padding(stream: Stream, read_view, pad: int) -> None:
+    """The zeros after a member's data up to the next block, passed over as views: no copy."""
+    while pad:
+        got = len(read_view(pad))
+        if not got:
+            raise TarFormatError("truncated", stream.pos, "archive ends inside a member")
+        pad -= got
 
 
 def _kind(typeflag: bytes, name: bytes, bad_map: bool) -> str:
