@@ -12,11 +12,14 @@ from pathlib import Path
 
 import blake3
 import pytest
+import zstandard
 from conftest import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudvault.archive import sparse
+from cloudvault.archive.scan import ArchiveScan
+from cloudvault.archive.tar import checksum_ok, parse_number
 from cloudvault.catalog.db import open_catalog
 
 MiB = 1 << 20
@@ -267,3 +270,101 @@ def test_a_map_of_format_1_0_reads_back(gaps):
     text = f"{len(pieces)}\n".encode() + b"".join(f"{o}\n{n}\n".encode() for o, n in pieces)
     block = text + bytes(-len(text) % 512)
     assert sparse.pax_map_10(block + b"data after") == (pieces, len(block))
+
+
+def _fuzz_seed() -> bytes:
+    """One small archive with every kind of header vault parses: GNU long names, pax records, pax sparse 1.0 and
+    0.1 maps, old-GNU sparse, a hardlink and a symlink."""
+    def body(tar: bytearray) -> bytes:  # without the end-of-archive blocks (every member here ends in data)
+        data = bytes(tar).rstrip(b"\0")
+        return data + bytes(-len(data) % 512)
+
+    members = [("a" * 120, b"long name\n"), ("x.txt", b"pax\n")]
+    pax = {"comment": "c", "uid": "7", "gid": "8", "mtime": "12.5", "size": "4"}
+    raw = body(_tar(members, tarfile.GNU_FORMAT)) + body(_tar(members[1:], pax=pax))
+    sparse_10 = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "s",
+                 "GNU.sparse.realsize": "3000"}  # fmt: skip
+    raw += body(_tar([("GNUSparseFile.0/s", b"1\n1000\n4\n".ljust(512, b"\0") + b"data")], pax=sparse_10))
+    sparse_01 = {"GNU.sparse.map": "0,4,100,4", "GNU.sparse.size": "200", "GNU.sparse.name": "t"}
+    raw += body(_tar([("GNUSparseFile.0/t", b"abcdefgh")], pax=sparse_01))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, kind in (("h", tarfile.LNKTYPE), ("l", tarfile.SYMTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, "x.txt"
+            tar.addfile(info)
+    header = bytearray(tarfile.TarInfo("o").tobuf(tarfile.GNU_FORMAT))
+    header[156:157] = b"S"
+    header[386:410] = b"00000000000\0" + b"00000000004\0"
+    header[483:495] = b"00000000144\0"  # 100, in octal
+    header[124:136] = b"00000000004\0"
+    header[148:156] = f"{sum(header[:148]) + 256 + sum(header[156:]):06o}\0 ".encode()
+    return raw + bytes(header) + b"oldg".ljust(512, b"\0") + buf.getvalue()
+
+
+FUZZ_SEED: tuple[bytes, list[int]] | None = None
+
+
+def _fuzz_target() -> tuple[bytes, list[int]]:
+    """The seed, and the offsets of its header bytes (headers, pax records, sparse maps): where damage is aimed."""
+    global FUZZ_SEED
+    if FUZZ_SEED is None:
+        raw = _fuzz_seed()
+        records = list(ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(raw))))
+        FUZZ_SEED = raw, [i for r in records for i in range(r.header_offset, r.data_offset)]
+    return FUZZ_SEED
+
+
+TAR_BYTES = st.sampled_from(list(b"0179 a=.,-\n\0\x80\xff"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), TAR_BYTES), min_size=1, max_size=4), st.integers(0, 10**6))
+def test_no_damage_anywhere_in_a_header_raises_out_of_the_scan(flips, cut):
+    """Header bytes changed anywhere (numbers, records, maps) and the archive cut anywhere: the scan ends with a
+    status and flags, never raises."""
+    seed, targets = _fuzz_target()
+    raw = bytearray(seed)
+    for at, value in flips:
+        where = targets[at % len(targets)]
+        raw[where] = value
+        block = where - where % 512
+        if checksum_ok(seed[block : block + 512]) and not 148 <= where - block < 156:  # a header that still sums
+            raw[block + 148 : block + 156] = b" " * 8
+            raw[block + 148 : block + 156] = f"{sum(raw[block : block + 512]):06o}\0 ".encode()
+    raw = raw[: cut % (len(raw) + 1)] if cut % 3 == 0 else raw
+    scan = ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(bytes(raw))))
+    records = list(scan)
+    assert scan.result.status in ("ok", "corrupt_header", "truncated", "not_tar")
+    assert all(r.size >= 0 for r in records)
+
+
+def test_the_fuzz_seed_reads_clean():
+    scan = ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(_fuzz_seed())))
+    records = {r.path: r for r in scan}
+    assert scan.result.status == "ok" and not scan.result.flags, scan.result.flags
+    assert (records["s"].size, records["t"].size, records["o"].size) == (3000, 200, 100)
+    assert records["s"].blake3 == blake3.blake3(bytes(1000) + b"data" + bytes(1996)).hexdigest()
+    assert records["t"].blake3 == blake3.blake3(b"abcd" + bytes(96) + b"efgh" + bytes(96)).hexdigest()
+    assert records["o"].blake3 == blake3.blake3(b"oldg" + bytes(96)).hexdigest()
+    assert records["h"].blake3 == records["x.txt"].blake3
+
+
+@pytest.mark.parametrize("records", [{"uid": "12x"}, {"gid": "-1"}, {"size": "5x"}, {"mtime": "abc"}, {"atime": "zz"},
+                                     {"mtime": "12x"}, {"mtime": "-1.5"}, {"uid": "5"}])  # fmt: skip
+def test_pax_values_are_flagged_exactly_where_gnu_tar_rejects_them(tmp_path, records):
+    require("tar")
+    raw = bytes(_tar([("f.txt", b"hello")], pax=records))
+    (tmp_path / "p.tar").write_bytes(raw)
+    rejected = subprocess.run(["tar", "-tvf", str(tmp_path / "p.tar")], capture_output=True).returncode != 0
+    scan = ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(raw)))
+    (record,) = list(scan)
+    assert [f.member for f in scan.result.flags if f.kind == "corrupt_header"] == (["f.txt"] if rejected else [])
+    assert record.size == 5 and scan.result.status == "ok"
+
+
+def test_a_signed_or_underscored_octal_field_is_unreadable():
+    for field in (b"-0000001", b"0_7", b"12 34"):
+        with pytest.raises(ValueError):
+            parse_number(field)
+    assert parse_number(b" 0000644 \0") == 0o644

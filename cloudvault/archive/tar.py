@@ -77,13 +77,12 @@ def parse_number(field: bytes) -> int:
     if field and field[0] & 0x80:
         value = int.from_bytes(field, "big") & ~(0x80 << (8 * (len(field) - 1)))
         return value - (1 << (8 * len(field) - 1)) if field[0] == 0xFF else value
-    text = field.partition(b"\0")[0]
-    try:
-        return int(text, 8)  # int() itself skips the spaces tar pads with
-    except ValueError:
-        if text.strip(b" "):
-            raise
+    digits = field.partition(b"\0")[0].strip(b" ")
+    if not digits:
         return 0
+    if not digits.isdigit() or not digits.isascii():  # int() would take a sign, '_' or inner spaces
+        raise ValueError(f"not an octal number: {digits[:20]!r}")
+    return int(digits, 8)
 
 
 SIGNED_BYTES = struct.Struct("148b8x356b")  # a header's bytes as signed chars, the checksum field left out
@@ -261,6 +260,8 @@ def _header_fields(block: bytes) -> tuple:
     bad = ()
     try:  # the common case, all five octal at once (one call each costs more than the parse)
         mode, uid, gid, size, mtime = (int(f.rstrip(b"\0"), 8) for f in (mode, uid, gid, size, mtime))
+        if (mode | uid | gid | size | mtime) < 0:  # a '-' that int() took: read each field strictly below
+            raise ValueError
     except ValueError:
         numbers, bad = [], []
         for what, f in zip(NUMERIC, (mode, uid, gid, size, mtime), strict=True):
@@ -405,14 +406,19 @@ def _pax_sparse(ext: _Extensions, stream: Stream, fields: dict, problems: list[s
 
 
 def _map_10(stream: Stream, stored: int) -> tuple[list, int]:
-    """The map at the start of a format 1.0 member's data, read a block at a time."""
-    head = b""
-    while len(head) < stored:
-        head += _read_exact(stream, BLOCK)
-        got = sparse.pax_map_10(head)
-        if got is not None:
-            return got
-    raise sparse.SparseMapError("the map runs past the member's data")
+    """The map at the start of a format 1.0 member's data, read a block at a time until it has all its lines."""
+    head = _read_exact(stream, BLOCK)
+    count = sparse.decimal(head.partition(b"\n")[0], "sparse map count")
+    if 2 + 4 * count > stored:  # each piece takes two lines of at least two bytes
+        raise sparse.SparseMapError(f"a map of {count} pieces does not fit the member's {stored} bytes")
+    lines = head.count(b"\n")
+    while lines < 1 + 2 * count:
+        if len(head) >= stored:
+            raise sparse.SparseMapError("the map runs past the member's data")
+        block = _read_exact(stream, BLOCK)
+        head += block
+        lines += block.count(b"\n")
+    return sparse.pax_map_10(head)
 
 
 def _extended(block: bytes, fields: tuple, bad: tuple | list, ext: _Extensions, stream: Stream,
