@@ -131,6 +131,18 @@ def test_non_utf8_symlink_target_is_restored_byte_exact(tmp_path, vault):
     assert os.readlink(os.fsencode(tmp_path / "out/latest")) == target
 
 
+def test_a_credential_in_a_non_utf8_link_target_is_stored_redacted(tmp_path, vault):
+    require("tar")
+    src = tmp_path / "src"
+    src.mkdir()
+    token = b"hf_" + b"A1b2C3d4" * 5
+    os.symlink(b"caf\xe9/" + token, os.path.join(os.fsencode(src), b"cached"))
+    subprocess.run(["tar", "--format=gnu", "-C", str(src), "-cf", str(tmp_path / "l.tar"), "cached"], check=True)
+    db = _index(vault, tmp_path, _mirror_with(tmp_path, {"l": tmp_path / "l.tar"}))
+    raw, text = sqlite3.connect(db).execute("SELECT raw_link_target, link_target FROM members").fetchone()
+    assert token not in raw and token.decode() not in text
+
+
 def test_dumpdir_and_v7_directories_extract_as_folders(tmp_path, vault):
     require("tar")
     src = tmp_path / "src"
