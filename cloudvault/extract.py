@@ -10,6 +10,7 @@ import sys
 from collections import namedtuple
 
 from cloudvault.archive.paths import unsafe_reason
+from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write, is_stale_temp
 from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.errors import AmbiguousMember, DestinationExists, MemberNotFound, NoSpace, UnsafeMember, UsageError
@@ -115,11 +116,18 @@ class Destination:
             folder = os.path.dirname(folder)
 
     def check_link(self, member: Member, out: str) -> None:
-        target = member.link_target or ""
+        target = link_on_disk(member)
         resolved = os.path.realpath(os.path.join(os.path.dirname(out), target))
         if (os.path.isabs(target) or not self.inside(resolved)) and not self.allow_outside_links:
             raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the destination "
                                "(--allow-outside-links to create it anyway)")  # fmt: skip
+
+
+def link_on_disk(member: Member) -> str:
+    """A symlink's target as it should be on disk: its original bytes when they are not valid UTF-8."""
+    if member.raw_link_target is not None:
+        return os.fsdecode(member.raw_link_target)
+    return member.link_target or ""
 
 
 def local_name(member: Member) -> str:
@@ -199,7 +207,7 @@ def _extract_one(reader: MemberReader, member: Member, where: Destination | None
     out = where.path_for(member)
     if member.type == "symlink":
         where.check_link(member, out)
-        _symlink(member.link_target, out, force)
+        _symlink(link_on_disk(member), out, force)
         return Written(member.path, out, 0, None, member.archive, "link")
     stream = reader.open(member)
     _write_file(stream, out, force)
@@ -212,11 +220,16 @@ def _written(member: Member, dest: str, stream: MemberStream) -> Written:
 
 
 def _write_file(stream: MemberStream, out: str, force: bool) -> None:
-    """Temp name beside out, every byte hashed, fsync, rename only if the hash matches."""
+    """Temp name beside out, every byte hashed, fsync, rename only if the hash matches; a sparse member's holes are
+    seeked over, so they are holes on disk where the filesystem has them."""
     member = stream.member
     with atomic_write(out, force=force, mode=0o600) as fh:
         for chunk in stream:
-            fh.write(chunk)
+            if type(chunk) is Hole:
+                fh.seek(len(chunk), os.SEEK_CUR)
+            else:
+                fh.write(chunk)
+        fh.truncate()  # a file that ends in a hole: its size
         fh.flush()  # before utime: a later flush would set mtime to now
         os.fchmod(fh.fileno(), member.mode & 0o777)
         os.utime(fh.fileno(), (member.mtime, member.mtime))

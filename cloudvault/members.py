@@ -15,8 +15,10 @@ from functools import partial
 
 import blake3
 
+from cloudvault.archive import sparse
+from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
-from cloudvault.catalog.lookup import archive_location, file_location, frame_table, member_in_archive
+from cloudvault.catalog.lookup import archive_location, file_location, frame_table, member_before
 from cloudvault.errors import CorruptArchive, HashMismatch, IntegrityError, StaleArchive, UnsafeMember
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Member
@@ -74,18 +76,33 @@ class MemberReader:
         self.close()
 
     def open(self, member: Member) -> MemberStream:
-        """The verified stream of member's data (a hardlink yields its target's)."""
+        """The verified stream of member's data (a hardlink yields its target's; a sparse member its expanded
+        bytes, holes as `sparse.Hole` chunks)."""
         if member.archive is None:
             return MemberStream(member, member.blake3, self._plain_chunks(member))
-        data = member
-        if member.type == "hardlink":
-            data = member_in_archive(self.conn, member.file_id, member.link_target or "")
-            if data is None:
-                raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r}, which is not a file")
-        if data.type != "file":
-            raise UnsafeMember(path=member.path, why=f"{member.type} members have no data to read")
+        data = self._stored_member(member)
         reader = self._reader(data.file_id)
-        return MemberStream(member, data.blake3, reader.chunks(data.data_offset, data.size))
+        if data.sparse_map is None:
+            return MemberStream(member, member.blake3, reader.chunks(data.data_offset, data.size))
+        pieces = sparse.decode_map(data.sparse_map)
+        stored = reader.chunks(data.data_offset, sparse.stored_size(pieces))
+        return MemberStream(member, member.blake3, sparse.expand(stored, pieces, data.size))
+
+    def _stored_member(self, member: Member) -> Member:
+        """The file member whose stored bytes are member's data: itself, or a hardlink's target as it was at the
+        link's place in the archive (a link to a link followed)."""
+        data = member
+        for _ in range(MAX_HOPS):
+            if data.type != "hardlink":
+                break
+            target = member_before(self.conn, data.file_id, data.link_target or "", data.data_offset)
+            if target is None:
+                why = f"hardlink to {data.link_target!r}, which no earlier member is"
+                raise UnsafeMember(path=member.path, why=why)
+            data = target
+        if data.type != "file":
+            raise UnsafeMember(path=member.path, why=f"{data.type} members have no data to read")
+        return data
 
     def _reader(self, file_id: int) -> ArchiveReader:
         reader = self._readers.get(file_id)

@@ -36,14 +36,17 @@ class Flag(namedtuple("Flag", "kind detail member", defaults=(None,))):
 class Member(
     namedtuple(
         "Member",
-        "mirror_id entry_id path raw_path type size mode mtime blake3 link_target archive file_id data_offset",
+        "mirror_id entry_id path raw_path type size mode mtime blake3 link_target archive file_id data_offset "
+        "raw_link_target sparse_map",
+        defaults=(None, None),
     )
 ):
     """One thing the catalog can hand back as bytes: a member of an archive, or a plain file of the mirror.
 
     path: the member path (or the plain file's path within its entry); archive: the archive's mirror path, None
     for a plain file; file_id: the files row that holds the bytes (the archive, or the plain file itself);
-    blake3: of the data (None when the catalog has none: the data cannot be verified).
+    blake3: of the data (None when the catalog has none: the data cannot be verified); raw_link_target: the link's
+    bytes when link_target's text would lose them; sparse_map: a sparse member's pieces (JSON), its data expanded.
     """
 
     __slots__ = ()

@@ -107,7 +107,7 @@ def test_pax_records_round_trip(records):
         while len(str(n)) + len(body) != n:
             n = len(str(n)) + len(body)
         encoded += str(n).encode() + body
-    assert parse_pax(encoded) == {k.encode(): v.encode() for k, v in records.items()}
+    assert parse_pax(encoded) == ([(k.encode(), v.encode()) for k, v in records.items()], None)
 
 
 @settings(max_examples=30, deadline=None)

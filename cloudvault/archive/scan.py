@@ -15,6 +15,7 @@ from typing import BinaryIO, Protocol
 
 import blake3
 
+from cloudvault.archive import sparse
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
@@ -23,13 +24,17 @@ from cloudvault.mirrorfs import text_path
 from cloudvault.models import Flag, Frame
 
 MAX_FLAGS_PER_KIND = 50
-DATA_TYPES = ("file", "sparse", "other")  # members whose data is hashed; a hardlink's is its target's
-MEMBER_FIELDS = "path raw_path type size mode mtime uid gid uname gname link_target header_offset data_offset blake3"
+DATA_TYPES = ("file", "other")  # members whose data is hashed; a hardlink's is its target's
+MEMBER_FIELDS = (
+    "path raw_path type size mode mtime uid gid uname gname link_target header_offset data_offset blake3 "
+    "raw_link_target sparse_map"
+)
 
 
 class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
-    """One tar member as the catalog stores it; blake3 is None for members without data (and for hardlinks,
-    whose hash is their target's: the writer resolves it)."""
+    """One tar member as the catalog stores it. blake3: of the member's data as extracted (a sparse member's
+    expanded bytes; a hardlink's target as it was at that point of the archive), None for members without data;
+    raw_link_target: the link's bytes when its text would lose them; sparse_map: a sparse member's pieces (JSON)."""
 
     __slots__ = ()
 
@@ -109,6 +114,13 @@ class ArchiveScan:
         self._opener = opener
         self.result = ScanResult()
         self._chains = LinkChains()
+        self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
+
+    def _damage(self, kind: str, offset: int, detail: str) -> None:
+        """A header the walk could not read: the archive is flagged, the members around it are still read."""
+        if self.result.status == "ok":
+            self.result.status = kind
+        self.result.flag(kind, f"{detail} at offset {offset}")
 
     def __iter__(self) -> Iterator[MemberRecord]:
         archive_hash = BackgroundHasher(self._hash_threads)
@@ -122,7 +134,7 @@ class ArchiveScan:
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
         waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
         try:
-            for header, data in iter_members(stream):
+            for header, data in iter_members(stream, self._damage):
                 waiting.append(self._record(header, data))
                 while waiting and _ready(waiting[0]):
                     yield _hashed(waiting.popleft())
@@ -153,13 +165,16 @@ class ArchiveScan:
 
     def _record(self, header: TarHeader, data: MemberData) -> MemberRecord:
         path, raw = member_path(header.name)
-        link = None
+        link = raw_link = None
         if header.type == "symlink":
-            link = text_path(header.linkname)[0]
+            link, raw_link = text_path(header.linkname)
         elif header.type == "hardlink":
             link = member_path(header.linkname)[0]  # hardlinks name another member: same form as paths
-        digest = self._hash(header, data, path) if header.type in DATA_TYPES else None
+            raw_link = header.linkname if text_path(header.linkname)[1] is not None else None
+        digest = self._digest(header, data, path, link)
         self.result.member_count += 1
+        for problem in header.problems:
+            self.result.flag("corrupt_header", problem, path)
         reason = unsafe_reason(path, header.type, link)
         chained = self._chains.unsafe_reason(path, header.type, link)  # always: it records the symlinks
         reason = reason or chained
@@ -168,8 +183,39 @@ class ArchiveScan:
         if raw is not None and text_path(raw)[1] is not None:
             self.result.flag("non_utf8_name", "member name is not valid UTF-8 (raw bytes kept)", path)
         h = header
+        pieces = sparse.encode_map(h.sparse) if h.sparse is not None else None
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
-                            h.header_offset, h.data_offset, digest)  # fmt: skip
+                            h.header_offset, h.data_offset, digest, raw_link, pieces)  # fmt: skip
+
+    def _digest(self, header: TarHeader, data: MemberData, path: str, link: str | None) -> str | None:
+        """The member's BLAKE3; a hardlink's is that of its target as extracting up to here left it (a later member
+        of the target's name, a `tar -r` update, does not change what the link holds)."""
+        if header.type == "hardlink":
+            digest = self._contents.get(link or "")
+            if digest is None:
+                self.result.flag("dangling_hardlink", f"hardlink to {link!r}, which no earlier member is", path)
+        elif header.type in DATA_TYPES and header.sparse is not None:
+            digest = self._hash_sparse(header, data, path)
+        elif header.type in DATA_TYPES:
+            digest = self._hash(header, data, path)
+        else:
+            digest = None
+        if digest is not None and header.type != "other":
+            self._contents[path] = digest
+        else:
+            self._contents.pop(path, None)
+        return digest
+
+    def _hash_sparse(self, header: TarHeader, data: MemberData, path: str) -> str:
+        """A sparse member's BLAKE3 over its expanded bytes (holes as zeros); the inspector sees the stored ones."""
+        h = blake3.blake3(max_threads=blake3.blake3.AUTO if header.size > HOLES_IN_THREADS else 1)
+        inspector = self._inspect(header.name, header.size, b"") if self._inspect else None
+        for chunk in sparse.expand(data.views(), header.sparse, header.size):
+            h.update(chunk)
+            if inspector and type(chunk) is not sparse.Hole:
+                inspector.feed(bytes(chunk))
+        self.flag_findings(path, inspector)
+        return h.hexdigest()
 
     def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
@@ -221,6 +267,7 @@ class ArchiveScan:
 
 
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
+HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 BATCH_BYTES = 1 << 20
 

@@ -151,6 +151,9 @@ class _FrameSource:
             start = self.pos
             if not self._have(start + 4):
                 if self._end > start:
+                    tail = self._bytes(start, self._end - start)
+                    if self.first and not ZSTD_MAGIC.to_bytes(4, "little").startswith(tail):  # a few bytes of text
+                        raise ZstdFormatError("not_zstd", start, "not zstd (too short for a frame magic)")
                     raise ZstdFormatError("truncated", start, "partial frame magic")
                 return False
             (magic,) = struct.unpack("<I", self._bytes(start, 4))

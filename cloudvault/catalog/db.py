@@ -11,11 +11,23 @@ from cloudvault import __version__
 from cloudvault.atomic import atomic_path
 from cloudvault.errors import CatalogBusy, CatalogDamaged, CatalogMissing, CatalogTooNew, UsageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 # version -> SQL that brings a catalog from version-1 to it, run before schema.sql (whose CREATE ... IF NOT
 # EXISTS adds new tables). 2: the seekable tables; 3: restores, runs, run_requests. schema.sql creates them.
-MIGRATIONS: dict[int, str] = {2: "", 3: ""}
+# 4: members keep link targets' raw bytes and sparse members' maps. Archives indexed before it were read with
+# sparse members as plain files and hardlinks resolved to a target's last version: their records are not
+# trusted (the recorded mtime no longer matches, so extract refuses them as stale) until `vault index` re-reads
+# them.
+MIGRATIONS: dict[int, str] = {
+    2: "",
+    3: "",
+    4: """
+ALTER TABLE members ADD COLUMN raw_link_target BLOB;
+ALTER TABLE members ADD COLUMN sparse_map TEXT;
+UPDATE files SET mtime_ns = -1 WHERE id IN (SELECT file_id FROM archives);
+""",
+}
 
 
 def _connect(path: str, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:

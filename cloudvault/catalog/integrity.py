@@ -12,8 +12,9 @@ HashedFile = namedtuple("HashedFile", "file_id root path raw_path size blake3 ar
 
 _MEMBERS = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
-    "mb.link_target, f.path, f.id, mb.data_offset FROM members mb JOIN archives a ON a.id = mb.archive_id "
-    "JOIN files f ON f.id = a.file_id WHERE mb.type = 'file' AND mb.blake3 IS NOT NULL"
+    "mb.link_target, f.path, f.id, mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb "
+    "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
+    "WHERE mb.type = 'file' AND mb.blake3 IS NOT NULL"
 )
 
 
@@ -59,10 +60,11 @@ def all_hashed_members(conn: sqlite3.Connection) -> list[Member]:
 
 
 def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
-    """File members without a BLAKE3 (a hardlink whose target is not a file, members of a damaged archive)."""
+    """File members without a BLAKE3 (members of a damaged archive). A hardlink without one links to no earlier
+    member: it has no data (GNU tar cannot extract it either; the index flags it)."""
     where, args = entry_filter("f", scope)
     sql = ("SELECT count(*) FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
-           "WHERE mb.type IN ('file', 'hardlink') AND mb.blake3 IS NULL")  # fmt: skip
+           "WHERE mb.type = 'file' AND mb.blake3 IS NULL")  # fmt: skip
     return conn.execute(sql + where, args).fetchone()[0]
 
 

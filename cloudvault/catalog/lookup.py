@@ -9,8 +9,8 @@ from cloudvault.models import Frame, Member
 
 MEMBER_SELECT = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
-    "mb.link_target, f.path, f.id, mb.data_offset FROM members mb JOIN archives a ON a.id = mb.archive_id "
-    "JOIN files f ON f.id = a.file_id WHERE f.mirror_id = ? AND f.entry_id = ?"
+    "mb.link_target, f.path, f.id, mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb "
+    "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id WHERE f.mirror_id = ? AND f.entry_id = ?"
 )
 FILE_SELECT = (
     "SELECT mirror_id, entry_id, path, raw_path, kind, size, mode, mtime_ns, blake3, link_target, NULL, id, 0 "
@@ -71,12 +71,13 @@ class EntryMembers:
         return [m.path for m in self._members("", [])]
 
 
-def member_in_archive(conn: sqlite3.Connection, file_id: int, path: str) -> Member | None:
-    """The file member at path in the archive whose files row is file_id (a hardlink's target)."""
+def member_before(conn: sqlite3.Connection, file_id: int, path: str, offset: int) -> Member | None:
+    """The last member at path stored before offset in the archive whose files row is file_id: what a hardlink
+    at offset links to (a later member of that name, a `tar -r` update, is not its target)."""
     row = conn.execute(
         MEMBER_SELECT.replace("WHERE f.mirror_id = ? AND f.entry_id = ?", "WHERE f.id = ?")
-        + " AND mb.path = ? AND mb.type = 'file' ORDER BY mb.data_offset DESC LIMIT 1",
-        (file_id, path),
+        + " AND mb.path = ? AND mb.data_offset < ? ORDER BY mb.data_offset DESC LIMIT 1",
+        (file_id, path, offset),
     ).fetchone()
     return Member(*row) if row else None
 

@@ -90,8 +90,12 @@ CREATE TABLE IF NOT EXISTS members (
     link_target   TEXT,
     header_offset INTEGER NOT NULL,
     data_offset   INTEGER NOT NULL,
-    blake3        TEXT                      -- of the member's data; NULL for types without data
+    blake3        TEXT,                     -- of the member's data as extracted; NULL for types without data
+    raw_link_target BLOB,                   -- v4: the link target's bytes where link_target's text would lose them
+    sparse_map    TEXT                      -- v4: a sparse member's pieces, JSON [[offset, length], ...]
 );
+-- A sparse member's size is its expanded size and its blake3 that of the expanded bytes (holes as zeros); the
+-- stored pieces start at data_offset, one after another.
 CREATE INDEX IF NOT EXISTS members_archive_path ON members(archive_id, path);
 
 -- Text of the mirror's documentation (README, ENVIRONMENT.md ...), secrets redacted, for search and show.

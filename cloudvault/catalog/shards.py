@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from cloudvault.models import FileStat, Flag, Frame
 
 MEMBER_COLUMNS = (
-    "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3"
+    "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3, "
+    "raw_link_target, sparse_map"
 )
 SHARD_SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,7 +30,7 @@ CREATE TABLE frames (archive INTEGER NOT NULL, idx INTEGER NOT NULL, comp_offset
 CREATE TABLE flags (archive INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL, member TEXT);
 CREATE TABLE members ({MEMBER_COLUMNS});
 """
-SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 14)})"
+SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 16)})"
 STAT_FIELDS = "path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode, link_target"
 
 
@@ -50,15 +51,8 @@ def last_member(shard: sqlite3.Connection) -> int:
 
 def add_archive(shard: sqlite3.Connection, root: str, st: FileStat, scan, first: int) -> None:
     """The archive's row (where it was, its signature, what the scan found) after its members, whose rowids run
-    from first to the last one now; each hardlink gets its target's BLAKE3 (extracting it yields that data)."""
+    from first to the last one now. (A hardlink's BLAKE3, its target's at that point, came with it from the scan.)"""
     last = last_member(shard)
-    if shard.execute("SELECT 1 FROM members WHERE type = 'hardlink' AND rowid >= ? LIMIT 1", (first,)).fetchone():
-        shard.execute("CREATE INDEX IF NOT EXISTS members_path ON members(path)")
-        shard.execute(
-            "UPDATE members SET blake3 = (SELECT t.blake3 FROM members t WHERE t.path = members.link_target "
-            "AND t.type = 'file' AND t.rowid >= ?) WHERE type = 'hardlink' AND rowid >= ?",
-            (first, first),
-        )
     cur = shard.execute(
         f"INSERT INTO archives(root, {STAT_FIELDS}, status, blake3, raw_size, member_count, flag_counts, "
         "first_member, last_member) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

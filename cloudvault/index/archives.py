@@ -58,7 +58,8 @@ def _redacted(rec: MemberRecord, rules: SecretRules, scan: ScanResult) -> Member
               rules.redact(rec.path))  # fmt: skip
     raw = rules.redact_bytes(rec.raw_path) if rec.raw_path is not None else None
     link = rules.redact(rec.link_target) if rec.link_target else rec.link_target
-    return rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link)
+    raw_link = rules.redact_bytes(rec.raw_link_target) if rec.raw_link_target is not None else None
+    return rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link, raw_link_target=raw_link)
 
 
 def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, on_bytes=None,
