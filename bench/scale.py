@@ -160,7 +160,7 @@ import json, sys, time
 from pathlib import Path
 from cloudvault.index.secrets import SecretRules
 from cloudvault.index.slurm import measure_task_rate
-from cloudvault.mirrorfs import open_mirror
+from cloudvault.tools.mirrorfs import open_mirror
 from cloudvault.models import FileStat
 root = sys.argv[1]
 archives = [(root, st) for st in open_mirror(root).walk() if isinstance(st, FileStat) and st.path.endswith(".zst")]

@@ -20,8 +20,8 @@ from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.catalog.lookup import archive_location, file_location, frame_table, member_before
 from cloudvault.errors import CorruptArchive, HashMismatch, IntegrityError, StaleArchive, UnsafeMember
-from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Member
+from cloudvault.tools.mirrorfs import open_mirror
 
 CHUNK = 1 << 20
 

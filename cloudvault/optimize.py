@@ -23,8 +23,8 @@ from cloudvault.catalog.lookup import frame_table
 from cloudvault.catalog.write import record_copy
 from cloudvault.config import seekable_copy_path
 from cloudvault.errors import IntegrityError, StaleArchive
-from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame
+from cloudvault.tools.mirrorfs import open_mirror
 
 
 def write_copy(opener: Callable[[], BinaryIO], tmp: Path, on_bytes: Callable[[int], None] | None = None) -> list[Frame]:

@@ -26,8 +26,8 @@ from cloudvault.catalog.integrity import (
 )
 from cloudvault.errors import IntegrityError
 from cloudvault.members import MemberReader
-from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Member
+from cloudvault.tools.mirrorfs import open_mirror
 
 
 class CatalogDamaged(IntegrityError):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cloudvault import gpu
-from cloudvault.gpu import Arch
+from cloudvault.tools import gpu
+from cloudvault.tools.gpu import Arch
 
 
 def test_torch_arch_list_with_ptx_yields_cubin_and_ptx():

@@ -29,7 +29,7 @@ def test_the_recorded_folder_ships_in_the_demo_in_the_harness_shape(demo_mirror)
 
 
 def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault, tmp_path, monkeypatch):
-    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: None)  # what a machine without nvidia-smi sees
+    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: None)  # a machine without nvidia-smi
     result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--out", str(tmp_path))
     assert result.code == 6
     assert "FAIL gpu              the recipe needs GPUs [0]; this machine has none" in result.out
@@ -40,9 +40,9 @@ def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault,
 
 
 def test_the_dry_run_on_a_gpu_machine_names_the_gpu_it_uses(demo_catalog, vault, tmp_path, monkeypatch):
-    from cloudvault.gpu import Gpu
+    from cloudvault.tools.gpu import Gpu
 
-    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: [Gpu(0, "NVIDIA H200", (9, 0), 4, 143_771)])
+    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: [Gpu(0, "NVIDIA H200", (9, 0), 4, 143_771)])
     result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--out", str(tmp_path))
     assert result.code == 0, result.out
     assert "GPU 0: NVIDIA H200, compute capability 9.0 (sm_90), 4 of 143771 MiB used" in result.out

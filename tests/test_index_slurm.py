@@ -126,7 +126,7 @@ def test_simulated_wall_time_stops_falling_at_the_filesystem_bandwidth():
 
 def test_task_states_come_from_scontrol_and_from_sacct_only_where_scontrol_forgot(monkeypatch):
     import cloudvault.index.slurm as slurm
-    import cloudvault.slurm as client
+    import cloudvault.tools.slurm as client
 
     answers = {
         "scontrol": "JobId=46 ArrayJobId=45 ArrayTaskId=2-3 JobState=PENDING Reason=Resources\n"

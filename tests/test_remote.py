@@ -17,7 +17,7 @@ import pytest
 from archives import compress, gnu_tar
 from conftest import require
 
-from cloudvault.mirrorfs import FsspecMirror
+from cloudvault.tools.mirrorfs import FsspecMirror
 
 
 @pytest.fixture

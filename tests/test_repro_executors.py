@@ -28,7 +28,7 @@ from cloudvault.repro.executors.docker import DockerExecutor, mounts_for
 from cloudvault.repro.executors.slurm import SlurmExecutor, log_tail, render
 from cloudvault.repro.preflight import Check
 from cloudvault.repro.recipe import load
-from cloudvault.slurm import task_range
+from cloudvault.tools.slurm import task_range
 
 RECIPE = "014_ss20_temp0"
 TEST_IMAGE = "vault-test/pyhost:1"
@@ -97,15 +97,15 @@ def test_an_unreachable_docker_daemon_fails_the_preflight_naming_it(demo_catalog
 
 
 def test_an_image_built_for_sm_120_does_not_fit_the_h200_the_plan_uses(demo_catalog, tmp_path, monkeypatch):
-    from cloudvault.gpu import Gpu
     from cloudvault.repro.executors.docker import _arch_check
+    from cloudvault.tools.gpu import Gpu
 
     h200 = [Gpu(i, "NVIDIA H200", (9, 0), 0, 143_771) for i in range(8)]
-    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: h200)
+    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: h200)
     plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
     image = {"Config": {"Env": ["PATH=/usr/bin", "TORCH_CUDA_ARCH_LIST=12.0"]}}
     check = _arch_check(plan, image, None)
-    assert not check.ok and check.detail == "image built for sm_120; GPU 0 (NVIDIA H200) is sm_90"
+    assert not check.ok and check.detail == "image is built for sm_120; GPU 0 (NVIDIA H200) is sm_90"
     fits = _arch_check(plan, {"Config": {"Env": ["TORCH_CUDA_ARCH_LIST=9.0 12.0"]}}, None)
     assert fits.ok and "fits GPUs [0, 1, 2, 3, 4, 5, 6, 7]" in fits.detail
     assert _arch_check(plan_for(demo_catalog, tmp_path / "r2"), image, None).detail == "no GPU used"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from cloudvault.catalog.db import open_catalog
-from cloudvault.gpu import Gpu
 from cloudvault.repro import plan as planning
 from cloudvault.repro.preflight import run_checks
 from cloudvault.repro.recipe import load
+from cloudvault.tools.gpu import Gpu
 
 RECIPE = Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml"
 
@@ -33,7 +33,7 @@ def checks_for(db: Path, recipe: str, run_dir: Path, **kw) -> dict:
 
 def fake_gpus(monkeypatch, used_mib: int, cap=(12, 0), name="NVIDIA RTX PRO 6000 Blackwell") -> None:
     gpus = [Gpu(i, name, cap, used_mib if i == 3 else 2, 97_887) for i in range(8)]
-    monkeypatch.setattr("cloudvault.gpu.local_gpus", lambda *a, **k: gpus)
+    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: gpus)
 
 
 @pytest.mark.parametrize(("used", "ok"), [(499, True), (500, False)])

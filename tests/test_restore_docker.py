@@ -287,7 +287,7 @@ class AnsweringClient:
     ],
 )
 def test_error_detail_in_the_load_stream_becomes_one_line(items, code, text):
-    from cloudvault.restore import docker_daemon as dd
+    from cloudvault.tools import docker as dd
 
     daemon = dd.Daemon(AnsweringClient(items), "unix:///x.sock", "20.10", "/var/lib/docker", False)
     with pytest.raises(Exception) as caught:
@@ -296,7 +296,7 @@ def test_error_detail_in_the_load_stream_becomes_one_line(items, code, text):
 
 
 def test_loaded_lines_are_returned():
-    from cloudvault.restore import docker_daemon as dd
+    from cloudvault.tools import docker as dd
 
     daemon = dd.Daemon(AnsweringClient([{"stream": "Loaded image: a/b:c\n"}]), "unix:///x", "20.10", "/", False)
     assert dd.load(daemon, "neo", [b"x"]) == ["Loaded image: a/b:c"]
@@ -359,8 +359,8 @@ def test_scan_kernels_needs_cuobjdump(tmp_path, monkeypatch, vault):
 
 
 def test_cuobjdump_listing_is_parsed_into_targets():
-    from cloudvault.gpu import Arch
-    from cloudvault.restore.docker_kernels import parse_cuobjdump
+    from cloudvault.tools.cuda import parse_cuobjdump
+    from cloudvault.tools.gpu import Arch
 
     text = (
         "ELF file    1: libtorch_cuda.1.sm_90.cubin\nELF file    2: libtorch_cuda.2.sm_120a.cubin\n"

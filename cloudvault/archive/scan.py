@@ -20,8 +20,8 @@ from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
-from cloudvault.mirrorfs import text_path
 from cloudvault.models import Flag, Frame
+from cloudvault.tools.mirrorfs import text_path
 
 MAX_FLAGS_PER_KIND = 50
 DATA_TYPES = ("file", "other")  # members whose data is hashed; a hardlink's is its target's

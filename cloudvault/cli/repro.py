@@ -63,10 +63,11 @@ def run(args) -> int:
     from cloudvault.repro.compare import PASSING
     from cloudvault.repro.run import Feedback, reproduce
 
-    if args.detach and args.executor != "slurm":
+    chosen = _executor(args)
+    if args.detach and not chosen.queues:
         raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
     feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"))
-    cmp, prov = reproduce(conn, recipe, _executor(args), options, feedback, detach=args.detach)
+    cmp, prov = reproduce(conn, recipe, chosen, options, feedback, detach=args.detach)
     if cmp is None:
         if args.json:
             ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
@@ -149,8 +150,8 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     chosen = _executor(args)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
-    doc["not_comparable_here"] = _no_gpu_here(conn, plan, args.executor)
-    doc["gpus_here"] = _gpus_here(plan) if args.executor != "slurm" else []
+    doc["not_comparable_here"] = _no_gpu_here(conn, plan) if chosen.runs_here else None
+    doc["gpus_here"] = _gpus_here(plan) if chosen.runs_here else []
     if args.json:
         ui.emit(doc)
     else:
@@ -169,7 +170,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
 
 def _gpus_here(plan) -> list[dict]:
     """The GPUs of this machine that the plan's processes use: name, compute capability, memory used."""
-    from cloudvault.gpu import local_gpus
+    from cloudvault.tools.gpu import local_gpus
 
     wanted = {p.gpu for p in plan.processes if p.gpu is not None}
     if plan.standin or not wanted:
@@ -179,16 +180,16 @@ def _gpus_here(plan) -> list[dict]:
             for g in local_gpus() or [] if g.index in wanted]  # fmt: skip
 
 
-def _no_gpu_here(conn, plan, executor: str) -> str | None:
+def _no_gpu_here(conn, plan) -> str | None:
     """Why a run on this machine could not compare with a GPU record (it has no GPU), or None."""
     import json
 
-    from cloudvault.gpu import local_gpus
     from cloudvault.repro import results
     from cloudvault.repro.run import RUN_ABOUT
+    from cloudvault.tools.gpu import local_gpus
 
     wanted = sorted({p.gpu for p in plan.processes if p.gpu is not None})
-    if plan.standin or executor == "slurm" or not wanted or local_gpus():
+    if plan.standin or not wanted or local_gpus():
         return None
     about = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, (RUN_ABOUT,))
     ran_on = json.loads(about[RUN_ABOUT]).get("settings", {}).get("gpu") if about else None

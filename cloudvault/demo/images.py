@@ -171,6 +171,6 @@ def build(tree: Path) -> None:
 def journeys(dest: Path, root: Path) -> list[list[str]]:
     """List the images and check the GPU (no daemon needed); restore one when a docker daemon answers."""
     steps = [["restore", "docker", "--list"], ["restore", "docker", "tandemspec", "--check-gpu"]]
-    from cloudvault.restore.docker_daemon import daemon_reachable
+    from cloudvault.tools.docker import daemon_reachable
 
     return [*steps, ["restore", "docker", "tandemspec"]] if daemon_reachable() else steps

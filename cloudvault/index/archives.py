@@ -22,8 +22,8 @@ from cloudvault.config import seekable_copy_path
 from cloudvault.index.budget import Budget, plan_budget
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.secrets import SecretRules
-from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import FileStat, Frame
+from cloudvault.tools.mirrorfs import open_mirror
 
 
 @dataclass

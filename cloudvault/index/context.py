@@ -13,9 +13,9 @@ from cloudvault.config import seekable_dir
 from cloudvault.index.definition import MirrorDefinition
 from cloudvault.index.secrets import SecretRules
 from cloudvault.index.walk import entry_of
-from cloudvault.mirrorfs import LocalMirror
 from cloudvault.models import FileStat, Flag
 from cloudvault.progress import Progress
+from cloudvault.tools.mirrorfs import LocalMirror
 
 # flag kinds that make `vault index` exit 5: something in the mirror is damaged or could not be read whole
 DAMAGE = {

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from cloudvault import errors
 from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_definition
-from cloudvault.mirrorfs import LocalMirror, is_url, open_mirror, require_mirror
+from cloudvault.tools.mirrorfs import LocalMirror, is_url, open_mirror, require_mirror
 
 
 class MirrorRootGone(errors.EnvironmentProblem):

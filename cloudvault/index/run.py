@@ -17,9 +17,9 @@ from cloudvault.index.plan import Plan, is_archive, plan_index
 from cloudvault.index.roots import MirrorRoot, MirrorRootGone, MirrorShrank
 from cloudvault.index.secrets import SecretRules
 from cloudvault.index.walk import entry_of
-from cloudvault.mirrorfs import WalkProblem
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.progress import Progress
+from cloudvault.tools.mirrorfs import WalkProblem
 
 __all__ = ["IndexOptions", "IndexReport", "index_mirrors"]
 

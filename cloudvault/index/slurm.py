@@ -23,20 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudvault import errors
-from cloudvault import slurm as slurm_client
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog import shards
 from cloudvault.index.plan import is_archive
 from cloudvault.index.roots import MirrorRoot
 from cloudvault.index.secrets import SecretRules
-from cloudvault.mirrorfs import WalkProblem
 from cloudvault.models import FileStat
 from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, json_file
-from cloudvault.slurm import SlurmFailed, sbatch
+from cloudvault.tools import slurm as slurm_client
+from cloudvault.tools.mirrorfs import WalkProblem
+from cloudvault.tools.slurm import SlurmFailed, sbatch
 
 PLAN_VERSION = 1
 TASK_MEM = "1G"  # a task holds one archive's decoding buffers (~60 MB) and Python
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
 class NoPlan(errors.NotFound):
@@ -211,8 +210,7 @@ def job_states(job: str | None) -> dict[int, str]:
     sacct, when accounting answers, for tasks scontrol has forgotten."""
     if not job:
         return {}
-    states = {index: fields.get("JobState", "UNKNOWN") + _reason(fields.get("Reason", "None"))
-              for index, fields in slurm_client.job_tasks(job).items()}  # fmt: skip
+    states = {index: slurm_client.state_text(fields) for index, fields in slurm_client.job_tasks(job).items()}
     try:
         for line in slurm_client.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
             jid, _, state = line.partition("|")
@@ -223,16 +221,6 @@ def job_states(job: str | None) -> dict[int, str]:
     except (SlurmFailed, errors.ToolMissing):
         pass  # accounting is off on many clusters (and on the test one): scontrol's view is all there is
     return states
-
-
-def _reason(reason: str) -> str:
-    return f" ({reason})" if reason not in ("None", "") else ""
-
-
-def queued(job: str | None) -> str | None:
-    """The state of a job still in the queue (any task pending or running), else None."""
-    active = [s for s in job_states(job).values() if s.split()[0] in ACTIVE]
-    return active[0] if active else None
 
 
 # -- shards --------------------------------------------------------------------------------------------------
@@ -320,11 +308,11 @@ def resume(lay: Layout, partition: str | None) -> dict:
     if read_json(lay.merged).get("plan") == plan["hash"]:
         return {"plan": plan["hash"], "merged": True, "tasks": [], "array": None, "merge": None}
     jobs = read_json(lay.jobs)
-    if state := queued(jobs.get("array")):
+    if state := slurm_client.queued(jobs.get("array")):
         raise SlurmBusy(job=jobs["array"], state=state.lower())
     todo = [t for t, why in shard_states(lay, plan).items() if why]
-    if todo and jobs.get("merge") and queued(jobs["merge"]):  # ours, waiting on tasks that did not all succeed
-        slurm_client.run(["scancel", jobs["merge"]], tolerate_invalid=True)
+    if todo and jobs.get("merge") and slurm_client.queued(jobs["merge"]):  # ours, waiting on tasks that failed
+        slurm_client.cancel(jobs["merge"])
     _refuse_if_queued(lay)  # a merge with every shard ready is left to run
     remove_stale_shards(lay, plan)
     return _submit_jobs(lay, plan, partition or jobs.get("partition"), todo)
@@ -333,7 +321,7 @@ def resume(lay: Layout, partition: str | None) -> dict:
 def _refuse_if_queued(lay: Layout) -> None:
     jobs = read_json(lay.jobs)
     for key in ("array", "merge"):
-        if state := queued(jobs.get(key)):
+        if state := slurm_client.queued(jobs.get(key)):
             raise SlurmBusy(job=jobs[key], state=state.lower())
 
 

@@ -35,10 +35,8 @@ def _gpus_free(plan: Plan) -> Check:
     wanted = sorted({p.gpu for p in plan.processes if p.gpu is not None})
     if plan.standin or not wanted:
         return Check("gpu", True, "not needed (the stand-in runs on the CPU)" if plan.standin else "no GPU needed")
-    try:
-        from cloudvault.gpu import local_gpus
-    except ImportError:
-        return Check("gpu", False, "cannot query GPUs (cloudvault.gpu missing)")
+    from cloudvault.tools.gpu import local_gpus
+
     gpus = {g.index: g for g in local_gpus() or []}
     missing = [g for g in wanted if g not in gpus]
     if missing:
@@ -72,21 +70,26 @@ def _environment(conn: sqlite3.Connection, plan: Plan) -> Check:
 
 def _image_misfit(recipe_name: str, plan: Plan) -> str | None:
     """Why the image's CUDA arch list cannot run on a GPU the plan uses ("no kernel image is available"), if so."""
-    import tomllib
+    from cloudvault.restore.docker_source import load_docker_recipe
 
-    from cloudvault.recipe import find_recipe
+    recipe = load_docker_recipe(recipe_name)
+    fit = image_fit(plan, recipe, None)
+    return fit.misfit_line(f"image {recipe_name!r}") if fit else None
 
-    try:
-        from cloudvault.gpu import describe, fits, local_gpus, parse_arch_list
-    except ImportError:
+
+def image_fit(plan: Plan, recipe, inspected: dict | None):
+    """The image's arch list (tools.cuda: its config as dockerd reports it, else the docker recipe) against the
+    local GPUs the plan uses (tools.gpu's one check); None when the plan uses no GPU."""
+    from cloudvault.tools import cuda, gpu
+
+    wanted = {p.gpu for p in plan.processes if p.gpu is not None and not plan.standin}
+    if not wanted:
         return None
-    arch_list = tomllib.loads(find_recipe("docker", recipe_name).read_text(encoding="utf-8")).get("arch_list")
-    wanted = {p.gpu for p in plan.processes if p.gpu is not None}
-    for gpu in local_gpus() or []:
-        if gpu.index in wanted and arch_list and fits(arch_list, gpu.compute_cap) is False:
-            built = describe(parse_arch_list(arch_list))
-            return f"image {recipe_name!r} is built for {built}; GPU {gpu.index} ({gpu.name}) is {gpu.sm}"
-    return None
+    config = (inspected or {}).get("Config") or {}
+    env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+    arch = cuda.for_image(env, config.get("Labels") or {}, recipe.arch_list if recipe else None,
+                          recipe.name if recipe else "")  # fmt: skip
+    return gpu.check_fit(arch.text, arch.source, [g for g in gpu.local_gpus() or [] if g.index in wanted])
 
 
 def _persistent(run_dir: Path, out_explicit: bool) -> Check:

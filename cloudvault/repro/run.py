@@ -66,7 +66,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     prov = _provenance(conn, plan, run_id, checks, forced=[c.name for c in failed])
     # what `vault runs` needs to rebuild the plan of a detached run
     prov["options"] = {"standin": options.standin, "env": options.env_overrides or {},
-                       "partition": getattr(executor, "partition", None)}  # fmt: skip
+                       **executor.options}  # fmt: skip
     _write_json(run_dir / results.PROVENANCE, prov)
     start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
               entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
@@ -77,7 +77,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         job = executor.submit(plan)
         if job.job_id:  # at once: `vault runs` shows the queued job, and a detached run can be collected
             prov["job_id"] = job.job_id
-            finish_run(conn, run_id, status="queued" if executor.name == "slurm" else "running", job_id=job.job_id)
+            finish_run(conn, run_id, status="queued" if executor.queues else "running", job_id=job.job_id)
         if detach:
             prov["status"] = "queued"
             _write_json(run_dir / results.PROVENANCE, prov)
@@ -104,8 +104,8 @@ def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: l
     prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
     if any(codes):
         bad = [c for c in codes if c]
-        raise RunFailed(recipe=plan.recipe.name, failed=len(bad), total=len(codes), codes=sorted(set(bad)),
-                        logs=plan.run_dir / "logs")  # fmt: skip
+        raise executor.failure(job, codes) or RunFailed(recipe=plan.recipe.name, failed=len(bad), total=len(codes),
+                                                        codes=sorted(set(bad)), logs=plan.run_dir / "logs")  # fmt: skip
     merge_outputs(plan)
     return compare_with_record(conn, plan)
 
@@ -174,7 +174,7 @@ def _gpu_names(plan) -> list[str]:
     if plan.standin or not any(p.gpu is not None for p in plan.processes):
         return []
     try:
-        from cloudvault.gpu import local_gpus
+        from cloudvault.tools.gpu import local_gpus
     except ImportError:
         return []
     return [f"{g.index}: {g.name} ({g.cap_text})" for g in local_gpus() or []]

@@ -14,14 +14,14 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 
-from cloudvault import gpu
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.errors import INTERRUPTED, IntegrityError, NotFound, UsageError, VaultError
-from cloudvault.restore import docker_daemon as dd
 from cloudvault.restore.docker_errors import DaemonNoSpace, ImageMismatch, KernelMismatch, TagConflict
-from cloudvault.restore.docker_fit import GpuFit, arch_source, gpu_fit, gpu_problem
+from cloudvault.restore.docker_fit import arch_source, gpu_problem
 from cloudvault.restore.docker_source import DIGEST, KIND, ArchiveInfo, DockerRecipe, archive_info, expected_sha256
 from cloudvault.restore.oci import ImageConfig
+from cloudvault.tools import docker as dd
+from cloudvault.tools import gpu
 
 LOAD_FACTOR = 2  # docker load unpacks the tar in its data root, then the layers: about twice the raw size
 READ_BUDGET = 256 << 20  # decoded bytes worth spending to read manifest.json and the config before a load
@@ -38,7 +38,7 @@ class Plan:
     sha256: str | None = None
     ref: str | None = None  # repository@digest for a registry pull
     expected_config: str | None = None
-    gpu: GpuFit | None = None
+    gpu: gpu.GpuFit | None = None
     daemon: dd.Daemon | None = None
     free: int | None = None
     need: int | None = None
@@ -68,7 +68,7 @@ def preflight(conn: sqlite3.Connection | None, plan: Plan, *, digest: str | None
         plan.notes.append("no catalog: the arch list comes from the recipe")
     config = plan.archive.config if plan.archive else None
     arch_list, where = arch_source(recipe, config)
-    plan.gpu = gpu_fit(arch_list, where, gpu.local_gpus())
+    plan.gpu = gpu.check_fit(arch_list, where, gpu.local_gpus())
     problem = gpu_problem(recipe.name, plan.gpu, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
     if problem:
         plan.problems.append(problem)
@@ -306,7 +306,7 @@ def _stream_gate(plan: Plan, image) -> None:
         what = f"the archive's config is {config.digest}, recipe {recipe.name} expects {recipe.config_digest}"
         raise ImageMismatch(what=what, action="nothing was loaded")
     arch_list, where = arch_source(recipe, config)
-    fit = gpu_fit(arch_list, where, plan.gpu.gpus)
+    fit = gpu.check_fit(arch_list, where, plan.gpu.gpus)
     problem = gpu_problem(recipe.name, fit, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
     if problem:
         raise problem

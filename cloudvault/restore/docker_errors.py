@@ -19,9 +19,6 @@ class OneLine:
         return " ".join((self.__doc__ or "").split()).format(**self.fields)
 
 
-class DaemonUnreachable(OneLine, EnvironmentProblem):
-    """cannot reach the docker daemon at {host} ({detail}); start dockerd, or point DOCKER_HOST at a running one"""
-
 
 class DaemonNoSpace(OneLine, EnvironmentProblem):
     """the docker data root {root} has {free} free; loading {name} needs about {need} (the layers are unpacked
@@ -48,12 +45,6 @@ class NoGpu(OneLine, EnvironmentProblem):
     """no NVIDIA GPU found (nvidia-smi {why}) and --require-gpu was given; {name} is built for {archs}"""
 
 
-class LoadFailed(OneLine, IntegrityError):
-    """docker refused {name}: {detail}; nothing of it was kept"""
-
-
-class LoadEnvironmentFailed(OneLine, EnvironmentProblem):
-    """docker could not load {name}: {detail}"""
 
 
 class ArchiveHashMismatch(OneLine, IntegrityError):
@@ -72,17 +63,7 @@ class ImageMismatch(OneLine, IntegrityError):
     """{what}; {action}"""
 
 
-class RegistryLoginNeeded(OneLine, EnvironmentProblem):
-    """{registry} refused the pull of {ref} ({detail}); log in with `docker login {registry}`: vault uses your own
-    docker login at run time and never stores credentials"""
 
-
-class RegistryImageMissing(OneLine, NotFound):
-    """{registry} has no {ref} ({detail}); check the recipe's registry digest or pass --digest"""
-
-
-class RegistryFailed(OneLine, EnvironmentProblem):
-    """pulling {ref} failed: {detail}"""
 
 
 class ArchiveNotIndexed(OneLine, NotFound):

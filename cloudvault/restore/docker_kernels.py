@@ -9,21 +9,17 @@ execution" (NEO's `swiftllm_c`, sm_89 only, on the sm_120 PRO 6000), which an im
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cloudvault import gpu
 from cloudvault.archive.tar import iter_members
 from cloudvault.errors import ToolMissing
 from cloudvault.models import Member
+from cloudvault.tools import cuda, gpu
 
 SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")
-_ELF = re.compile(r"^ELF file\s+\d+:.*?\bsm_(\d+)([af]?)\b")
-_PTX = re.compile(r"^PTX file\s+\d+:.*?\b(?:sm|compute)_(\d+)([af]?)\b")
 
 
 @dataclass(frozen=True)
@@ -35,17 +31,6 @@ class LibraryKernels:
 
     def runs_on(self, cap: tuple[int, int]) -> bool:
         return bool(gpu.fits(list(self.archs), cap))
-
-
-def parse_cuobjdump(text: str) -> list[gpu.Arch]:
-    """`cuobjdump --list-elf --list-ptx` lines ('ELF file 1: lib.1.sm_90.cubin', 'PTX file 1: lib.1.sm_90.ptx')."""
-    archs = set()
-    for line in text.splitlines():
-        for pattern, ptx in ((_ELF, False), (_PTX, True)):
-            if m := pattern.match(line.strip()):
-                major, minor = int(m[1][:-1]), int(m[1][-1])
-                archs.add(gpu.Arch(major, minor, ptx, m[2]))
-    return sorted(archs)
 
 
 class ChunkReader:
@@ -79,10 +64,10 @@ def scan_kernels(conn: sqlite3.Connection, layers: list[Member]) -> list[Library
     """Every shared library with device code in these layer members, in layer order."""
     from cloudvault.members import MemberReader, read_order
 
-    tool = shutil.which("cuobjdump")
+    tool = cuda.cuobjdump()
     if tool is None:
-        raise ToolMissing(tool="cuobjdump", hint="it comes with the CUDA toolkit (package cuda-cuobjdump); "
-                          "--check-gpu without --scan-kernels checks the image's recorded arch list")  # fmt: skip
+        raise ToolMissing(tool="cuobjdump", hint=f"{cuda.CUOBJDUMP_HINT}; --check-gpu without --scan-kernels "
+                          "checks the image's recorded arch list")  # fmt: skip
     found = []
     with MemberReader(conn) as reader, tempfile.TemporaryDirectory(prefix="vault-kernels-") as work:
         for layer in read_order(layers):
@@ -102,8 +87,7 @@ def _list_library(tool: str, path: str, chunks: Iterator[bytes]) -> list[gpu.Arc
     with open(path, "wb") as fh:
         for chunk in chunks:
             fh.write(chunk)
-    done = subprocess.run([tool, "--list-elf", "--list-ptx", path], capture_output=True, text=True, check=False)
-    return parse_cuobjdump(done.stdout)
+    return cuda.listed_archs(path, tool)
 
 
 def misfits(libraries: list[LibraryKernels], cap: tuple[int, int]) -> list[LibraryKernels]:

@@ -11,11 +11,11 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudvault import gpu
 from cloudvault.errors import RecipeInvalid, VaultError
 from cloudvault.models import Member
 from cloudvault.restore.docker_errors import ArchiveNotIndexed, ArchiveNotInSums
 from cloudvault.restore.oci import ImageConfig, parse_config, parse_manifest, parse_sha256sums, sums_entry
+from cloudvault.tools import gpu
 
 KIND = "docker"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

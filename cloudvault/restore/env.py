@@ -187,7 +187,7 @@ def free_space(path: Path) -> int:
 
 
 def local_caps() -> list[tuple[int, int]]:
-    from cloudvault import gpu
+    from cloudvault.tools import gpu
 
     return [g.compute_cap for g in gpu.local_gpus() or []]
 

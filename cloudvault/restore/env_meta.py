@@ -114,7 +114,7 @@ def gpu_fit(
 ) -> dict | None:
     """Whether the torch build has kernels for sm_120 (RTX PRO 6000) and for each local GPU, said plainly.
     arch_text: the build's arch list as read from its libraries (source says how); None infers it from CUDA."""
-    from cloudvault import gpu
+    from cloudvault.tools import gpu
 
     if not torch or torch.get("cuda") in (None, "cpu"):
         return None

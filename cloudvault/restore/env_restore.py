@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import shutil
 import sqlite3
 from collections import namedtuple
@@ -247,6 +246,7 @@ def installed_gpu_fit(prefix: Path) -> dict | None:
 
     from cloudvault.restore import elf
     from cloudvault.restore.env import local_caps
+    from cloudvault.tools import cuda, gpu
 
     found = sorted(prefix.glob("lib/python*/site-packages/torch/version.py"))
     if not found:
@@ -257,12 +257,9 @@ def installed_gpu_fit(prefix: Path) -> dict | None:
     if lib.is_file() and lib.stat().st_size:
         with open(lib, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             arch_text, source = elf.main_arches(elf.cuda_arches(buf)), "libtorch_cuda.so fat binaries"
-        if arch_text is None and shutil.which("cuobjdump"):
-            import subprocess
-
-            done = subprocess.run(["cuobjdump", "--list-elf", str(lib)], capture_output=True, text=True, check=False)
-            arch_text = " ".join(sorted(set(re.findall(r"\bsm_\d+[af]?\b", done.stdout)))) or None
-            source = "cuobjdump"
+        if arch_text is None and (tool := cuda.cuobjdump()):
+            archs = cuda.listed_archs(str(lib), tool)
+            arch_text, source = (gpu.describe(archs) if archs else None), "cuobjdump"
     fit = env_meta.gpu_fit(torch, arch_text, local_caps(), source if arch_text else None)
     return {"torch": torch, **fit} if fit else {"torch": torch}
 

@@ -12,9 +12,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from cloudvault.tools import cuda
+
 # Top-level members docker reads to know what to load; they come last in every docker save archive.
 METADATA = frozenset({"manifest.json", "index.json", "repositories", "oci-layout"})
-ARCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CUDA_ARCH_LIST", "CUDAARCHS")
 _BLOB = re.compile(r"(?:\./)?blobs/(sha256)/([0-9a-f]{64})")
 _CLASSIC_CONFIG = re.compile(r"(?:\./)?([0-9a-f]{64})\.json")
 _SUMS_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
@@ -47,13 +48,8 @@ class ImageConfig:
     @property
     def arch_list(self) -> str | None:
         """The CUDA arch list the image was built for: its env, else a label naming one."""
-        for key in ARCH_ENV:
-            if self.env.get(key):
-                return self.env[key]
-        for key, value in sorted(self.labels.items()):
-            if value and key.lower().replace("-", "_").endswith(("cuda_arch_list", "cuda_archs")):
-                return value
-        return None
+        found = cuda.from_environment(self.env, self.labels)
+        return found.text if found else None
 
     @property
     def cuda_version(self) -> str | None:

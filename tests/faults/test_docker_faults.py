@@ -119,7 +119,7 @@ def test_an_image_or_tag_docker_moved_without_proof_is_undone_and_reported(tmp_p
                                                                            tally):  # fmt: skip
     """Should docker load more than the stream proved (a layout vault does not know), the daemon's images and tags
     are compared before and after: the extra image goes, the moved tag goes back to the image that held it."""
-    from cloudvault.restore import docker_daemon as dd
+    from cloudvault.tools import docker as dd
 
     victim = images.demo_image("victim", tag=EVIL_TAG)
     daemon.load_image(victim)

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import cloudvault
-from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError, as_interrupted
-from cloudvault.repro.executors.base import Job
+from cloudvault.errors import EnvironmentProblem, UsageError, VaultError
+from cloudvault.repro.executors.base import Executor, Job
 from cloudvault.repro.plan import Plan
-from cloudvault.repro.preflight import Check
+from cloudvault.repro.preflight import Check, image_fit
 
 STOP_GRACE_S = 5
 
@@ -34,11 +34,13 @@ class ContainerFailed(EnvironmentProblem):
     """container for {name} could not start in {image}: {detail}"""
 
 
-class DockerExecutor:
+class DockerExecutor(Executor):
     name = "docker"
+    poll_s = 0.1
 
     def __init__(self, image: str | None = None, catalog: Path | None = None) -> None:
         self.image, self.catalog = image, catalog
+        self._client = None  # docker.APIClient, once submit or cancel connected
 
     def image_ref(self, plan: Plan) -> str:
         if self.image:
@@ -61,7 +63,7 @@ class DockerExecutor:
 
     def preflight(self, plan: Plan) -> list[Check]:
         """The daemon answers, the image is there (or restorable), its arch list fits the GPUs the plan uses."""
-        from cloudvault.restore import docker_daemon as dd
+        from cloudvault.tools import docker as dd
 
         try:
             daemon = dd.connect(timeout=10)
@@ -83,7 +85,7 @@ class DockerExecutor:
         return [*checks, _arch_check(plan, found, recipe)]
 
     def submit(self, plan: Plan) -> Job:
-        from cloudvault.restore import docker_daemon as dd
+        from cloudvault.tools import docker as dd
 
         logs = plan.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -92,51 +94,39 @@ class DockerExecutor:
         image = self.image_ref(plan)
         if dd.image(daemon, image) is None:
             self._restore(plan)
-        job = Job(self.name, plan, [])
+        self._client = daemon.client
+        handles: list[str] = []
         try:
             for p in plan.processes:
                 Path(p.cwd).mkdir(parents=True, exist_ok=True)
-                job.handles.append(_start(daemon.client, plan, p, image))
+                handles.append(_start(daemon.client, plan, p, image))
         except BaseException:
-            job.codes = [None] * len(job.handles)
-            self.cancel(job)
+            self.cancel(Job(plan, handles))
             raise
-        job.codes = [None] * len(job.handles)
-        job.job_id = ",".join(h[:12] for h in job.handles)
-        job.client = daemon.client
-        return job
+        return Job(plan, handles, job_id=",".join(h[:12] for h in handles))
 
-    def wait(self, job: Job, on_exit=None) -> list[int]:
-        started = time.monotonic()
-        try:
-            while any(code is None for code in job.codes):
-                for i, cid in enumerate(job.handles):
-                    state = job.client.inspect_container(cid)["State"]
-                    if job.codes[i] is None and state["Status"] in ("exited", "dead"):
-                        job.codes[i] = int(state["ExitCode"])
-                        if on_exit:
-                            on_exit(job.plan.processes[i].name, job.codes[i], time.monotonic() - started)
-                time.sleep(0.1)
-        except (KeyboardInterrupt, Interrupted) as exc:
-            self.cancel(job)
-            raise as_interrupted(exc) from None
-        return [int(c) for c in job.codes]
+    def poll(self, job: Job) -> list[int] | None:
+        for i, cid in enumerate(job.handles):
+            state = self._client.inspect_container(cid)["State"]
+            if job.codes[i] is None and state["Status"] in ("exited", "dead"):
+                job.codes[i] = int(state["ExitCode"])
+        return None if None in job.codes else [int(c) for c in job.codes]
 
     def collect(self, job: Job) -> Path:
         """Each container's stdout and stderr into logs/NAME.out and .err, then the container removed."""
         for p, cid in zip(job.plan.processes, job.handles, strict=False):
-            _save_logs(job.client, cid, job.plan.run_dir / "logs" / p.name)
-            job.client.remove_container(cid, force=True)
+            _save_logs(self._client, cid, job.plan.run_dir / "logs" / p.name)
+            self._client.remove_container(cid, force=True)
         return job.plan.run_dir / "work"  # the run folder is mounted read-write: outputs are there already
 
     def cancel(self, job: Job) -> None:
         """SIGTERM to every container at once, SIGKILL to those still up after the grace period; logs kept,
         containers removed."""
-        client = getattr(job, "client", None)
-        if client is None:
-            from cloudvault.restore import docker_daemon as dd
+        if self._client is None:
+            from cloudvault.tools import docker as dd
 
-            client = dd.connect(timeout=30).client
+            self._client = dd.connect(timeout=30).client
+        client = self._client
         for cid in job.handles:
             with contextlib.suppress(Exception):  # already gone is what we want
                 client.kill(cid, signal="SIGTERM")
@@ -182,14 +172,17 @@ def mounts_for(plan: Plan) -> dict[str, tuple[str, str]]:
     if plan.mirror_root and os.path.isdir(plan.mirror_root):
         mounts[os.path.realpath(plan.mirror_root)] = (os.path.realpath(plan.mirror_root), "ro")
     if plan.standin:
-        package_root = str(Path(cloudvault.__file__).resolve().parents[1])
-        for path in dict.fromkeys([os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), package_root,
+        for path in dict.fromkeys([os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), _package_root(),
                                    "/usr"]):  # fmt: skip
             mounts.setdefault(path, (path, "ro"))
         for link in ("/lib", "/lib64"):  # merged /usr: the loader and libc are reached through these links
             if os.path.islink(link) and os.path.realpath(link).startswith("/usr/"):
                 mounts.setdefault(os.path.realpath(link), (link, "ro"))
     return mounts
+
+
+def _package_root() -> str:
+    return str(Path(cloudvault.__file__).resolve().parents[1])
 
 
 def _start(client, plan: Plan, p, image: str) -> str:
@@ -206,6 +199,8 @@ def _start(client, plan: Plan, p, image: str) -> str:
     )  # fmt: skip
     # the device request gives the container only its GPU, as index 0: the host index would point nowhere
     env = {k: v for k, v in p.env.items() if not (gpu and k == "CUDA_VISIBLE_DEVICES")}
+    if plan.standin:  # the package mounted is the one that runs, whether vault was installed or put on PYTHONPATH
+        env.setdefault("PYTHONPATH", _package_root())
     try:
         labels = {"cloudvault.run": plan.run_dir.name, "cloudvault.process": p.name}
         created = client.create_container(image, command=p.argv, working_dir=p.cwd, environment=env, labels=labels,
@@ -261,19 +256,11 @@ def _archived(conn, recipe) -> bool:
 
 def _arch_check(plan: Plan, found: dict | None, recipe) -> Check:
     """The image's CUDA arch list (its config's env, else the docker recipe) against each GPU the plan uses."""
-    from cloudvault import gpu
-
-    wanted = sorted({p.gpu for p in plan.processes if _uses_gpu(plan, p)})
-    if not wanted:
+    fit = image_fit(plan, recipe, found)
+    if fit is None:
         return Check("arch", True, "no GPU used")
-    env = dict(e.split("=", 1) for e in ((found or {}).get("Config") or {}).get("Env") or [] if "=" in e)
-    arch_list = env.get("TORCH_CUDA_ARCH_LIST") or (recipe.arch_list if recipe else None)
-    if not arch_list:
+    if not fit.archs:
         return Check("arch", True, "the image records no CUDA arch list; not checked")
-    gpus = {g.index: g for g in gpu.local_gpus() or []}
-    for index in wanted:
-        g = gpus.get(index)
-        if g is not None and gpu.fits(arch_list, g.compute_cap) is False:
-            built = gpu.describe(gpu.parse_arch_list(arch_list))
-            return Check("arch", False, f"image built for {built}; GPU {index} ({g.name}) is {g.sm}")
-    return Check("arch", True, f"arch list {arch_list} fits GPUs {wanted}")
+    if line := fit.misfit_line("image"):
+        return Check("arch", False, line)
+    return Check("arch", True, f"arch list {fit.archs} ({fit.source}) fits GPUs {[g.index for g in fit.gpus]}")

@@ -11,14 +11,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from cloudvault.errors import Interrupted, as_interrupted
-from cloudvault.repro.executors.base import Job
+from cloudvault.repro.executors.base import Executor, Job
 from cloudvault.repro.plan import Plan
 
 GRACE_S = 5.0
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     name = "local"
 
     def describe(self, plan: Plan) -> list[str]:
@@ -42,24 +41,15 @@ class LocalExecutor:
                 handles.append(child)
                 _pin(child.pid, p.cpu_cores)
         except BaseException:
-            self.cancel(Job(self.name, plan, handles))
+            self.cancel(Job(plan, handles))
             raise
-        return Job(self.name, plan, handles)
+        return Job(plan, handles)
 
-    def wait(self, job: Job, on_exit=None) -> list[int]:
-        started = time.monotonic()
-        try:
-            while any(code is None for code in job.codes):
-                for i, handle in enumerate(job.handles):
-                    if job.codes[i] is None and (code := handle.poll()) is not None:
-                        job.codes[i] = code
-                        if on_exit:
-                            on_exit(job.plan.processes[i].name, code, time.monotonic() - started)
-                time.sleep(0.05)
-        except (KeyboardInterrupt, Interrupted) as exc:
-            self.cancel(job)
-            raise as_interrupted(exc) from None
-        return [int(c) for c in job.codes]
+    def poll(self, job: Job) -> list[int] | None:
+        for i, handle in enumerate(job.handles):
+            if job.codes[i] is None:
+                job.codes[i] = handle.poll()
+        return None if None in job.codes else [int(c) for c in job.codes]
 
     def collect(self, job: Job) -> Path:
         return job.plan.run_dir / "work"  # local children wrote there already

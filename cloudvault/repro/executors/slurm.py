@@ -9,23 +9,21 @@ its exit code (logs/NAME.exit) there, and its outputs into run_dir/work, so coll
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from pathlib import Path
 
-from cloudvault import slurm as slurm_client
 from cloudvault.atomic import write_text
-from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing, as_interrupted
-from cloudvault.repro.executors.base import Job
+from cloudvault.errors import EnvironmentProblem, ToolMissing
+from cloudvault.repro.executors.base import Executor, Job
 from cloudvault.repro.plan import Plan
 from cloudvault.repro.preflight import Check
+from cloudvault.tools import slurm as slurm_client
 
 POLL_S = 1.0
 MAX_MISSES = 5  # consecutive unanswered polls before a waited run gives up (the job itself runs on)
 HINT = "install Slurm's client tools (slurm-client) or use --executor local"
 ASK_TIMEOUT_S = 60.0  # Slurm's own tools retry a missing config or controller for 60 s
 CANCEL_WAIT_S = 60.0
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT"}
 SCRIPT = "job.sbatch"
 
 
@@ -33,11 +31,19 @@ class SlurmJobFailed(EnvironmentProblem):
     """slurm job {job_id} {state}: {failed} of {total} task(s) failed (exit codes {codes}); last log lines: {tail}"""
 
 
-class SlurmExecutor:
+class SlurmExecutor(Executor):
     name = "slurm"
+    queues = True
+    runs_here = False  # the job runs on the partition's nodes: this host's GPUs do not matter
+    poll_s = POLL_S
 
     def __init__(self, partition: str | None = None, ask_timeout: float = ASK_TIMEOUT_S) -> None:
         self.partition, self.ask_timeout = partition, ask_timeout
+        self._misses = 0  # consecutive polls Slurm did not answer
+
+    @property
+    def options(self) -> dict:
+        return {"partition": self.partition}
 
     def describe(self, plan: Plan) -> list[str]:
         lines = [f"sbatch --parsable {plan.run_dir / SCRIPT}   # {len(plan.processes)} array task(s)"]
@@ -74,16 +80,24 @@ class SlurmExecutor:
         script = plan.run_dir / SCRIPT
         write_text(script, render(plan, self.partition))
         job_id = slurm_client.sbatch(script, timeout=self.ask_timeout, hint=HINT)
-        return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
+        return Job(plan, [None] * len(plan.processes), job_id=job_id)
 
     def resume(self, plan: Plan, job_id: str) -> Job:
-        """The job of a detached run, to poll and collect later (`vault runs`)."""
-        return Job(self.name, plan, [None] * len(plan.processes), job_id=job_id)
+        return Job(plan, [None] * len(plan.processes), job_id=job_id)
 
     def poll(self, job: Job) -> list[int] | None:
-        """The tasks' exit codes once every task has left the queue; None while any is pending or running."""
-        states = task_states(job.job_id, self.ask_timeout)
-        if any(state in ACTIVE for state, _ in states.values()):
+        """The tasks' exit codes once every task has ended; None while any is active. A controller that does not
+        answer a few polls in a row (a restart) is asked again; then SlurmFailed."""
+        try:
+            states = slurm_client.task_states(job.job_id, timeout=self.ask_timeout, hint=HINT)
+        except slurm_client.SlurmFailed:
+            self._misses += 1
+            if self._misses >= MAX_MISSES:
+                raise
+            time.sleep(POLL_S * 4)
+            return None
+        self._misses = 0
+        if any(slurm_client.is_active(state) for state, _ in states.values()):
             return None
         for i, p in enumerate(job.plan.processes):
             exit_file = job.plan.run_dir / "logs" / f"{p.name}.exit"
@@ -96,33 +110,8 @@ class SlurmExecutor:
         return [int(c) for c in job.codes]
 
     def started(self, job: Job) -> bool:
-        """Whether any task of the job has started (a detached run shows as running, not queued)."""
-        return any(state != "PENDING" for state, _ in task_states(job.job_id, self.ask_timeout).values())
-
-    def wait(self, job: Job, on_exit=None) -> list[int]:
-        begun = time.monotonic()
-        try:
-            while (codes := self._poll_through_hiccups(job)) is None:
-                time.sleep(POLL_S)
-        except (KeyboardInterrupt, Interrupted) as exc:
-            self.cancel(job)
-            raise as_interrupted(exc) from None
-        for p, code in zip(job.plan.processes, codes, strict=True):
-            if on_exit:
-                on_exit(p.name, code, time.monotonic() - begun)
-        check_failed(job, codes)
-        return codes
-
-    def _poll_through_hiccups(self, job: Job) -> list[int] | None:
-        """poll, where a controller that does not answer a few times in a row (a restart) is asked again."""
-        for attempt in range(MAX_MISSES):
-            try:
-                return self.poll(job)
-            except slurm_client.SlurmFailed:
-                if attempt == MAX_MISSES - 1:
-                    raise
-                time.sleep(POLL_S * 5)
-        return None
+        states = slurm_client.task_states(job.job_id, timeout=self.ask_timeout, hint=HINT)
+        return any(state != "PENDING" for state, _ in states.values())
 
     def collect(self, job: Job) -> Path:
         return job.plan.run_dir / "work"  # the tasks wrote there, on shared storage
@@ -130,19 +119,16 @@ class SlurmExecutor:
     def cancel(self, job: Job) -> None:
         if not job.job_id:
             return
-        subprocess.run(["scancel", job.job_id], capture_output=True, timeout=30)
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while time.monotonic() < deadline and queued(job.job_id):
-            time.sleep(0.5)
+        slurm_client.cancel(job.job_id, wait_s=CANCEL_WAIT_S, timeout=30, hint=HINT)
 
-
-def check_failed(job: Job, codes: list[int]) -> None:
-    """A job with a failed task is SlurmJobFailed, naming its Slurm state and the failed task's last log lines."""
-    bad = [(p, c) for p, c in zip(job.plan.processes, codes, strict=True) if c]
-    if bad:
-        raise SlurmJobFailed(job_id=job.job_id, state=getattr(job, "state", "FAILED"), failed=len(bad),
-                             total=len(codes), codes=sorted({c for _, c in bad}),
-                             tail=log_tail(job.plan.run_dir / "logs", bad[0][0].name))  # fmt: skip
+    def failure(self, job: Job, codes: list[int]) -> SlurmJobFailed | None:
+        """A job with a failed task, naming its Slurm state and the failed task's last log lines."""
+        bad = [(p, c) for p, c in zip(job.plan.processes, codes, strict=True) if c]
+        if not bad:
+            return None
+        tail = log_tail(job.plan.run_dir / "logs", bad[0][0].name)
+        return SlurmJobFailed(job_id=job.job_id, state=job.state or "FAILED", failed=len(bad), total=len(codes),
+                              codes=sorted({c for _, c in bad}), tail=tail)  # fmt: skip
 
 
 def log_tail(logs: Path, name: str, lines: int = 3) -> str:
@@ -201,18 +187,6 @@ def render(plan: Plan, partition: str | None = None) -> str:
     tail = ["code=$?", f'echo "$code" >{where}/"$name".exit.tmp && mv {where}/"$name".exit.tmp {where}/"$name".exit',
             'exit "$code"']  # fmt: skip
     return "\n".join([*head, "", "set -u", *body, *tail]) + "\n"
-
-
-def task_states(job_id: str, timeout: float = ASK_TIMEOUT_S) -> dict[int, tuple[str, int | None]]:
-    """array task index -> (Slurm state, exit code) as scontrol knows them; {} once Slurm has forgotten the job."""
-    tasks = slurm_client.job_tasks(job_id, timeout=timeout, hint=HINT)
-    return {index: (fields.get("JobState", "UNKNOWN"), int(fields.get("ExitCode", "0:0").split(":")[0] or 0))
-            for index, fields in tasks.items()}  # fmt: skip
-
-
-def queued(job_id: str) -> bool:
-    """Whether squeue still lists any task of the job."""
-    return slurm_client.in_queue(job_id, hint=HINT)
 
 
 def _overall(states: dict[int, tuple[str, int | None]]) -> str:

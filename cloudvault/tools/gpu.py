@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 QUERY = ["nvidia-smi", "--query-gpu=index,name,compute_cap,memory.used,memory.total", "--format=csv,noheader"]
 
@@ -125,6 +125,46 @@ def fits(arch_list: str | Iterable[str] | list[Arch] | None, compute_cap: str | 
 
 def _is_arch_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(a, Arch) for a in value)
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    """Every local GPU against an arch list: the verdict (fits | mismatch | no_gpu | unknown), the list as nvcc
+    names it ('' when unknown), where it came from, the GPUs looked at and those it cannot run on."""
+
+    verdict: str
+    archs: str
+    source: str
+    gpus: list[Gpu] = field(default_factory=list)
+    misfits: list[Gpu] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "archs": self.archs, "source": self.source,
+                "gpus": [{"index": g.index, "name": g.name, "compute_cap": g.cap_text} for g in self.gpus],
+                "misfits": [g.index for g in self.misfits]}  # fmt: skip
+
+    def misfit_line(self, what: str) -> str | None:
+        """'WHAT is built for sm_89; GPU 0 (NVIDIA H200) is sm_90' for the first misfit, None when it fits."""
+        if not self.misfits:
+            return None
+        g = self.misfits[0]
+        return f"{what} is built for {self.archs}; GPU {g.index} ({g.name}) is {g.sm}"
+
+
+def check_fit(arch_list: str | None, source: str, gpus: list[Gpu] | None) -> GpuFit:
+    """The one fit check: each GPU against the arch list (pure: gpus come from local_gpus(), maybe filtered to
+    those a run uses). An unreadable list is 'unknown', said in source."""
+    try:
+        archs = parse_arch_list(arch_list) if arch_list else []
+    except ValueError as exc:
+        archs, source = [], f"{source}, unreadable: {exc}"
+    described = describe(archs) if archs else ""
+    if not gpus:
+        return GpuFit("no_gpu", described, source)
+    if not archs:
+        return GpuFit("unknown", described, source, list(gpus))
+    misfits = [g for g in gpus if not fits(archs, g.compute_cap)]
+    return GpuFit("mismatch" if misfits else "fits", described, source, list(gpus), misfits)
 
 
 def describe(archs: Iterable[Arch]) -> str:

@@ -6,6 +6,7 @@ clusters, so a job's tasks are read from `scontrol`, which keeps ended jobs for 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -104,6 +105,44 @@ def job_tasks(job: str, *, timeout: float = 60, hint: str = CLIENT_HINT) -> dict
     return tasks
 
 
-def in_queue(job: str, *, timeout: float = 60, hint: str = CLIENT_HINT) -> bool:
-    """Whether squeue still lists any task of the job."""
-    return bool(run(["squeue", "-h", "-j", job, "-o", "%i"], tolerate_invalid=True, timeout=timeout, hint=hint).strip())
+# A job in any of these states is still Slurm's: pending, running, or ending (COMPLETING, STAGE_OUT: its processes or
+# its burst-buffer output have not finished); anything else (COMPLETED, FAILED, CANCELLED, TIMEOUT ...) has ended.
+ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+                    "RESIZING", "STAGE_OUT", "SIGNALING"})  # fmt: skip
+
+
+def is_active(state: str) -> bool:
+    """Whether a state ('RUNNING', 'PENDING (Dependency)') is one of a job still in Slurm's hands."""
+    return state.split()[0] in ACTIVE if state.strip() else False
+
+
+def state_text(fields: dict[str, str]) -> str:
+    """scontrol's JobState, with its Reason when there is one: 'PENDING (Dependency)'."""
+    reason = fields.get("Reason", "None")
+    return fields.get("JobState", "UNKNOWN") + (f" ({reason})" if reason not in ("None", "") else "")
+
+
+def task_states(job: str, *, timeout: float = 60, hint: str = CLIENT_HINT) -> dict[int, tuple[str, int]]:
+    """array task index -> (Slurm state, exit code) as scontrol knows them; {} once Slurm has forgotten the job."""
+    return {index: (fields.get("JobState", "UNKNOWN"), int(fields.get("ExitCode", "0:0").split(":")[0] or 0))
+            for index, fields in job_tasks(job, timeout=timeout, hint=hint).items()}  # fmt: skip
+
+
+def queued(job: str | None, *, timeout: float = 60, hint: str = CLIENT_HINT) -> str | None:
+    """The state of a task of the job that is still active ('PENDING (Dependency)'), else None: ended, or forgotten."""
+    if not job:
+        return None
+    tasks = job_tasks(job, timeout=timeout, hint=hint).values()
+    active = [state_text(fields) for fields in tasks if is_active(fields.get("JobState", ""))]
+    return active[0] if active else None
+
+
+def cancel(job: str, *, wait_s: float = 0, timeout: float = 60, hint: str = CLIENT_HINT) -> None:
+    """scancel the job (one already ended or forgotten is what we want); with wait_s, until no task is active."""
+    import time
+
+    with contextlib.suppress(SlurmFailed):
+        run(["scancel", job], tolerate_invalid=True, timeout=timeout, hint=hint)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and queued(job, timeout=timeout, hint=hint):
+        time.sleep(0.5)

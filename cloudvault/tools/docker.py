@@ -1,8 +1,8 @@
-"""The docker daemon's side of a restore, through docker-py: connect, look (space, tags, images), load, pull.
+"""The dockerd client, through docker-py: connect, look (space, tags, images), load, pull, tag, remove.
 
-Everything that talks to dockerd is here, so the rest of restore can be tested without one. Registry
-credentials are whatever the user's docker config or credential helper holds; docker-py reads them at pull
-time and vault never writes or prints them.
+Everything in vault that talks to dockerd goes through here (restore docker, the repro docker executor), so the
+rest can be tested without one. Registry credentials are whatever the user's docker config or credential helper
+holds; docker-py reads them at pull time and vault never writes or prints them.
 """
 
 from __future__ import annotations
@@ -12,14 +12,31 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cloudvault.restore.docker_errors import (
-    DaemonUnreachable,
-    LoadEnvironmentFailed,
-    LoadFailed,
-    RegistryFailed,
-    RegistryImageMissing,
-    RegistryLoginNeeded,
-)
+from cloudvault.errors import EnvironmentProblem, IntegrityError, NotFound
+
+
+class DaemonUnreachable(EnvironmentProblem):
+    """cannot reach the docker daemon at {host} ({detail}); start dockerd, or point DOCKER_HOST at a running one"""
+
+
+class LoadFailed(IntegrityError):
+    """docker refused {name}: {detail}; nothing of it was kept"""
+
+
+class LoadEnvironmentFailed(EnvironmentProblem):
+    """docker could not load {name}: {detail}"""
+
+
+class RegistryLoginNeeded(EnvironmentProblem):
+    """{registry} refused the pull of {ref} ({detail}); log in with `docker login {registry}`: vault uses your own docker login at run time and never stores credentials"""  # noqa: E501 (a message is one line)
+
+
+class RegistryImageMissing(NotFound):
+    """{registry} has no {ref} ({detail}); check the recipe's registry digest or pass --digest"""
+
+
+class RegistryFailed(EnvironmentProblem):
+    """pulling {ref} failed: {detail}"""
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 LOGIN_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied", "401")

@@ -1,0 +1,1 @@
+"""Clients of the systems outside vault: local GPUs and CUDA arch lists, dockerd, Slurm, the mirror's filesystem."""
