@@ -115,3 +115,27 @@ def test_local_gpus_is_none_without_nvidia_smi_or_when_it_fails(tmp_path, monkey
     monkeypatch.setenv("PATH", folder)
     assert gpu.local_gpus() is None
     assert gpu.local_gpus(run=lambda *a, **k: subprocess.CompletedProcess(a, 0, "", "")) is None
+
+
+def test_the_one_fit_check_names_the_first_gpu_an_image_cannot_run_on():
+    h200, pro6000 = gpu.Gpu(0, "NVIDIA H200", (9, 0), 0, 143_771), gpu.Gpu(1, "RTX PRO 6000", (12, 0), 0, 97_887)
+    fit = gpu.check_fit("8.9", "arch_list in recipe neo", [h200, pro6000])
+    assert fit.verdict == "mismatch" and [g.index for g in fit.misfits] == [0, 1]
+    assert fit.misfit_line("image 'neo'") == "image 'neo' is built for sm_89; GPU 0 (NVIDIA H200) is sm_90"
+    assert gpu.check_fit("9.0 12.0", "x", [h200, pro6000]).verdict == "fits"
+    assert gpu.check_fit("8.0+PTX", "x", [h200]).verdict == "fits"  # PTX is JIT-compiled on a newer GPU
+    assert gpu.check_fit(None, "recorded nowhere", [h200]).verdict == "unknown"
+    assert gpu.check_fit("9.0", "x", None).verdict == "no_gpu"
+    unreadable = gpu.check_fit("sm_ninety", "TORCH_CUDA_ARCH_LIST", [h200])
+    assert unreadable.verdict == "unknown" and "unreadable" in unreadable.source
+
+
+def test_an_image_arch_list_comes_from_its_config_before_its_recipe():
+    from cloudvault.tools import cuda
+
+    found = cuda.for_image({"TORCH_CUDA_ARCH_LIST": "12.0"}, {}, "8.9", "neo")
+    assert (found.text, found.source) == ("12.0", "TORCH_CUDA_ARCH_LIST=12.0 in the image config")
+    labelled = cuda.for_image({}, {"com.example.cuda-arch-list": "9.0"}, "8.9", "neo")
+    assert (labelled.text, labelled.source) == ("9.0", "a label of the image config")
+    assert cuda.for_image(None, None, "8.9", "neo").source == "arch_list in recipe neo"
+    assert cuda.for_image({}, {}, None, "neo").text is None

@@ -381,3 +381,20 @@ def test_a_task_stopped_by_scancel_leaves_no_shard_and_no_scratch_file(tmp_path)
     _, err = task.communicate(timeout=30)
     assert task.returncode == 128 + 15 and "Traceback" not in err, err
     assert list(scratch.iterdir()) == [] and not Layout(db).shard(0).exists()
+
+
+def test_a_job_staging_out_is_still_queued_for_index_and_repro_alike(monkeypatch):
+    """One ACTIVE: a job in STAGE_OUT or COMPLETING has not ended, whoever asks (index --resume, repro's wait)."""
+    import cloudvault.tools.slurm as client
+    from cloudvault.repro.executors.slurm import SlurmExecutor
+
+    answer = {"text": "JobId=45 ArrayJobId=45 ArrayTaskId=0 JobState=STAGE_OUT Reason=None ExitCode=0:0\n"}
+    monkeypatch.setattr(client, "run", lambda argv, **_: answer["text"])
+    assert client.queued("45") == "STAGE_OUT"
+    job = type("J", (), {"job_id": "45"})()
+    assert SlurmExecutor().poll(job) is None
+    answer["text"] = answer["text"].replace("STAGE_OUT", "PENDING").replace("Reason=None", "Reason=Dependency")
+    assert client.queued("45") == "PENDING (Dependency)"
+    answer["text"] = answer["text"].replace("PENDING", "COMPLETED").replace("Reason=Dependency", "Reason=None")
+    assert client.queued("45") is None
+    assert not client.is_active("CANCELLED by 0") and client.is_active("COMPLETING")
