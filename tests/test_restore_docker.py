@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudvault.demo import images
-from cloudvault.restore import oci
-from cloudvault.restore.docker_errors import ArchiveDamaged, ArchiveHashMismatch
-from cloudvault.restore.docker_stream import VerifiedBody
+from cloudvault.restore.docker import oci
+from cloudvault.restore.docker.errors import ArchiveDamaged, ArchiveHashMismatch
+from cloudvault.restore.docker.stream import VerifiedBody
 
 H200 = "0, NVIDIA H200, 9.0, 0 MiB, 143771 MiB"
 RTX_PRO_6000 = "0, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 3 MiB, 97887 MiB"
@@ -62,7 +62,7 @@ def write_recipe(tmp_path, monkeypatch, name: str, text: str):
 
 
 def test_shipped_recipes_load_and_name_the_mirrors_images():
-    from cloudvault.restore.docker_source import load_docker_recipe, recipe_names
+    from cloudvault.restore.docker.source import load_docker_recipe, recipe_names
 
     assert recipe_names() == ["headinfer", "neo", "tandemspec"]
     recipe = load_docker_recipe("tandemspec")
@@ -120,7 +120,7 @@ def _config_bytes(tar: bytes) -> bytes:
 
 
 def test_list_leaves_the_config_unread_when_it_would_cost_a_full_decode(demo_catalog, vault, monkeypatch):
-    monkeypatch.setattr("cloudvault.restore.docker.READ_BUDGET", 1000)
+    monkeypatch.setattr("cloudvault.restore.docker.restore.READ_BUDGET", 1000)
     result = vault("--catalog", str(demo_catalog), "restore", "docker", "--list", "--json")
     neo = {r["name"]: r for r in json.loads(result.out)["images"]}["neo"]
     assert neo["config_digest"] is None and neo["arch_source"] == "arch_list in recipe neo"

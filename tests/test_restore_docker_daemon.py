@@ -160,7 +160,7 @@ def test_sha256sums_that_lie_cut_the_load_off_and_the_daemon_keeps_nothing(tmp_p
 
 def test_ctrl_c_while_streaming_loads_nothing_and_is_recorded(tmp_path, vault, daemon, monkeypatch):
     from cloudvault.errors import Interrupted
-    from cloudvault.restore.docker_stream import TeeStream
+    from cloudvault.restore.docker.stream import TeeStream
 
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     calls = []
@@ -183,7 +183,7 @@ def test_an_image_the_daemon_loaded_differently_is_removed_unless_it_was_there_b
                                                                                        monkeypatch):  # fmt: skip
     """The check after loading (image id, layers): what this restore added goes; an image that was there stays."""
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
-    monkeypatch.setattr("cloudvault.restore.docker._loaded_problem", lambda *a: "the daemon's layers differ")
+    monkeypatch.setattr("cloudvault.restore.docker.restore._loaded_problem", lambda *a: "the daemon's layers differ")
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 5 and "the daemon's layers differ; removed what was loaded" in result.err
     assert image_ids(daemon) == set()
@@ -223,7 +223,7 @@ def test_unread_config_of_a_big_single_frame_archive_is_checked_in_the_stream(tm
     config, before docker gets manifest.json: refused means nothing loaded."""
     from test_restore_docker import H200, fake_gpu
 
-    monkeypatch.setattr("cloudvault.restore.docker.READ_BUDGET", 0)
+    monkeypatch.setattr("cloudvault.restore.docker.restore.READ_BUDGET", 0)
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     recipes = tmp_path / "recipes" / "docker"
     recipes.mkdir(parents=True)
@@ -298,7 +298,7 @@ def test_the_daemon_running_out_of_space_mid_load_is_one_line_and_keeps_nothing(
     """With the space check fooled, docker's own "no space left" (an errorDetail in its 200 answer) is exit 6."""
     db = docker_mirror(tmp_path, vault, {"big": images.compress(big_image())})
     big_recipe(tmp_path, monkeypatch)
-    monkeypatch.setattr("cloudvault.restore.docker.LOAD_FACTOR", 0)
+    monkeypatch.setattr("cloudvault.restore.docker.restore.LOAD_FACTOR", 0)
     result = vault("--catalog", str(db), "restore", "docker", "big")
     assert result.code == 6 and "no space left on device" in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1

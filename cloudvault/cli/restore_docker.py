@@ -47,8 +47,8 @@ def run(args) -> int:
         return _list(args, ui)
     if not args.name:
         raise errors.UsageError(detail="name an image to restore (see `vault restore docker --list`)")
-    from cloudvault.restore.docker import Plan, preflight, restore
-    from cloudvault.restore.docker_source import load_docker_recipe
+    from cloudvault.restore.docker.restore import Plan, preflight, restore
+    from cloudvault.restore.docker.source import load_docker_recipe
 
     recipe = load_docker_recipe(args.name)
     checking = args.dry_run or args.check_gpu
@@ -84,9 +84,9 @@ def _catalog(args, *, optional: bool):
 
 def _list(args, ui) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.docker import READ_BUDGET
-    from cloudvault.restore.docker_fit import arch_source
-    from cloudvault.restore.docker_source import archive_info, load_docker_recipe, recipe_names
+    from cloudvault.restore.docker.fit import arch_source
+    from cloudvault.restore.docker.restore import READ_BUDGET
+    from cloudvault.restore.docker.source import archive_info, load_docker_recipe, recipe_names
 
     conn = _catalog(args, optional=True)
     names = [args.name] if args.name else recipe_names()

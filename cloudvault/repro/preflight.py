@@ -70,7 +70,7 @@ def _environment(conn: sqlite3.Connection, plan: Plan) -> Check:
 
 def _image_misfit(recipe_name: str, plan: Plan) -> str | None:
     """Why the image's CUDA arch list cannot run on a GPU the plan uses ("no kernel image is available"), if so."""
-    from cloudvault.restore.docker_source import load_docker_recipe
+    from cloudvault.restore.docker.source import load_docker_recipe
 
     recipe = load_docker_recipe(recipe_name)
     fit = image_fit(plan, recipe, None)

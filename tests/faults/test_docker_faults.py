@@ -14,8 +14,8 @@ from test_restore_docker import docker_mirror
 from test_restore_docker_daemon import NEO_TAG, daemon, image_ids, services  # noqa: F401 (fixtures)
 
 from cloudvault.demo import images
-from cloudvault.restore.docker_errors import ArchiveDamaged
-from cloudvault.restore.docker_stream import VerifiedBody
+from cloudvault.restore.docker.errors import ArchiveDamaged
+from cloudvault.restore.docker.stream import VerifiedBody
 
 EVIL_TAG = "victim/app:latest"
 

@@ -152,7 +152,7 @@ class DockerExecutor(Executor):
         """The recipe's image into the daemon: from the mirror's archive, else by digest from its registry."""
         from cloudvault import config
         from cloudvault.catalog.db import open_catalog
-        from cloudvault.restore import docker as restore_docker
+        from cloudvault.restore.docker import restore as restore_docker
 
         recipe = self._restorable(plan)
         if recipe is None:
@@ -239,13 +239,13 @@ def _docker_recipe(plan: Plan):
     name = plan.recipe.section("environment").get("docker")
     if not name:
         return None
-    from cloudvault.restore.docker_source import load_docker_recipe
+    from cloudvault.restore.docker.source import load_docker_recipe
 
     return load_docker_recipe(name)
 
 
 def _archived(conn, recipe) -> bool:
-    from cloudvault.restore.docker_source import archive_info
+    from cloudvault.restore.docker.source import archive_info
 
     try:
         archive_info(conn, recipe)

@@ -1,7 +1,7 @@
 """What the mirror says about a docker image: its recipe, its archive in the catalog, its SHA256SUMS line.
 
 Only the catalog and the archive's two small members (manifest.json and the image config) are read here, through
-the verified member reader; the archive itself is streamed by docker_stream when it is restored.
+the verified member reader; the archive itself is streamed by stream.py when it is restored.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from cloudvault.errors import RecipeInvalid, VaultError
 from cloudvault.models import Member
-from cloudvault.restore.docker_errors import ArchiveNotIndexed, ArchiveNotInSums
-from cloudvault.restore.oci import ImageConfig, parse_config, parse_manifest, parse_sha256sums, sums_entry
+from cloudvault.restore.docker.errors import ArchiveNotIndexed, ArchiveNotInSums
+from cloudvault.restore.docker.oci import ImageConfig, parse_config, parse_manifest, parse_sha256sums, sums_entry
 from cloudvault.tools import gpu
 
 KIND = "docker"

@@ -4,7 +4,7 @@ A recipe (`recipes/docker/NAME.toml`) names the image's archive in the mirror, i
 should hold and its registry repository. Before any byte is loaded, `preflight` looks at everything that can
 stop a restore (the GPU against the image's CUDA arch list, the daemon, the free space in its data root, tags
 held by other images) from the catalog and the archive's two small members (manifest.json and the image config).
-`restore` then streams the archive into the daemon (see docker_stream) or pulls repo@digest, proves the image
+`restore` then streams the archive into the daemon (see stream.py) or pulls repo@digest, proves the image
 is the archive's, applies the tags, and records the restore in the catalog.
 """
 
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.errors import INTERRUPTED, IntegrityError, NotFound, UsageError, VaultError
-from cloudvault.restore.docker_errors import DaemonNoSpace, ImageMismatch, KernelMismatch, TagConflict
-from cloudvault.restore.docker_fit import arch_source, gpu_problem
-from cloudvault.restore.docker_source import DIGEST, KIND, ArchiveInfo, DockerRecipe, archive_info, expected_sha256
-from cloudvault.restore.oci import ImageConfig
+from cloudvault.restore.docker.errors import DaemonNoSpace, ImageMismatch, KernelMismatch, TagConflict
+from cloudvault.restore.docker.fit import arch_source, gpu_problem
+from cloudvault.restore.docker.oci import ImageConfig
+from cloudvault.restore.docker.source import DIGEST, KIND, ArchiveInfo, DockerRecipe, archive_info, expected_sha256
 from cloudvault.tools import docker as dd
 from cloudvault.tools import gpu
 
@@ -118,7 +118,7 @@ def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None, sca
 
 def _kernel_checks(conn: sqlite3.Connection, plan: Plan) -> None:
     """--scan-kernels: every CUDA library against every GPU; with no GPU, against the targets the image claims."""
-    from cloudvault.restore.docker_kernels import misfits, scan_kernels
+    from cloudvault.restore.docker.kernels import misfits, scan_kernels
 
     plan.kernels = scan_kernels(conn, plan.archive.layers)
     for g in plan.gpu.gpus:
@@ -266,7 +266,7 @@ def _archive_opener(conn: sqlite3.Connection, info: ArchiveInfo):
 
 
 def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, progress) -> Restored:
-    from cloudvault.restore.docker_stream import VerifiedBody
+    from cloudvault.restore.docker.stream import VerifiedBody
 
     info, recipe = plan.archive, plan.recipe
     if progress is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 
 from cloudvault.errors import VaultError
-from cloudvault.restore.docker_errors import GpuMismatch, NoGpu
-from cloudvault.restore.docker_source import DockerRecipe
-from cloudvault.restore.oci import ImageConfig
+from cloudvault.restore.docker.errors import GpuMismatch, NoGpu
+from cloudvault.restore.docker.oci import ImageConfig
+from cloudvault.restore.docker.source import DockerRecipe
 from cloudvault.tools import cuda
 from cloudvault.tools.gpu import GpuFit
 

@@ -22,8 +22,8 @@ import zstandard
 from cloudvault.archive.tar import TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
 from cloudvault.progress import Progress
-from cloudvault.restore.docker_errors import ArchiveDamaged, ArchiveHashMismatch
-from cloudvault.restore.oci import (
+from cloudvault.restore.docker.errors import ArchiveDamaged, ArchiveHashMismatch
+from cloudvault.restore.docker.oci import (
     METADATA,
     ArchiveFormatError,
     ImageConfig,
