@@ -385,3 +385,17 @@ def test_property_the_daemon_never_sees_manifest_json_unless_every_check_passed(
         assert len(sent) <= tar.index(b"index.json") and b"manifest.json" not in sent
     else:
         assert error is None and sent == tar
+
+
+def test_a_tag_held_by_another_image_is_one_conflict_or_with_retag_one_move():
+    from cloudvault.restore.docker.restore import Choices, move_note, tag_verdict
+    from cloudvault.restore.docker.source import load_docker_recipe
+
+    recipe = load_docker_recipe("neo")
+    holders = {"neo:latest": "sha256:" + "b" * 64, "neo:1": None, "neo:2": "sha256:" + "a" * 64}
+    moves, conflicts = tag_verdict(Choices(recipe, "archive"), holders, {"sha256:" + "a" * 64}, "sha256:" + "a" * 64)
+    assert moves == {} and [c.fields["tag"] for c in conflicts] == ["neo:latest"]
+    moves, conflicts = tag_verdict(Choices(recipe, "archive", retag=True), holders, {"sha256:" + "a" * 64}, None)
+    assert moves == {"neo:latest": "sha256:" + "b" * 64} and conflicts == []
+    note = move_note("neo:latest", moves["neo:latest"])
+    assert note == f"tag neo:latest moves from image sha256:{'b' * 12} (--retag)"

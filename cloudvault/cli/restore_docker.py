@@ -47,13 +47,13 @@ def run(args) -> int:
         return _list(args, ui)
     if not args.name:
         raise errors.UsageError(detail="name an image to restore (see `vault restore docker --list`)")
-    from cloudvault.restore.docker.restore import Plan, preflight, restore
+    from cloudvault.restore.docker.restore import Choices, preflight, restore
     from cloudvault.restore.docker.source import load_docker_recipe
 
     recipe = load_docker_recipe(args.name)
     checking = args.dry_run or args.check_gpu
     conn = _catalog(args, optional=args.check_gpu)
-    choices = Plan(recipe, args.source, require_gpu=args.require_gpu, ignore_gpu=args.ignore_gpu, retag=args.retag)
+    choices = Choices(recipe, args.source, require_gpu=args.require_gpu, ignore_gpu=args.ignore_gpu, retag=args.retag)
     plan = preflight(conn, choices, digest=args.digest, gpu_only=args.check_gpu, scan=args.scan_kernels)
     if checking:
         return _show_plan(ui, plan, args.check_gpu)
@@ -64,7 +64,7 @@ def run(args) -> int:
     progress = None if args.source == "registry" else ui.progress("loading")
     done = restore(conn, plan, timeout=args.timeout, progress=progress)
     if ui.as_json:
-        ui.emit({"restored": done.to_json(), "gpu": plan.gpu.to_json()})
+        ui.emit({"restored": done.to_json(), "gpu": done.gpu.to_json()})
         return errors.OK
     _show_restored(ui, plan, done)
     return errors.OK
@@ -200,7 +200,7 @@ def _show_restored(ui, plan, done) -> None:
     ui.line(f"  tags     {', '.join(done.tags) or '-'}")
     for moved in done.moved_tags:
         ui.line(f"  note     {moved}")
-    ui.line(f"  gpu      {_gpu_line(plan.gpu)}")
+    ui.line(f"  gpu      {_gpu_line(done.gpu)}")
     rate = f", {human_size(int(done.bytes_out / done.seconds))}/s" if done.seconds and done.bytes_out else ""
     size = f" ({human_size(done.bytes_in)} compressed, {human_size(done.bytes_out)} streamed{rate})"
     ui.line(f"restored {done.name} in {done.seconds:.1f} s{size if done.bytes_in else ''}; recorded in the catalog")

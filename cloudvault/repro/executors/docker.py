@@ -160,7 +160,7 @@ class DockerExecutor(Executor):
         conn = open_catalog(config.catalog_path(self.catalog))
         try:
             source = "registry" if recipe.manifest_digest and not _archived(conn, recipe) else "archive"
-            restore_docker.restore(conn, restore_docker.preflight(conn, restore_docker.Plan(recipe, source)))
+            restore_docker.restore(conn, restore_docker.preflight(conn, restore_docker.Choices(recipe, source)))
         finally:
             conn.close()
 

@@ -28,12 +28,24 @@ READ_BUDGET = 256 << 20  # decoded bytes worth spending to read manifest.json an
 
 
 # -- preflight: everything that can stop a restore, before any byte is loaded --------------------------------------
-@dataclass
-class Plan:
-    """What a restore would do and what stands in its way (problems: the errors it would end in, in order)."""
+@dataclass(frozen=True)
+class Choices:
+    """What is known before anything is looked at: the recipe and the user's choices."""
 
     recipe: DockerRecipe
     source: str  # archive | registry
+    require_gpu: bool = False
+    ignore_gpu: bool = False
+    retag: bool = False
+
+
+@dataclass
+class Plan:
+    """What preflight found: what a restore would do and what stands in its way (problems: the errors it would end
+    in, in order). Filled by preflight alone; the restore reads it and keeps what it finds while streaming in a
+    Loading of its own."""
+
+    choices: Choices
     archive: ArchiveInfo | None = None
     sha256: str | None = None
     ref: str | None = None  # repository@digest for a registry pull
@@ -43,13 +55,18 @@ class Plan:
     free: int | None = None
     need: int | None = None
     holders: dict[str, str | None] = field(default_factory=dict)
+    moves: dict[str, str] = field(default_factory=dict)  # tag -> the image --retag takes it from
     problems: list[VaultError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    require_gpu: bool = False
-    ignore_gpu: bool = False
-    retag: bool = False
     kernels: list | None = None  # LibraryKernels found by --scan-kernels
-    existed: bool = False  # the image was in the daemon before this restore
+
+    @property
+    def recipe(self) -> DockerRecipe:
+        return self.choices.recipe
+
+    @property
+    def source(self) -> str:
+        return self.choices.source
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -57,10 +74,10 @@ class Plan:
         return tuple(dict.fromkeys([*archive_tags, *self.recipe.tags]))
 
 
-def preflight(conn: sqlite3.Connection | None, plan: Plan, *, digest: str | None = None, gpu_only: bool = False,
+def preflight(conn: sqlite3.Connection | None, choices: Choices, *, digest: str | None = None, gpu_only: bool = False,
               scan: bool = False) -> Plan:  # fmt: skip
-    """GPU fit first (from the catalog alone), then the daemon, its free space and the tags; plan (the recipe and
-    the user's choices: source, require/ignore GPU, retag) is filled in and returned."""
+    """GPU fit first (from the catalog alone), then the daemon, its free space and the tags: the Plan found."""
+    plan = Plan(choices)
     recipe = plan.recipe
     if conn is not None:
         _source_checks(conn, plan, digest, scan)
@@ -69,7 +86,7 @@ def preflight(conn: sqlite3.Connection | None, plan: Plan, *, digest: str | None
     config = plan.archive.config if plan.archive else None
     arch_list, where = arch_source(recipe, config)
     plan.gpu = gpu.check_fit(arch_list, where, gpu.local_gpus())
-    problem = gpu_problem(recipe.name, plan.gpu, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
+    problem = gpu_problem(recipe.name, plan.gpu, require_gpu=choices.require_gpu, ignore_gpu=choices.ignore_gpu)
     if problem:
         plan.problems.append(problem)
     if scan and plan.archive is not None:
@@ -103,9 +120,8 @@ def _source_checks(conn: sqlite3.Connection, plan: Plan, digest: str | None, sca
     if plan.archive and plan.archive.problem:
         plan.problems.append(IntegrityError(detail=f"{plan.archive.mirror_path}: {plan.archive.problem}"))
     found = plan.archive.config.digest if plan.archive and plan.archive.config else None
-    if recipe.config_digest and found and found != recipe.config_digest:
-        what = f"{plan.archive.mirror_path} holds config {found}, recipe {recipe.name} expects {recipe.config_digest}"
-        plan.problems.append(ImageMismatch(what=what, action="fix the recipe or the mirror; nothing was loaded"))
+    if found and (mismatch := config_mismatch(recipe, found, plan.archive.mirror_path)):
+        plan.problems.append(mismatch)
     plan.expected_config = recipe.config_digest or found
     if plan.source == "archive" and plan.archive and not plan.problems:
         try:
@@ -123,7 +139,7 @@ def _kernel_checks(conn: sqlite3.Connection, plan: Plan) -> None:
     plan.kernels = scan_kernels(conn, plan.archive.layers)
     for g in plan.gpu.gpus:
         bad = misfits(plan.kernels, g.compute_cap)
-        if bad and not plan.ignore_gpu:
+        if bad and not plan.choices.ignore_gpu:
             names = ", ".join(f"{lib.path} ({gpu.describe(lib.archs)})" for lib in bad[:5])
             plan.problems.append(KernelMismatch(count=len(bad), name=plan.recipe.name, gpu=f"GPU {g.index} ({g.name})",
                                                 cap=g.cap_text, sm=g.sm, libraries=names))  # fmt: skip
@@ -181,18 +197,34 @@ def _mib(n: int) -> str:
 
 
 def _tag_check(plan: Plan) -> None:
-    """A tag held by a different image is refused (docker load would silently take it away), or with --retag
-    noted as moving."""
     plan.holders = dd.tag_holders(plan.daemon, plan.tags)
-    expected = _accepted_ids(plan)
-    for tag, holder in plan.holders.items():
-        if holder is None or not expected or holder in expected:
-            continue
-        if plan.retag:
-            plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
-        else:
-            plan.problems.append(TagConflict(tag=tag, holder=holder[:19], name=plan.recipe.name,
-                                             image=(plan.expected_config or "?")[:19]))  # fmt: skip
+    plan.moves, conflicts = tag_verdict(plan.choices, plan.holders, _accepted_ids(plan), plan.expected_config)
+    plan.problems += conflicts
+    plan.notes += [move_note(tag, holder) for tag, holder in plan.moves.items()]
+
+
+def tag_verdict(choices: Choices, holders: dict[str, str | None], accepted: set[str],
+                image: str | None) -> tuple[dict[str, str], list[TagConflict]]:  # fmt: skip
+    """The one tag check: a tag held by an image other than the accepted ones is refused (docker load would
+    silently take it away), or with --retag moved; (tag -> the image it moves from, the conflicts)."""
+    taken = {tag: holder for tag, holder in holders.items()
+             if holder is not None and accepted and holder not in accepted}  # fmt: skip
+    if choices.retag:
+        return taken, []
+    return {}, [TagConflict(tag=tag, holder=holder[:19], name=choices.recipe.name, image=(image or "?")[:19])
+                for tag, holder in taken.items()]  # fmt: skip
+
+
+def move_note(tag: str, holder: str) -> str:
+    return f"tag {tag} moves from image {holder[:19]} (--retag)"
+
+
+def config_mismatch(recipe: DockerRecipe, found: str, where: str) -> ImageMismatch | None:
+    """The one config digest check: the archive's image config against the recipe's, when it records one."""
+    if not recipe.config_digest or found == recipe.config_digest:
+        return None
+    what = f"{where} holds config {found}, recipe {recipe.name} expects {recipe.config_digest}"
+    return ImageMismatch(what=what, action="fix the recipe or the mirror; nothing was loaded")
 
 
 def _accepted_ids(plan: Plan) -> set[str]:
@@ -221,9 +253,19 @@ class Restored:
     bytes_out: int = 0
     seconds: float = 0.0
     moved_tags: list[str] = field(default_factory=list)
+    gpu: gpu.GpuFit | None = None  # the fit of the image restored (the streamed config's, where preflight had none)
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "gpu": self.gpu.to_json() if self.gpu else None}
+
+
+@dataclass
+class Loading:
+    """What the stream gate finds in the archive's own config, before docker gets a byte it could load."""
+
+    gpu: gpu.GpuFit
+    moves: dict[str, str]  # tag -> the image --retag takes it from (preflight's, and those only the archive names)
+    existed: bool = False  # the image was in the daemon before this restore: a mismatch then removes nothing
 
 
 def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> Restored:
@@ -242,7 +284,7 @@ def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = Non
         _record(conn, plan, source, None, "interrupted", {}, started)
         raise
     done.seconds = round(time.monotonic() - clock, 3)
-    _record(conn, plan, source, done, "ok", done.to_json() | {"gpu": plan.gpu.to_json()}, started)
+    _record(conn, plan, source, done, "ok", done.to_json(), started)
     return done
 
 
@@ -269,11 +311,12 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     from cloudvault.restore.docker.stream import VerifiedBody
 
     info, recipe = plan.archive, plan.recipe
+    loading = Loading(plan.gpu, dict(plan.moves))
     if progress is not None:
         progress.start(info.file.size, info.member_count)
     body = VerifiedBody(_archive_opener(conn, info), label=info.mirror_path, expected_sha256=plan.sha256,
                         sums_label=f"{info.entry_id}/{recipe.sha256sums}", progress=progress,
-                        gate=lambda image: _stream_gate(plan, image))  # fmt: skip
+                        gate=lambda image: _stream_gate(plan, loading, image))  # fmt: skip
     # the read timeout covers the daemon registering layers after the last byte: size it to the archive
     plan.daemon.client.timeout = timeout or max(300.0, info.raw_size / (20 << 20))
     before = dd.inventory(plan.daemon)
@@ -288,39 +331,33 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
     accepted = {image.config.digest, *image.manifest_digests}
     problem = _loaded_problem(found, image.config, accepted, recipe)
     if problem:
-        if not plan.existed and found is not None:
+        if not loading.existed and found is not None:
             dd.remove(plan.daemon, found["Id"])
-        raise ImageMismatch(what=problem, action="kept the image that was there before" if plan.existed else
+        raise ImageMismatch(what=problem, action="kept the image that was there before" if loading.existed else
                             "removed what was loaded")  # fmt: skip
     tags = _apply_tags(plan, found["Id"])
     return Restored(recipe.name, "archive", found["Id"], image.config.digest, tags, len(image.config.diff_ids),
                     sha256=image.sha256, bytes_in=info.file.size, bytes_out=body.bytes_out,
-                    moved_tags=[n for n in plan.notes if n.startswith("tag ")])  # fmt: skip
+                    moved_tags=[move_note(t, h) for t, h in loading.moves.items()], gpu=loading.gpu)  # fmt: skip
 
 
-def _stream_gate(plan: Plan, image) -> None:
+def _stream_gate(plan: Plan, loading: Loading, image) -> None:
     """The checks that need the image config, run on the streamed one before docker gets manifest.json: raising
     here cuts the stream, so nothing is loaded. (Preflight ran them already when it could read the config.)"""
-    recipe, config = plan.recipe, image.config
-    if recipe.config_digest and config.digest != recipe.config_digest:
-        what = f"the archive's config is {config.digest}, recipe {recipe.name} expects {recipe.config_digest}"
-        raise ImageMismatch(what=what, action="nothing was loaded")
+    recipe, config, choices = plan.recipe, image.config, plan.choices
+    if mismatch := config_mismatch(recipe, config.digest, "the archive"):
+        raise mismatch
     arch_list, where = arch_source(recipe, config)
-    fit = gpu.check_fit(arch_list, where, plan.gpu.gpus)
-    problem = gpu_problem(recipe.name, fit, require_gpu=plan.require_gpu, ignore_gpu=plan.ignore_gpu)
-    if problem:
+    loading.gpu = gpu.check_fit(arch_list, where, plan.gpu.gpus)
+    if problem := gpu_problem(recipe.name, loading.gpu, require_gpu=choices.require_gpu, ignore_gpu=choices.ignore_gpu):
         raise problem
-    plan.gpu, plan.expected_config = fit, config.digest
-    plan.existed = dd.image(plan.daemon, config.digest) is not None  # then a mismatch after loading removes nothing
-    unseen = [t for t in image.repo_tags if t not in plan.holders]
-    plan.holders.update(dd.tag_holders(plan.daemon, unseen))
-    for tag in unseen:
-        holder = plan.holders[tag]
-        if holder is None or holder in {config.digest, *image.manifest_digests}:
-            continue
-        if not plan.retag:
-            raise TagConflict(tag=tag, holder=holder[:19], name=recipe.name, image=config.digest[:19])
-        plan.notes.append(f"tag {tag} moves from image {holder[:19]} (--retag)")
+    loading.existed = dd.image(plan.daemon, config.digest) is not None
+    unseen = [t for t in image.repo_tags if t not in plan.holders]  # tags preflight could not know of
+    accepted = {config.digest, *image.manifest_digests}
+    moves, conflicts = tag_verdict(choices, dd.tag_holders(plan.daemon, unseen), accepted, config.digest)
+    if conflicts:
+        raise conflicts[0]
+    loading.moves.update(moves)
 
 
 def unproven_changes(before: dict[str, str], after: dict[str, str], image_id: str, tags: tuple[str, ...]) -> dict:
@@ -366,9 +403,7 @@ def _loaded_problem(found: dict | None, config: ImageConfig, accepted: set[str],
     if layers != config.diff_ids:
         return f"the daemon's layers of {recipe.name} are not the archive's diff_ids ({len(layers)} vs " \
                f"{len(config.diff_ids)})"  # fmt: skip
-    if recipe.config_digest and config.digest != recipe.config_digest:
-        return f"the archive's config is {config.digest}, recipe {recipe.name} expects {recipe.config_digest}"
-    return None
+    return None  # the config digest against the recipe's was checked by the stream gate, before loading
 
 
 def _apply_tags(plan: Plan, image_id: str) -> list[str]:
@@ -402,4 +437,5 @@ def _from_registry(plan: Plan) -> Restored:
                             "before and is kept")  # fmt: skip
     tags = _apply_tags(plan, found["Id"])
     return Restored(recipe.name, "registry", found["Id"], plan.expected_config, tags, len(layers),
-                    manifest_digest=digest, moved_tags=[n for n in plan.notes if n.startswith("tag ")])  # fmt: skip
+                    manifest_digest=digest, moved_tags=[move_note(t, h) for t, h in plan.moves.items()],
+                    gpu=plan.gpu)  # fmt: skip
