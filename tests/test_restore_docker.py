@@ -399,3 +399,19 @@ def test_a_tag_held_by_another_image_is_one_conflict_or_with_retag_one_move():
     assert moves == {"neo:latest": "sha256:" + "b" * 64} and conflicts == []
     note = move_note("neo:latest", moves["neo:latest"])
     assert note == f"tag neo:latest moves from image sha256:{'b' * 12} (--retag)"
+
+
+def test_pull_progress_counts_the_bytes_of_the_layers_announced_so_far():
+    from cloudvault.tools.docker import PullProgress
+
+    counter = PullProgress()
+    events = [
+        {"status": "Pulling from marvell-tandemspec", "id": "neo"},
+        {"status": "Pulling fs layer", "id": "a1", "progressDetail": {}},
+        {"status": "Downloading", "id": "a1", "progressDetail": {"current": 100, "total": 400}},
+        {"status": "Downloading", "id": "b2", "progressDetail": {"current": 50, "total": 100}},
+        {"status": "Download complete", "id": "b2", "progressDetail": {}},
+        {"status": "Downloading", "id": "a1", "progressDetail": {"current": 300, "total": 400}},
+    ]
+    assert [counter.feed(e) for e in events] == [(0, 0), (0, 0), (100, 400), (150, 500), (200, 500), (400, 500)]
+    assert counter.feed({"status": "Pull complete", "id": "a1"}) == (500, 500)

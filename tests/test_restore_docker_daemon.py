@@ -396,6 +396,7 @@ def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_p
     assert result.code == 0, result.err
     done = json.loads(result.out)["restored"]
     assert done["image_id"] == config_digest(images.demo_image("neo")) and done["manifest_digest"] == digest
+    assert f"{registry}/marvell-tandemspec@{digest}" in done["repo_digests"]  # what the daemon says it came as
     assert "marvell/neo:restored" in done["tags"]
     assert (user_config / "config.json").read_bytes() == before  # vault wrote no credentials
     password = services["VAULT_TEST_REGISTRY_PASSWORD"]

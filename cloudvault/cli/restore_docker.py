@@ -61,7 +61,7 @@ def run(args) -> int:
         ui.warn(note)
     if plan.problems:
         raise plan.problems[0]
-    progress = None if args.source == "registry" else ui.progress("loading")
+    progress = ui.progress("pulling" if args.source == "registry" else "loading")
     done = restore(conn, plan, timeout=args.timeout, progress=progress)
     if ui.as_json:
         ui.emit({"restored": done.to_json(), "gpu": done.gpu.to_json()})

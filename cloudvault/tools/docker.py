@@ -205,19 +205,54 @@ def has_login(registry: str) -> bool:
     return bool(helpers) or auth.resolve_index_name(registry) in known
 
 
-def pull(daemon: Daemon, repository: str, digest: str) -> None:
-    """docker pull repository@digest with the user's own login; login, missing and other failures are one line."""
+def pull(daemon: Daemon, repository: str, digest: str, progress=None) -> None:
+    """docker pull repository@digest with the user's own login; login, missing and other failures are one line.
+    progress (cloudvault.progress.Progress): the bytes downloaded of the layers announced so far."""
     import docker
 
     ref = f"{repository}@{digest}"
     registry = registry_of(repository)
+    counter, shown = PullProgress(), (0, 0)  # (done, total) as the bar last showed them
     try:
         for item in daemon.client.pull(repository, tag=digest, stream=True, decode=True):
             message = _stream_error(item)
             if message:
                 raise _pull_error(registry, ref, message)
+            if progress is not None:
+                shown = _show_pull(progress, counter.feed(item), shown, item.get("id"))
     except docker.errors.APIError as exc:
         raise _pull_error(registry, ref, exc.explanation or str(exc)) from None
+    finally:
+        if progress is not None:
+            progress.finish()
+
+
+class PullProgress:
+    """Bytes downloaded of the layers a pull has announced, from dockerd's progress events (a layer's total is
+    known once it starts downloading; one already present counts as done)."""
+
+    def __init__(self) -> None:
+        self.layers: dict[str, tuple[int, int]] = {}  # layer id -> (bytes done, total)
+
+    def feed(self, item: dict) -> tuple[int, int]:
+        """(bytes done, bytes announced) after this event."""
+        layer, status, detail = item.get("id"), item.get("status", ""), item.get("progressDetail") or {}
+        if layer and status == "Downloading" and detail.get("total"):
+            self.layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
+        elif layer in self.layers and status in ("Download complete", "Verifying Checksum", "Pull complete"):
+            self.layers[layer] = (self.layers[layer][1], self.layers[layer][1])
+        return sum(d for d, _ in self.layers.values()), sum(t for _, t in self.layers.values())
+
+
+def _show_pull(progress, now: tuple[int, int], shown: tuple[int, int], layer: str | None) -> tuple[int, int]:
+    done, total = now
+    if total != shown[1]:  # a new layer announced: the bar's total grows (start() sets it and counts from 0)
+        progress.start(total, 0)
+        shown = (0, total)
+    progress.advance(done - shown[0])
+    if layer:
+        progress.current(layer)
+    return (done, total)
 
 
 def _pull_error(registry: str, ref: str, message: str) -> Exception:

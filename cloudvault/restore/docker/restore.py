@@ -253,6 +253,7 @@ class Restored:
     bytes_out: int = 0
     seconds: float = 0.0
     moved_tags: list[str] = field(default_factory=list)
+    repo_digests: list[str] = field(default_factory=list)  # the daemon's RepoDigests of it: repo@digest it came as
     gpu: gpu.GpuFit | None = None  # the fit of the image restored (the streamed config's, where preflight had none)
 
     def to_json(self) -> dict:
@@ -275,7 +276,10 @@ def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = Non
     started, clock = now(), time.monotonic()
     source = plan.archive.mirror_path if plan.source == "archive" else plan.ref
     try:
-        done = _from_archive(conn, plan, timeout, progress) if plan.source == "archive" else _from_registry(plan)
+        if plan.source == "archive":
+            done = _from_archive(conn, plan, timeout, progress)
+        else:
+            done = _from_registry(plan, progress)
     except VaultError as exc:
         status = "interrupted" if exc.exit_code == INTERRUPTED else "failed"
         _record(conn, plan, source, None, status, {"error": str(exc), "exit_code": exc.exit_code}, started)
@@ -413,12 +417,12 @@ def _apply_tags(plan: Plan, image_id: str) -> list[str]:
     return sorted(found.get("RepoTags") or ())
 
 
-def _from_registry(plan: Plan) -> Restored:
+def _from_registry(plan: Plan, progress=None) -> Restored:
     """Pull repository@digest, then prove it is the archive's image (same config digest, same layers)."""
     recipe = plan.recipe
     repository, digest = plan.ref.split("@", 1)
     before = dd.image(plan.daemon, plan.ref)
-    dd.pull(plan.daemon, repository, digest)
+    dd.pull(plan.daemon, repository, digest, progress)
     found = dd.image(plan.daemon, plan.ref)
     archive_config = plan.archive.config if plan.archive else None
     expected_layers = archive_config.diff_ids if archive_config else None
@@ -438,4 +442,4 @@ def _from_registry(plan: Plan) -> Restored:
     tags = _apply_tags(plan, found["Id"])
     return Restored(recipe.name, "registry", found["Id"], plan.expected_config, tags, len(layers),
                     manifest_digest=digest, moved_tags=[move_note(t, h) for t, h in plan.moves.items()],
-                    gpu=plan.gpu)  # fmt: skip
+                    repo_digests=sorted(found.get("RepoDigests") or ()), gpu=plan.gpu)  # fmt: skip
