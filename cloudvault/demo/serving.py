@@ -28,6 +28,7 @@ E014 = "014_ss20_temp0_chunk1024"
 E013 = "013_vanilla126_temp0_cap8192"
 REP1 = f"{E014}/data/20260925_070231"
 REP2 = f"{E014}/data/ss20_temp0_c1024_rep2/20260925_072725"
+PROGRAMS = Path(__file__).parent / "programs"
 MODEL_PATH = "_repro/standin/tiny-qwen3-30b-a3b.json"
 DIVERGED_DOC, DIVERGED_AT, DIVERGED_LENGTH = "670bf1c4bb02136c067d2341", 1498, 1855
 START_014 = 1790287351.0  # 2026-09-25 07:02:31 KST, the first run's folder name
@@ -42,6 +43,11 @@ STANDIN_MODEL = {
     "cost": {"sparsespec": {"ttft": [3.3, 22.2], "tpot": [12.0, 0.8]},
              "vllm": {"ttft": [2.71, 10.64], "tpot": [6.96, 6.17]}},
 }  # fmt: skip
+
+
+def program(name: str) -> str:
+    """A program of the demo's lab (a plotter, a summarizer, a bundle script), kept as a real file in programs/."""
+    return (PROGRAMS / name).read_text(encoding="utf-8")
 
 
 def put(path: Path, data: str | bytes) -> None:
@@ -176,8 +182,8 @@ def build_016(tree: Path) -> None:
     for name, entry in (("ss20_temp0", E014), ("vanilla126_temp0", E013)):
         put(results / f"RTXPRO6000/longcontext/{name}/per_request.csv",
             manifest_table("marvell_cloud", f"{entry[:3]}_per_request.csv"))  # fmt: skip
-    put(results / "plot_style.py", PLOT_STYLE)
-    put(results / "plot_tps.py", PLOT_TPS)
+    put(results / "plot_style.py", program("plot_style.py"))
+    put(results / "plot_tps.py", program("plot_tps.py"))
     subprocess.run([sys.executable, "plot_tps.py"], cwd=results, check=True)
     for made in [*results.glob("plot_data/*"), *results.glob("figs/*")]:
         os.utime(made, (MTIME, MTIME))
@@ -192,9 +198,9 @@ def build_017(tree: Path) -> None:
         put(cs / f"run/qwen3_4b_b{batch}/summary.csv",
             f"batch,requests,output_tokens,stable_tps,e2e_tps\n{batch},{n},{out},{stable},{e2e}\n")  # fmt: skip
     archive = cs / "results_archive"
-    put(archive / "make_bundle.sh", MAKE_BUNDLE)
-    put(archive / "redraw.sh", REDRAW)
-    put(archive / "lib/redraw.py", REDRAW_PY)
+    put(archive / "make_bundle.sh", program("make_bundle.sh"))
+    put(archive / "redraw.sh", program("redraw.sh"))
+    put(archive / "lib/redraw.py", program("redraw.py"))
     env = {**os.environ, "RUNROOT": str(cs / "run"), "LIB": str(archive / "lib")}
     subprocess.run(["sh", "-c", "sh make_bundle.sh && sh redraw.sh"], cwd=archive, env=env, check=True)
     for made in [*archive.glob("bundle/*"), *archive.glob("figs/*")]:
@@ -351,7 +357,7 @@ def build_extra(dest: Path) -> Path:
         for arm in ARM_RUNS:
             for rel, text in _arm_files(arm).items():
                 put(ab / rel, text)
-        put(ab / "summarize_c4_mtp_ab.py", SUMMARIZER)
+        put(ab / "summarize_c4_mtp_ab.py", program("summarize_c4_mtp_ab.py"))
         put(ab / "status.json", _json({"state": "complete", "arms": list(ARM_RUNS), "updated": "2026-09-27T16:10Z"}))
         subprocess.run([sys.executable, "summarize_c4_mtp_ab.py"], cwd=ab, check=True)
         for name in ("REPORT.md", "comparison.json", "summary.json"):
@@ -364,140 +370,6 @@ def build_extra(dest: Path) -> Path:
     return root
 
 
-SUMMARIZER = r'''"""Regenerate the C4 MTP3 vs MTP2 A/B report from stored results alone (no server is contacted).
-
-Per arm and domain, over the measured batches: output tok/s = completion tokens / batch span (first request start
-to last response end), summed as tokens / summed spans; input tok/s the same with prompt tokens (cache hits
-included); TTFT = first non-empty reasoning or content delta in the SSE stream minus the request start; GPU
-energy = both nodes' power samples integrated (trapezoid) over each batch span, tok/J = tokens / energy; input
-cache-hit rate and draft acceptance from the before/after .prom counter deltas of each batch.
-"""
-
-import glob
-import hashlib
-import json
-import os
-import statistics
-
-ARMS = {"mtp3": "mtp3/results/c4-mtp3-20260927T064349Z", "mtp2": "mtp2/results/c4-mtp2-20260927T070232Z"}
-DOMAINS = ("english", "coding")
-
-
-def prom(path):
-    values = {}
-    for line in open(path, encoding="utf-8"):
-        if line.strip() and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            values[name.split("{")[0]] = float(value)  # counters carry a model_name label
-    return values
-
-
-def ttft(sse_path, t_start):
-    for line in open(sse_path, encoding="utf-8"):
-        if not line.startswith("data: {"):
-            continue
-        event = json.loads(line[6:])
-        delta = event["choices"][0]["delta"]
-        if delta.get("reasoning_content") or delta.get("content"):
-            return event["t"] - t_start
-    raise ValueError(f"{sse_path}: no token")
-
-
-def energy(power_path, start, end):
-    samples = [tuple(map(float, line.split(",")[0::2])) + (line.split(",")[1],)
-               for line in open(power_path, encoding="utf-8").read().splitlines()[1:]]
-    joules = 0.0
-    for node in sorted({s[2] for s in samples}):
-        points = [(t, w) for t, w, n in samples if n == node and start <= t <= end]
-        joules += sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(points, points[1:]))
-    return joules
-
-
-def batch(folder):
-    responses = [json.load(open(p)) for p in sorted(glob.glob(f"{folder}/responses/*.json"))]
-    start = min(r["t_start"] for r in responses)
-    end = max(r["t_end"] for r in responses)
-    before, after = prom(f"{folder}/metrics_before.prom"), prom(f"{folder}/metrics_after.prom")
-    delta = {k: after[k] - before.get(k, 0.0) for k in after}
-    ttfts = [ttft(f"{folder}/sse/{os.path.basename(p)[:-5]}.txt", r["t_start"])
-             for p, r in zip(sorted(glob.glob(f"{folder}/responses/*.json")), responses)]
-    return {"span": end - start, "tokens": sum(r["usage"]["completion_tokens"] for r in responses),
-            "prompt": sum(r["usage"]["prompt_tokens"] for r in responses), "ttfts": ttfts,
-            "joules": energy(f"{folder}/power.csv", start, end), "delta": delta}
-
-
-def fixtures_ok(arm_dir):
-    for line in open(f"{arm_dir}/protocol/fixtures.sha256", encoding="utf-8"):
-        digest, name = line.split()
-        if hashlib.sha256(open(f"{arm_dir}/protocol/{name}", "rb").read()).hexdigest() != digest:
-            return False
-    return True
-
-
-def cell(batches):
-    tokens, span = sum(b["tokens"] for b in batches), sum(b["span"] for b in batches)
-    d = {k: sum(b["delta"].get(k, 0.0) for b in batches) for k in batches[0]["delta"]}
-    rates = [b["tokens"] / b["span"] for b in batches]
-    return {
-        "batches": len(batches), "requests": 4 * len(batches), "output_tokens": tokens,
-        "output_tok_s": round(tokens / span, 2), "range_tok_s": [round(min(rates), 2), round(max(rates), 2)],
-        "input_tok_s": round(sum(b["prompt"] for b in batches) / span, 2),
-        "ttft_median_s": round(statistics.median(t for b in batches for t in b["ttfts"]), 3),
-        "gpu_energy_j": round(sum(b["joules"] for b in batches), 1),
-        "tok_per_j": round(tokens / sum(b["joules"] for b in batches), 3),
-        "cache_hit_rate": round(d["vllm:prefix_cache_hits_total"] / d["vllm:prefix_cache_queries_total"], 4),
-        "acceptance_rate": round(d["vllm:spec_decode_num_accepted_tokens_total"]
-                                 / d["vllm:spec_decode_num_draft_tokens_total"], 4),
-        "accepted_per_draft": round(d["vllm:spec_decode_num_accepted_tokens_total"]
-                                    / d["vllm:spec_decode_num_drafts_total"], 3),
-    }
-
-
-def main():
-    summary = {"arms": {}, "fixtures_verified": True}
-    for arm, folder in ARMS.items():
-        summary["fixtures_verified"] &= fixtures_ok(folder)
-        summary["arms"][arm] = {d: cell([batch(f) for f in sorted(glob.glob(f"{folder}/batches/{d}-c4-t*"))])
-                                for d in DOMAINS}
-    comparison = {d: {"output_tok_s_pct": round((summary["arms"]["mtp2"][d]["output_tok_s"]
-                                                 / summary["arms"]["mtp3"][d]["output_tok_s"] - 1) * 100, 1),
-                      "tok_per_j_pct": round((summary["arms"]["mtp2"][d]["tok_per_j"]
-                                              / summary["arms"]["mtp3"][d]["tok_per_j"] - 1) * 100, 1)}
-                  for d in DOMAINS}
-    with open("summary.json", "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    with open("comparison.json", "w", encoding="utf-8") as fh:
-        json.dump(comparison, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    with open("REPORT.md", "w", encoding="utf-8") as fh:
-        fh.write(report(summary, comparison))
-
-
-def report(summary, comparison):
-    cols = [(d, a) for d in DOMAINS for a in ("mtp3", "mtp2")]
-    rows = [("output tok/s", lambda c: f"{c['output_tok_s']:.2f}"),
-            ("3-trial range tok/s", lambda c: f"{c['range_tok_s'][0]:.2f}-{c['range_tok_s'][1]:.2f}"),
-            ("input tok/s, cache incl.", lambda c: f"{c['input_tok_s']:.2f}"),
-            ("TTFT median (s)", lambda c: f"{c['ttft_median_s']:.3f}".lstrip("0")),
-            ("GPU output tok/J", lambda c: f"{c['tok_per_j']:.3f}"),
-            ("input cache hit rate", lambda c: f"{c['cache_hit_rate'] * 100:.2f}%"),
-            ("draft acceptance", lambda c: f"{c['acceptance_rate'] * 100:.2f}%"),
-            ("accepted tokens per draft", lambda c: f"{c['accepted_per_draft']:.3f}")]
-    lines = ["# C4 fixed MTP3 vs MTP2", "", "| metric | " + " | ".join(f"{d} {a.upper()}" for d, a in cols) + " |",
-             "|---|" + "---:|" * len(cols)]
-    lines += [f"| {name} | " + " | ".join(fmt(summary["arms"][a][d]) for d, a in cols) + " |" for name, fmt in rows]
-    lines.append("")
-    for d in DOMAINS:
-        c = comparison[d]
-        lines.append(f"- {d} MTP2: throughput {c['output_tok_s_pct']:+.1f}%, GPU efficiency {c['tok_per_j_pct']:+.1f}%")
-    lines.append(f"- fixtures verified: {'yes' if summary['fixtures_verified'] else 'NO'}")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    main()
-'''
 
 
 def journeys(dest: Path, root: Path) -> list[list[str]]:
@@ -514,139 +386,7 @@ def journeys(dest: Path, root: Path) -> list[list[str]]:
     ]
 
 
-PLOT_STYLE = r'''"""The paper plots' look: fixed-size SVG bar charts written as text, so a redraw is byte-identical."""
-
-COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
 
 
-def quantile(values, q):
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def bars_svg(path, title, groups, series):
-    """groups: x labels; series: {name: [value or None per group]} drawn side by side."""
-    width, height, left, bottom = 640, 360, 50, 40
-    top = max(v for values in series.values() for v in values if v is not None) or 1.0
-    slot = (width - left - 10) / len(groups)
-    bar = slot / (len(series) + 1)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
-           f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="14">{title}</text>']
-    for s, (name, values) in enumerate(series.items()):
-        out.append(f'<text x="{left + 120 * s:.1f}" y="{height - 6}" fill="{COLORS[s]}" font-size="11">{name}</text>')
-        for g, value in enumerate(values):
-            if value is None:
-                continue
-            h = (height - bottom - 30) * value / top
-            x = left + g * slot + s * bar
-            out.append(f'<rect x="{x:.1f}" y="{height - bottom - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                       f'fill="{COLORS[s]}"/>')
-    for g, label in enumerate(groups):
-        out.append(f'<text x="{left + g * slot + slot / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" '
-                   f'font-size="10">{label}</text>')
-    out.append("</svg>")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(out) + "\n")
-'''
-
-PLOT_TPS = r'''"""Per 20K-token context bin: TPS, TTFT and TPOT medians (p25-p75) of every measured request, per system.
-
-Reads RTXPRO6000/longcontext/*/per_request.csv; writes plot_data/*_by_context.csv and figs/*_by_context.svg.
-"""
-
-import csv
-import glob
-import os
-
-from plot_style import bars_svg, quantile
-
-BIN = 20_000
-METRICS = (("tps", "tps", "output tok/s"), ("ttft_s", "ttft", "TTFT (s)"), ("tpot_ms", "tpot", "TPOT (ms)"))
-
-
-def load():
-    systems = {}
-    for path in sorted(glob.glob("RTXPRO6000/longcontext/*/per_request.csv")):
-        rows = [r for r in csv.DictReader(open(path, encoding="utf-8")) if r["role"] == "measured"]
-        systems[os.path.basename(os.path.dirname(path))] = rows
-    return systems
-
-
-def main():
-    systems = load()
-    bins = sorted({int(r["prompt_tokens"]) // BIN for rows in systems.values() for r in rows})
-    labels = [f"{b * 20}-{b * 20 + 20}K" for b in bins]
-    os.makedirs("plot_data", exist_ok=True)
-    os.makedirs("figs", exist_ok=True)
-    for column, name, title in METRICS:
-        series = {}
-        with open(f"plot_data/{name}_by_context.csv", "w", encoding="utf-8", newline="") as fh:
-            out = csv.writer(fh, lineterminator="\n")
-            out.writerow(["system", "bin", "n", "median", "p25", "p75"])
-            for system, rows in systems.items():
-                series[system] = []
-                for b, label in zip(bins, labels):
-                    values = [float(r[column]) for r in rows if int(r["prompt_tokens"]) // BIN == b]
-                    if not values:
-                        series[system].append(None)
-                        continue
-                    med = quantile(values, 0.5)
-                    series[system].append(med)
-                    out.writerow([system, label, len(values), f"{med:.3f}", f"{quantile(values, 0.25):.3f}",
-                                  f"{quantile(values, 0.75):.3f}"])
-        bars_svg(f"figs/{name}_by_context.svg", f"{title} by context (median)", labels, series)
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-MAKE_BUNDLE = r"""#!/bin/sh
-# Collect every run's summary.csv under $RUNROOT into bundle/results.csv: one header, the run's name first.
-set -eu
-: "${RUNROOT:?set RUNROOT to the folder holding the run folders}"
-export LC_ALL=C
-mkdir -p bundle
-out=bundle/results.csv
-first=1
-for f in "$RUNROOT"/*/summary.csv; do
-  run=$(basename "$(dirname "$f")")
-  if [ "$first" = 1 ]; then printf 'run,%s\n' "$(head -n 1 "$f")" > "$out"; first=0; fi
-  tail -n +2 "$f" | while IFS= read -r line; do printf '%s,%s\n' "$run" "$line"; done >> "$out"
-done
-"""
-
-REDRAW = r"""#!/bin/sh
-# Redraw the sweep figure from bundle/results.csv with the plotting library at $LIB.
-set -eu
-: "${LIB:?set LIB to the plotting library folder}"
-mkdir -p figs
-python3 "$LIB/redraw.py" bundle/results.csv figs
-"""
-
-REDRAW_PY = r'''"""Stable and end-to-end tok/s per batch size from a results bundle: figs/tps_by_batch.{csv,svg}."""
-
-import csv
-import sys
-
-bundle, figs = sys.argv[1], sys.argv[2]
-rows = sorted(csv.DictReader(open(bundle, encoding="utf-8")), key=lambda r: int(r["batch"]))
-with open(f"{figs}/tps_by_batch.csv", "w", encoding="utf-8", newline="") as fh:
-    out = csv.writer(fh, lineterminator="\n")
-    out.writerow(["batch", "stable_tps", "e2e_tps", "stable_per_request"])
-    for r in rows:
-        out.writerow([r["batch"], r["stable_tps"], r["e2e_tps"], f"{float(r['stable_tps']) / int(r['batch']):.2f}"])
-top = max(float(r["stable_tps"]) for r in rows)
-svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="480" height="300">',
-       '<text x="240" y="18" text-anchor="middle" font-size="14">Qwen3-4B RunPod sweep: stable tok/s</text>']
-for i, r in enumerate(rows):
-    h = 220 * float(r["stable_tps"]) / top
-    svg.append(f'<rect x="{60 + i * 130}" y="{260 - h:.1f}" width="80" height="{h:.1f}" fill="#4c72b0"/>')
-    svg.append(f'<text x="{100 + i * 130}" y="278" text-anchor="middle" font-size="11">b{r["batch"]}</text>')
-svg.append("</svg>")
-with open(f"{figs}/tps_by_batch.svg", "w", encoding="utf-8") as fh:
-    fh.write("\n".join(svg) + "\n")
-'''
