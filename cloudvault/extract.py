@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
 
-from cloudvault.archive.paths import unsafe_reason
 from cloudvault.archive.sparse import Hole
-from cloudvault.atomic import atomic_write, is_stale_temp
+from cloudvault.atomic import atomic_write
 from cloudvault.catalog.lookup import EntryMembers
-from cloudvault.errors import AmbiguousMember, DestinationExists, MemberNotFound, NoSpace, UnsafeMember, UsageError
+from cloudvault.errors import AmbiguousMember, MemberNotFound, NoSpace, UnsafeMember, UsageError
+from cloudvault.io.landing import Landing, write_symlink
 from cloudvault.members import MemberReader, MemberStream, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
 
 Written = namedtuple("Written", "path dest size blake3 archive status")
+LINK_HINT = " (--allow-outside-links to create it anyway)"
 
 
 class ExtractReport:
@@ -74,86 +74,6 @@ def _closest(paths: list[str], query: str) -> str:
     return f"; closest: {', '.join(by_name[c] for c in close)}" if close else ""
 
 
-# -- where things land -------------------------------------------------------------------------------------------
-class Destination:
-    """The output folder, resolved once; every path and link target is checked against it, following the links
-    already written (a chain `up -> ..`, `x -> up/..` cannot climb out). Paths are str (no pathlib: start-up)."""
-
-    def __init__(self, folder: str | os.PathLike, keep_path: bool, allow_outside_links: bool) -> None:
-        folder = os.fspath(folder).rstrip("/") or os.fspath(folder)  # `-o out/` is the folder out
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise UsageError(detail=f"-o {folder} is a file; give a folder to write into (or - for stdout)")
-        os.makedirs(folder, exist_ok=True)
-        self.root = os.path.realpath(folder)
-        self.keep_path = keep_path
-        self.allow_outside_links = allow_outside_links
-        _remove_stale_temps(self.root)
-
-    def inside(self, path: str) -> bool:
-        return path == self.root or path.startswith(self.root + os.sep)
-
-    def path_for(self, member: Member, rel: str | None = None) -> str:
-        """Where member lands: rel (a path under the destination, as repro stages a folder) when given, else its
-        own path (--keep-path) or file name. An unsafe member, or a landing outside, is refused."""
-        link = member.link_target if member.type == "hardlink" else None
-        reason = unsafe_reason(member.path, member.type, link)
-        if reason:
-            raise UnsafeMember(path=member.path, why=reason + "; nothing was written")
-        if rel is None:
-            rel = local_name(member) if self.keep_path else posixpath.basename(local_name(member))
-        out = os.path.join(self.root, rel)
-        if not self.inside(os.path.realpath(out)):
-            raise UnsafeMember(path=member.path, why="it would land outside the destination")
-        self._refuse_links_on_the_way(member, out)
-        return os.path.normpath(out)  # as a Path would show it (`a//b` -> `a/b`); a '..' was refused above
-
-    def _refuse_links_on_the_way(self, member: Member, out: str) -> None:
-        """Nothing is written through a symlink that an earlier member (or anyone) put in the destination."""
-        folder = os.path.dirname(out)
-        while self.inside(folder) and folder != self.root:
-            if os.path.islink(folder):
-                raise UnsafeMember(path=member.path, why=f"it would be written through the symlink {folder}")
-            folder = os.path.dirname(folder)
-
-    def check_link(self, member: Member, out: str) -> None:
-        target = link_on_disk(member)
-        resolved = os.path.realpath(os.path.join(os.path.dirname(out), target))
-        if (os.path.isabs(target) or not self.inside(resolved)) and not self.allow_outside_links:
-            raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the destination "
-                               "(--allow-outside-links to create it anyway)")  # fmt: skip
-
-
-def link_on_disk(member: Member) -> str:
-    """A symlink's target as it should be on disk: its original bytes when they are not valid UTF-8."""
-    if member.raw_link_target is not None:
-        return os.fsdecode(member.raw_link_target)
-    return member.link_target or ""
-
-
-def local_name(member: Member) -> str:
-    """The member's path as it should appear on disk: its original bytes when the name is not valid UTF-8."""
-    raw = member.raw_path
-    if raw is None:
-        return member.path
-    if member.archive is None and member.entry_id:  # a plain file's raw path still has its entry folder
-        raw = raw[len(member.entry_id.encode()) + 1 :]
-    while raw.startswith(b"./"):
-        raw = raw[2:]
-    return os.fsdecode(raw.rstrip(b"/"))
-
-
-def _remove_stale_temps(folder: str) -> None:
-    """Temp files of an extract that was killed (its pid gone) are vault's own: remove them."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        if is_stale_temp(name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(folder, name))
-
-
 # -- writing -----------------------------------------------------------------------------------------------------
 def extract(
     conn: sqlite3.Connection,
@@ -174,7 +94,8 @@ def extract(
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
 
         refuse_write_into_mirror(conn, dest, "extract -o")
-    where = Destination(dest, keep_path, allow_outside_links) if dest is not None else None
+    where = Landing(dest, keep_path=keep_path, allow_outside_links=allow_outside_links, link_hint=LINK_HINT) \
+        if dest is not None else None  # fmt: skip
     reader = MemberReader(conn, on_data=progress.advance)
     try:
         for member in read_order(targets):
@@ -197,7 +118,7 @@ def extract(
     return report
 
 
-def _extract_one(reader: MemberReader, member: Member, where: Destination | None, force: bool) -> Written:
+def _extract_one(reader: MemberReader, member: Member, where: Landing | None, force: bool) -> Written:
     if where is None:
         if member.type == "symlink":
             raise UnsafeMember(path=member.path, why="a symlink has no data to write to stdout")
@@ -206,8 +127,7 @@ def _extract_one(reader: MemberReader, member: Member, where: Destination | None
         return _written(member, "-", stream)
     out = where.path_for(member)
     if member.type == "symlink":
-        where.check_link(member, out)
-        _symlink(link_on_disk(member), out, force)
+        write_symlink(where.symlink_target(member, out), out, force)
         return Written(member.path, out, 0, None, member.archive, "link")
     stream = reader.open(member)
     _write_file(stream, out, force)
@@ -233,17 +153,6 @@ def _write_file(stream: MemberStream, out: str, force: bool) -> None:
         fh.flush()  # before utime: a later flush would set mtime to now
         os.fchmod(fh.fileno(), member.mode & 0o777)
         os.utime(fh.fileno(), (member.mtime, member.mtime))
-
-
-def _symlink(target: str, out: str, force: bool) -> None:
-    if os.path.isdir(out) and not os.path.islink(out):
-        raise UsageError(detail=f"{out} is a folder; vault never replaces a folder with a link")
-    if os.path.lexists(out):
-        if not force:
-            raise DestinationExists(path=out)
-        os.unlink(out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    os.symlink(target, out)
 
 
 def _to_stdout(stream: MemberStream) -> None:

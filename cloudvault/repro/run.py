@@ -202,23 +202,20 @@ def _write_json(path: Path, doc: dict) -> None:
 
 def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
     """Verified copies of every input member under the run folder (one forward pass per archive)."""
-    from cloudvault.extract import Destination
+    from cloudvault.io.landing import Landing, write_chunks
     from cloudvault.members import MemberReader, read_order
 
     where = {}  # every landing is checked before the first byte is written
     for staged in plan.inputs:
-        folder = Destination(staged.dest.parent if staged.single else staged.dest, True, False)
+        folder = Landing(staged.dest.parent if staged.single else staged.dest, name="the run folder")
         for m in staged.members:
             rel = staged.dest.name if staged.single else m.path[len(staged.base) :].lstrip("/")
-            where[m] = Path(folder.path_for(m, rel))
+            where[m] = folder.path_for(m, rel)
     progress.start(sum(m.size or 0 for m in where), len(where))
     with MemberReader(conn, on_data=progress.advance) as reader:
         for member in read_order(where):
             progress.current(member.path)
-            where[member].parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(where[member], mode=0o644) as fh:
-                for chunk in reader.open(member):
-                    fh.write(chunk)
+            write_chunks(reader.open(member), where[member])
     progress.finish()
 
 
