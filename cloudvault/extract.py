@@ -13,7 +13,7 @@ from cloudvault.atomic import atomic_write
 from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.errors import AmbiguousMember, MemberNotFound, NoSpace, UnsafeMember, UsageError
 from cloudvault.io.landing import Landing, write_symlink
-from cloudvault.members import MemberReader, MemberStream, read_order
+from cloudvault.io.members import MemberReader, MemberStream, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
 

@@ -25,7 +25,7 @@ from cloudvault.catalog.integrity import (
     unhashed_member_count,
 )
 from cloudvault.errors import IntegrityError
-from cloudvault.members import MemberReader
+from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
 from cloudvault.tools.mirrorfs import open_mirror
 

@@ -90,7 +90,7 @@ def _assert_runs(prefix: Path) -> None:
 
 
 def test_list_names_envs_with_python_torch_and_cuda_build_without_reading_archives(env_vault, monkeypatch):
-    from cloudvault import members
+    from cloudvault.io import members
 
     monkeypatch.setattr(members.MemberReader, "open", lambda *a: pytest.fail("--list must not decompress"))
     r = env_vault("--list", "--json")
@@ -106,7 +106,7 @@ def test_list_names_envs_with_python_torch_and_cuda_build_without_reading_archiv
 
 
 def test_dry_run_reads_only_conda_meta_and_writes_nothing(env_vault, tmp_path, monkeypatch):
-    from cloudvault import members
+    from cloudvault.io import members
 
     opened = []
     real_open = members.MemberReader.open

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from cloudvault.archive.scan import ArchiveScan, member_path
 from cloudvault.catalog.lookup import EntryMembers
-from cloudvault.members import MemberReader, read_order
+from cloudvault.io.members import MemberReader, read_order
 
 NAME_CHARS = st.characters(whitelist_categories=["Lu", "Ll", "Nd"], whitelist_characters="_-. 가é")
 SEGMENT = st.text(NAME_CHARS, min_size=1, max_size=60).filter(lambda s: s not in (".", ".."))

@@ -138,7 +138,7 @@ def test_vault_extract_start_up_imports_no_thread_or_ctypes_machinery():
     import sys
 
     code = (
-        "import sys, cloudvault.cli.main, cloudvault.cli.extract, cloudvault.extract, cloudvault.members;"
+        "import sys, cloudvault.cli.main, cloudvault.cli.extract, cloudvault.extract, cloudvault.io.members;"
         "print(sorted({'queue', 'concurrent.futures', 'ctypes'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -173,7 +173,8 @@ def test_the_extract_path_imports_nothing_it_does_not_use():
     loaded by the modules extract runs (measured against the modules loaded before them)."""
     code = (
         "import sys; before = set(sys.modules); import cloudvault.cli.main, cloudvault.cli.extract, "
-        "cloudvault.extract, cloudvault.members, cloudvault.catalog.db, cloudvault.config, cloudvault.archive.reader;"
+        "cloudvault.extract, cloudvault.io.members, "
+        "cloudvault.catalog.db, cloudvault.config, cloudvault.archive.reader;"
         "print(sorted({'pathlib', 'shutil', 'urllib.parse', 'gettext', 'signal', 'queue', 'threading', 'ctypes',"
         " 'cloudvault.hashing', 'cloudvault.archive.zstdframes', 'rich'} & (set(sys.modules) - before)))"
     )

@@ -83,7 +83,7 @@ def read_docs(conn: sqlite3.Connection, inputs: list[StagedInput]) -> list[dict]
     """The documents of the `docs` input (JSON lines: doc_id, role, gpu, prompt_tokens), read through the catalog."""
     import json
 
-    from cloudvault.members import MemberReader
+    from cloudvault.io.members import MemberReader
 
     docs = next((i for i in inputs if i.name == "docs" and i.single), None)
     if docs is None:

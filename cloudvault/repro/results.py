@@ -81,7 +81,7 @@ def read_folder(folder: Path) -> dict[str, bytes]:
 def read_mirror(conn: sqlite3.Connection, mirror_id: int, entry_id: str, folder: str, names=RESULT_FILES) -> dict:
     """Files of a recorded folder, read through the catalog (plain files or archive members, BLAKE3-checked)."""
     from cloudvault.catalog.lookup import EntryMembers
-    from cloudvault.members import MemberReader, read_order
+    from cloudvault.io.members import MemberReader, read_order
 
     lookup = EntryMembers(conn, mirror_id, entry_id)
     base = PurePosixPath(folder.strip("/") or ".")

@@ -203,7 +203,7 @@ def _write_json(path: Path, doc: dict) -> None:
 def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
     """Verified copies of every input member under the run folder (one forward pass per archive)."""
     from cloudvault.io.landing import Landing, write_chunks
-    from cloudvault.members import MemberReader, read_order
+    from cloudvault.io.members import MemberReader, read_order
 
     where = {}  # every landing is checked before the first byte is written
     for staged in plan.inputs:

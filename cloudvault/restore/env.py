@@ -17,7 +17,7 @@ from pathlib import Path
 from cloudvault import errors
 from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.catalog.query import resolve_entry
-from cloudvault.members import MemberReader, read_order
+from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.recipe import ANY, load_recipe
 from cloudvault.restore import env_meta

@@ -14,7 +14,7 @@ from pathlib import Path
 from cloudvault import __version__, errors
 from cloudvault.atomic import fsync_dir, process_gone
 from cloudvault.catalog.records import now, record_restore
-from cloudvault.members import MemberReader
+from cloudvault.io.members import MemberReader
 from cloudvault.progress import Progress
 from cloudvault.restore import env_meta
 from cloudvault.restore.env import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cloudvault.archive.paths import unsafe_reason
 from cloudvault.errors import UnsafeMember
-from cloudvault.members import MemberReader, read_order
+from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
 from cloudvault.restore.prefix import PrefixScanner

@@ -14,7 +14,7 @@ from corpus.build import SHAPES, committed, compress, generated, gnu_extract, gn
 
 from cloudvault.catalog.lookup import MEMBER_SELECT
 from cloudvault.cli.main import main
-from cloudvault.members import MemberReader
+from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
 
 pytestmark = pytest.mark.integration

@@ -62,7 +62,7 @@ class ChunkReader:
 
 def scan_kernels(conn: sqlite3.Connection, layers: list[Member]) -> list[LibraryKernels]:
     """Every shared library with device code in these layer members, in layer order."""
-    from cloudvault.members import MemberReader, read_order
+    from cloudvault.io.members import MemberReader, read_order
 
     tool = cuda.cuobjdump()
     if tool is None:

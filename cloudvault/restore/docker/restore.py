@@ -305,7 +305,7 @@ def _record(conn: sqlite3.Connection, plan: Plan, source: str, done: Restored | 
 def _archive_opener(conn: sqlite3.Connection, info: ArchiveInfo):
     """The image archive, opened as every plain mirror file is: a regular file inside the mirror, nothing else."""
     from cloudvault.catalog.lookup import file_location
-    from cloudvault.members import open_plain
+    from cloudvault.io.members import open_plain
 
     root, path, raw, _, _ = file_location(conn, info.file.file_id)
     return lambda: open_plain(root, path, raw)

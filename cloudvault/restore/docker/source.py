@@ -168,7 +168,7 @@ def _one(members: list[Member], path: str) -> Member:
 
 
 def _read(conn: sqlite3.Connection, member: Member) -> bytes:
-    from cloudvault.members import MemberReader
+    from cloudvault.io.members import MemberReader
 
     with MemberReader(conn) as reader:
         return b"".join(reader.open(member))
