@@ -139,3 +139,19 @@ def test_an_image_arch_list_comes_from_its_config_before_its_recipe():
     assert (labelled.text, labelled.source) == ("9.0", "a label of the image config")
     assert cuda.for_image(None, None, "8.9", "neo").source == "arch_list in recipe neo"
     assert cuda.for_image({}, {}, None, "neo").text is None
+
+
+def test_a_library_without_a_readable_fat_binary_is_listed_by_cuobjdump_when_it_is_installed(tmp_path, monkeypatch):
+    from cloudvault.tools import cuda
+
+    lib = tmp_path / "libswiftllm_c.so"
+    lib.write_bytes(b"\x7fELF" + b"\0" * 200)  # no .nv_fatbin section vault can read
+    monkeypatch.setattr(cuda, "cuobjdump", lambda: None)
+    assert cuda.library_arch_list(str(lib)) is None
+    tool = tmp_path / "cuobjdump"
+    tool.write_text("#!/bin/sh\necho 'ELF file    1: lib.1.sm_89.cubin'\necho 'PTX file    1: lib.1.sm_89.ptx'\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(cuda, "cuobjdump", lambda: str(tool))
+    found = cuda.library_arch_list(str(lib))
+    assert (found.text, found.source) == ("sm_89 compute_89", "cuobjdump")
+    assert gpu.check_fit(found.text, found.source, [gpu.Gpu(0, "RTX PRO 6000", (12, 0), 0, 0)]).verdict == "fits"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cloudvault.restore import elf, env_meta
 from cloudvault.restore.prefix import PrefixScanner, fix_shebang, patch_binary, rewrite_text
+from cloudvault.tools import cuda
 
 OLD = b"/mnt/filesystem-h8/miniforge3/envs/neo"
 
@@ -205,11 +206,11 @@ def test_cuda_arches_are_read_from_the_nv_fatbin_section_of_a_real_elf(tmp_path)
     (tmp_path / "k.c").write_text(source + "int f(void) { return 0; }\n")
     lib = tmp_path / "libk.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.c")], check=True)
-    counts = elf.cuda_arches(lib.read_bytes())
+    counts = cuda.fatbin_arches(lib.read_bytes())
     assert counts == {"sm_80": 2, "sm_90": 2, "compute_90": 1, "sm_121": 1}
-    assert elf.main_arches(counts) == "sm_80 compute_90 sm_90 sm_121"
-    assert elf.main_arches({"sm_90": 400, "sm_120": 380, "sm_121": 1}) == "sm_90 sm_120"
-    assert elf.cuda_arches(b"\x7fELF" + b"\0" * 100) == {}
+    assert cuda.main_arches(counts) == "sm_80 compute_90 sm_90 sm_121"
+    assert cuda.main_arches({"sm_90": 400, "sm_120": 380, "sm_121": 1}) == "sm_90 sm_120"
+    assert cuda.fatbin_arches(b"\x7fELF" + b"\0" * 100) == {}
 
 
 def test_a_pypi_torch_gets_its_cuda_from_the_nvidia_runtime_wheel():

@@ -242,25 +242,16 @@ def _count_how(rewritten: list[dict]) -> dict[str, int]:
 def installed_gpu_fit(prefix: Path) -> dict | None:
     """The restored env's torch build from torch/version.py; its arch list read from libtorch_cuda.so's fat
     binaries (else cuobjdump's listing, else inferred from the CUDA version)."""
-    import mmap
-
-    from cloudvault.restore import elf
     from cloudvault.restore.env import local_caps
-    from cloudvault.tools import cuda, gpu
+    from cloudvault.tools import cuda
 
     found = sorted(prefix.glob("lib/python*/site-packages/torch/version.py"))
     if not found:
         return None
     torch = env_meta.torch_version_file(found[-1].read_text(errors="replace"))
     lib = found[-1].parent / "lib" / "libtorch_cuda.so"
-    arch_text, source = None, None
-    if lib.is_file() and lib.stat().st_size:
-        with open(lib, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            arch_text, source = elf.main_arches(elf.cuda_arches(buf)), "libtorch_cuda.so fat binaries"
-        if arch_text is None and (tool := cuda.cuobjdump()):
-            archs = cuda.listed_archs(str(lib), tool)
-            arch_text, source = (gpu.describe(archs) if archs else None), "cuobjdump"
-    fit = env_meta.gpu_fit(torch, arch_text, local_caps(), source if arch_text else None)
+    found = cuda.library_arch_list(str(lib)) if lib.is_file() and lib.stat().st_size else None
+    fit = env_meta.gpu_fit(torch, found and found.text, local_caps(), found and found.source)
     return {"torch": torch, **fit} if fit else {"torch": torch}
 
 
