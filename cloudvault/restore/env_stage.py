@@ -13,6 +13,7 @@ from cloudvault.errors import UnsafeMember
 from cloudvault.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
+from cloudvault.restore import env_venv
 from cloudvault.restore.prefix import PrefixScanner
 
 SKIPPED_TYPES = ("fifo",)
@@ -43,11 +44,13 @@ def env_relative(member_path: str, folder: str) -> str | None:
 class StagingArea:
     """The staging folder; every path written is checked to resolve inside it (links already written included)."""
 
-    def __init__(self, root: Path, folder: str, old: str, new: str) -> None:
+    def __init__(self, root: Path, folder: str, old: str, new: str, venv=None, interpreter=None) -> None:
         self.root = os.path.realpath(root)
         self.folder = folder
         self.old, self.new = old, new
         self.scan = old != new
+        self.interpreter_links = set(venv.links) if venv is not None else set()  # env-relative bin/python*
+        self.interpreter = interpreter  # env_venv.Interpreter: what the outside link says after --python
 
     def path_for(self, member: Member, rel: str) -> str:
         reason = unsafe_reason(member.path, "file", None)
@@ -63,6 +66,9 @@ class StagingArea:
         """The symlink's target, moved to the new prefix when it pointed into the old one; refused when it would
         resolve outside the env, following the links already written (a chain `up -> ..`, `up/up2 -> ..`)."""
         target = member.link_target or ""
+        rel = os.path.relpath(out, self.root)
+        if rel in self.interpreter_links and not (target == self.old or target.startswith(self.old + "/")):
+            return env_venv.link_target(target, self.interpreter)  # a venv's python: recreated, never followed
         if os.path.isabs(target):
             if target != self.old and not target.startswith(self.old + "/"):
                 raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
