@@ -173,8 +173,8 @@ def _restore(ui, recipe, conn, envs, args) -> int:
     choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
                       python=args.python)  # fmt: skip
     results = []
-    for env in envs:  # shallowest first: a conda root is placed before the envs inside it
-        target = target_for(env, args.prefix, args.to)
+    placed = sorted(((target_for(env, args.prefix, args.to), env) for env in envs), key=lambda t: len(t[0].parts))
+    for target, env in placed:  # shallowest first: a conda root is placed before the envs inside it
         progress = ui.progress(f"restoring {env.name}")
         if args.move:
             result = move(conn, recipe, env, Path(args.move).expanduser().absolute(), target, choices)

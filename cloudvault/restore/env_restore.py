@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sqlite3
+import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from cloudvault.atomic import fsync_dir, process_gone
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.members import MemberReader
 from cloudvault.progress import Progress
-from cloudvault.restore import env_meta, env_venv
+from cloudvault.restore import env_bulk, env_meta, env_venv
 from cloudvault.restore.env import (
     MARKER,
     SPACE_MARGIN,
@@ -231,9 +232,14 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
     staging = prepare_staging(env, target, need, choices.force)
     try:
         progress.start(need, sum(m.type == "file" for m in members))
-        with MemberReader(conn, on_data=progress.advance) as reader:
-            area = StagingArea(staging, env.folder, old, new, venv, interpreter)
-            staged = stage(reader, members, area, progress)
+        area = StagingArea(staging, env.folder, old, new, venv, interpreter)
+        clock = time.monotonic()
+        if env_bulk.can_stage_in_parallel(members):
+            staged = env_bulk.stage_parallel(conn, members, area, progress)
+        else:
+            with MemberReader(conn, on_data=progress.advance) as reader:
+                staged = stage(reader, members, area, progress)
+        seconds = {"stage": time.monotonic() - clock}
         if venv and interpreter:
             env_venv.load_config(venv, staging)
             env_venv.check_version(env.name, venv, interpreter)  # the version_info pyvenv.cfg records
@@ -241,14 +247,18 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         progress.current("checking conda-meta and pip RECORD hashes")
         conda = env_meta.conda_paths(conda_documents(staging))
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+        seconds["verify"] = time.monotonic() - clock - seconds["stage"]
         progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, compiling byte-code")
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
+        seconds["relocate"] = time.monotonic() - clock - sum(seconds.values())
         if moved.unpatched and not choices.allow_unpatched:
             files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
             raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
+        mark = time.monotonic()
         os.sync()  # every file durable before the rename makes the env visible
+        seconds["sync"] = time.monotonic() - mark
         swap_into_place(staging, target, choices.force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
@@ -264,6 +274,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled, "pyc_note": moved.pyc_note,
         "verified": verified, "checks": checks, "gpu": installed_gpu_fit(target),
         "pitfalls": recipe.pitfalls_for(env.name), "python": _python_said(interpreter),
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }  # fmt: skip
 
 
