@@ -190,10 +190,17 @@ def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingAre
 
 def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea) -> None:
     out = area.path_for(member, rel)
-    os.makedirs(os.path.dirname(out), mode=0o700, exist_ok=True)
-    if os.path.lexists(out) and not os.path.isdir(out):
-        os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    folder = os.path.dirname(out)
+    if folder not in area.safe_dirs:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        area.made_folder(folder)
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # the same path twice in one archive: the later one wins, as with tar
+        if os.path.isdir(out) and not os.path.islink(out):
+            raise
+        os.unlink(out)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None))
     try:
         if member.size <= SMALL:

@@ -51,16 +51,24 @@ class StagingArea:
         self.scan = old != new
         self.interpreter_links = set(venv.links) if venv is not None else set()  # env-relative bin/python*
         self.interpreter = interpreter  # env_venv.Interpreter: what the outside link says after --python
+        self.safe_dirs: set[str] = set()  # folders made here and found to resolve inside (forgotten at each link)
 
     def path_for(self, member: Member, rel: str) -> str:
         reason = unsafe_reason(member.path, "file", None)
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was restored")
         out = os.path.join(self.root, rel)
-        parent = os.path.realpath(os.path.dirname(out))
+        folder = os.path.dirname(out)
+        if folder in self.safe_dirs:
+            return out
+        parent = os.path.realpath(folder)
         if parent != self.root and not parent.startswith(self.root + os.sep):
             raise UnsafeMember(path=member.path, why="it would land outside the env; nothing was restored")
         return out
+
+    def made_folder(self, folder: str) -> None:
+        """folder exists now and resolves inside (path_for said so): later members in it skip the walk."""
+        self.safe_dirs.add(folder)
 
     def link_target(self, member: Member, out: str) -> str:
         """The symlink's target, moved to the new prefix when it pointed into the old one; refused when it would
@@ -106,6 +114,7 @@ def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea
     if os.path.lexists(out) and not os.path.isdir(out):
         os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
     if member.type == "symlink":
+        area.safe_dirs.clear()  # a link may turn a folder name seen before into a way out
         os.symlink(area.link_target(member, out), out)
         staged.links += 1
     elif member.type == "hardlink":
