@@ -35,6 +35,8 @@ PY
   du -b "$ARCHIVE" | awk '{print "{\"archive_bytes\": " $1 "}"}'
   du -sb "$SRC" | awk '{print "{\"raw_bytes\": " $1 "}"}'
   tar -tf <(zstd -dc "$ARCHIVE") | wc -l | awk '{print "{\"members\": " $1 "}"}'
+  fi
+  if [ -n "$PACK" ] && [ "${ANCHORS:-1}" = 1 ]; then
   mkdir -p "$W/a1" "$W/a2"
   timed "anchor pzstd -dc -p $CORES | tar -x" bash -c "pzstd -dc -q -p $CORES $ARCHIVE | tar -x -C $W/a1"
   rm -rf "$W/a1"
