@@ -248,3 +248,17 @@ def test_scan_interpreter_links_of_a_venv_are_not_damage_others_are():
         "env/bin/tool",
         "env/lib/python",
     ]
+
+
+def test_a_member_whose_bytes_are_not_the_catalogs_is_exit_5_and_nothing_placed(pod_vault, tmp_path):
+    """The parallel writers check every file's BLAKE3 against the catalog: one that differs stops the restore."""
+    conn = sqlite3.connect(pod_vault.catalog)
+    conn.execute("UPDATE members SET blake3 = ? WHERE path = 'venv-env/pyvenv.cfg'", ("0" * 64,))
+    conn.commit()
+    conn.close()
+    target = tmp_path / "out/venv-env"
+    r = pod_vault("venv-env", "--prefix", str(target))
+    assert r.code == 5 and "pyvenv.cfg" in r.err, r.err
+    assert list((tmp_path / "out").iterdir()) == []
+    rows = sqlite3.connect(pod_vault.catalog).execute("SELECT status FROM restores").fetchall()
+    assert rows == [("failed",)]
