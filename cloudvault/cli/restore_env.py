@@ -2,7 +2,9 @@
 
 RECIPE names where the archives are (nebius: 015 data/miniforge3_tar/*.tar.zst packed at
 /mnt/filesystem-h8/miniforge3; runpod: 017 data/workspace/cs/backup/env-*.tar.zst packed at /workspace/env);
-every archive it finds is an env, named by its folder (envs/NAME). With no ENV, all of them.
+every env folder of the archives it finds (conda-meta/ or pyvenv.cfg) is an env, named by its folder (envs/NAME;
+`base` for a conda root holding envs/*). With no ENV, all of them. Venvs keep their interpreter links; a missing
+base python is exit 6 unless --python names one of the same major.minor (docs/envs.md).
 
   vault restore env nebius --list                                   envs, sizes, python, torch, CUDA build
   vault restore env nebius --dry-run                                the plan, reading only conda-meta

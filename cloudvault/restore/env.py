@@ -1,8 +1,9 @@
 """`vault restore env`: the lab's Python environments out of the mirror's env archives, at their recorded prefix
 or relocated, verified, and never half-written at the target.
 
-A recipe (recipes/env/NAME.toml) names the entry and an archive glob; each archive the glob finds in the catalog
-is one env, named by the folder that holds its conda-meta/ (envs/NAME), so a new archive needs no recipe edit.
+A recipe (recipes/env/NAME.toml) names the entry and an archive glob; each folder of an archive the glob finds
+that holds conda-meta/ or pyvenv.cfg is one env, named by that folder (envs/NAME; `base` for a conda root holding
+other envs), so one archive may hold a whole miniforge tree or several venvs, and a new archive needs no recipe edit.
 """
 
 from __future__ import annotations
