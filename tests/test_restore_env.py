@@ -472,9 +472,15 @@ def test_demo_mirror_envs_list_restore_under_another_root_and_move(demo_catalog,
     root = tmp_path / "miniforge3"
     r = vault("--catalog", db, "restore", "env", "nebius", "--to", str(root))
     assert r.code == 0, r.err
-    for name in ("vaultdemo", "neo"):
+    for name in ("vaultdemo", "neo", "specdec", "probe"):  # specdec, probe: inside miniforge3-tree.tar.zst
         assert _run(root / "envs" / name / "bin/vault-demo-hello").stdout.strip() == f"hello from {root}/envs/{name}"
+    assert _run(root / "bin/vault-demo-hello").stdout.strip() == f"hello from {root}"  # the tree's base, at ROOT
     assert "no kernels for compute capability 12.0" in r.err
+    assert envs["base"]["archive"].endswith("miniforge3-tree.tar.zst") and envs["base"]["files"] < envs["neo"]["files"]
+    alone = tmp_path / "base-alone"
+    r = vault("--catalog", db, "restore", "env", "nebius", "base", "--prefix", str(alone))
+    assert r.code == 0 and (alone / "conda-meta").is_dir() and list((alone / "envs").iterdir()) == [], r.err
+    assert _run(alone / "bin/vault-demo-hello").stdout.strip() == f"hello from {alone}"
     moved = tmp_path / "moved/vaultdemo"
     r = vault(
         "--catalog",
@@ -492,7 +498,7 @@ def test_demo_mirror_envs_list_restore_under_another_root_and_move(demo_catalog,
     assert _run(moved / "bin/vault-demo-hello").stdout.strip() == f"hello from {moved}"
     r = vault("--catalog", db, "restore", "env", "runpod", "probe_mini", "--prefix", str(tmp_path / "w/probe_mini"))
     assert r.code == 0 and "/tmp and /root vanish when a pod stops" in r.out
-    assert len(sqlite3.connect(db).execute("SELECT * FROM restores WHERE status = 'ok'").fetchall()) == 4
+    assert len(sqlite3.connect(db).execute("SELECT * FROM restores WHERE status = 'ok'").fetchall()) == 8
 
 
 def test_leftovers_of_dead_restores_are_removed_and_a_live_ones_kept(env_vault, tmp_path):

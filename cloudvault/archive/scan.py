@@ -8,6 +8,7 @@ Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive orde
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -70,6 +71,24 @@ class ScanResult:
             self.flags.append(Flag(kind, detail, member))
 
 
+_INTERPRETER = re.compile(r"python[0-9.]*")
+
+
+def venv_interpreter_root(path: str, kind: str, link: str | None) -> str | None:
+    """The env root when this member is shaped as a venv's interpreter link: `ROOT/bin/python*` a symlink to an
+    absolute python (`home` of pyvenv.cfg) or to a sibling `python*` (`python3.12 -> python`); else None."""
+    if kind != "symlink" or not link:
+        return None
+    folder, _, name = path.rpartition("/")
+    root, _, bin_dir = folder.rpartition("/")
+    if bin_dir != "bin" or not _INTERPRETER.fullmatch(name):
+        return None
+    target = link.rpartition("/")[2] if link.startswith("/") else link
+    if not _INTERPRETER.fullmatch(target) or (not link.startswith("/") and "/" in link):
+        return None
+    return root
+
+
 def member_path(name: bytes) -> tuple[str, bytes | None]:
     """Catalog path of a tar name: leading './' and trailing '/' dropped; raw bytes kept if they differ."""
     if not name.startswith(b"./") and not name.endswith(b"/") and name:  # most names: nothing to drop
@@ -115,6 +134,8 @@ class ArchiveScan:
         self.result = ScanResult()
         self._chains = LinkChains()
         self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
+        self._venv_links: list[tuple[str, str, str]] = []  # (env root, reason, path): judged once all is read
+        self._venv_roots: set[str] = set()  # folders holding a pyvenv.cfg
 
     def _damage(self, kind: str, offset: int, detail: str) -> None:
         """A header the walk could not read: the archive is flagged, the members around it are still read."""
@@ -146,6 +167,7 @@ class ArchiveScan:
             _finish_after_error(stream, self._fh, on_compressed)
             yield from map(_hashed, waiting)  # the members before the damage, as without threads
         finally:
+            self._judge_venv_links()
             if self._hashers:
                 self._hashers.close()
             if self._batch:  # the members read so far are inspected, even when the archive ends in damage
@@ -178,7 +200,12 @@ class ArchiveScan:
         reason = unsafe_reason(path, header.type, link)
         chained = self._chains.unsafe_reason(path, header.type, link)  # always: it records the symlinks
         reason = reason or chained
-        if reason:
+        if path == "pyvenv.cfg" or path.endswith("/pyvenv.cfg"):
+            self._venv_roots.add(path[: -len("pyvenv.cfg")].rstrip("/"))
+        root = venv_interpreter_root(path, header.type, link) if reason else None
+        if root is not None:
+            self._venv_links.append((root, reason, path))  # pyvenv.cfg may come after bin/ in the archive
+        elif reason:
             self.result.flag("unsafe_member", reason, path)
         if raw is not None and text_path(raw)[1] is not None:
             self.result.flag("non_utf8_name", "member name is not valid UTF-8 (raw bytes kept)", path)
@@ -186,6 +213,14 @@ class ArchiveScan:
         pieces = sparse.encode_map(h.sparse) if h.sparse is not None else None
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
                             h.header_offset, h.data_offset, digest, raw_link, pieces)  # fmt: skip
+
+    def _judge_venv_links(self) -> None:
+        """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
+        pyvenv.cfg beside its bin/ is flagged as any link leading outside."""
+        for root, reason, path in self._venv_links:
+            if root not in self._venv_roots:
+                self.result.flag("unsafe_member", reason, path)
+        self._venv_links = []
 
     def _digest(self, header: TarHeader, data: MemberData, path: str, link: str | None) -> str | None:
         """The member's BLAKE3; a hardlink's is that of its target as extracting up to here left it (a later member

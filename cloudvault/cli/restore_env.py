@@ -2,7 +2,9 @@
 
 RECIPE names where the archives are (nebius: 015 data/miniforge3_tar/*.tar.zst packed at
 /mnt/filesystem-h8/miniforge3; runpod: 017 data/workspace/cs/backup/env-*.tar.zst packed at /workspace/env);
-every archive it finds is an env, named by its folder (envs/NAME). With no ENV, all of them.
+every env folder of the archives it finds (conda-meta/ or pyvenv.cfg) is an env, named by its folder (envs/NAME;
+`base` for a conda root holding envs/*). With no ENV, all of them. Venvs keep their interpreter links; a missing
+base python is exit 6 unless --python names one of the same major.minor (docs/envs.md).
 
   vault restore env nebius --list                                   envs, sizes, python, torch, CUDA build
   vault restore env nebius --dry-run                                the plan, reading only conda-meta
@@ -44,6 +46,7 @@ def add_arguments(parser) -> None:
         metavar="FROM",
         help="move an env vault restored at FROM to --prefix/--to (relocated again), then remove FROM",
     )
+    parser.add_argument("--python", metavar="PATH", help="run a venv on this python (same major.minor as its own)")
     parser.add_argument("--no-checks", action="store_true", help="skip the recipe's smoke checks")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -54,7 +57,7 @@ def run(args) -> int:
     from cloudvault.cli.ui import UI
     from cloudvault.restore.env import EnvRecipe, local_caps
 
-    for option in ("prefix", "to", "move"):
+    for option in ("prefix", "to", "move", "python"):
         if getattr(args, option) is not None and not getattr(args, option).strip():
             raise errors.UsageError(detail=f"--{option} needs a path")
     recipe = EnvRecipe(args.recipe)
@@ -165,28 +168,20 @@ def _dry_run_move(ui, recipe, env, args) -> int:
 def _restore(ui, recipe, conn, envs, args) -> int:
     from pathlib import Path
 
-    from cloudvault.catalog.records import now
     from cloudvault.restore.env import ChecksFailed, target_for
     from cloudvault.restore.env_move import move
-    from cloudvault.restore.env_restore import Choices, record, restore
+    from cloudvault.restore.env_restore import Choices, restore
 
-    choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks)
+    choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
+                      python=args.python)  # fmt: skip
     results = []
-    for env in envs:
-        target = target_for(env, args.prefix, args.to)
-        started = now()
+    placed = sorted(((target_for(env, args.prefix, args.to), env) for env in envs), key=lambda t: len(t[0].parts))
+    for target, env in placed:  # shallowest first: a conda root is placed before the envs inside it
         progress = ui.progress(f"restoring {env.name}")
-        try:
-            if args.move:
-                result = move(conn, recipe, env, Path(args.move).expanduser().absolute(), target, choices)
-            else:
-                result = restore(conn, recipe, env, target, choices, progress=progress)
-        except errors.VaultError as exc:
-            if not isinstance(exc, errors.DestinationExists):
-                record(conn, env, target, None, exc.message, started)
-            raise
-        if result["status"] != "already restored":
-            record(conn, env, target, result, None, started)
+        if args.move:
+            result = move(conn, recipe, env, Path(args.move).expanduser().absolute(), target, choices)
+        else:
+            result = restore(conn, recipe, env, target, choices, progress=progress)
         results.append(result)
         _say(ui, result)
     if ui.as_json:
@@ -237,6 +232,10 @@ def _say_restored(ui, r: dict) -> None:
         f"  {r['files']} files ({human_size(r['bytes'])}), {r['links']} links; verified: {v['blake3_files']} "
         f"BLAKE3, {v['conda_checked']} conda-meta sha256, {v['record_checked']} pip RECORD sha256"
     )
+    if r.get("python"):
+        py = r["python"]
+        was = f" (was {py['replaced']})" if py["replaced"] else ""
+        ui.line(f"  venv on {py['base']}{was}, Python {py['version']}")
     for what, key in (("differ from conda-meta", "conda_differ"), ("differ from pip RECORD", "record_differ")):
         if v[key]:
             ui.warn(f"{r['name']}: {len(v[key])} file(s) {what} (changed after install): {', '.join(v[key][:5])}")

@@ -1,5 +1,6 @@
-"""Demo part: one small real env archive in 015 (Nebius, envs/NAME under the miniforge root) and one in 017
-(RunPod, env-NAME.tar.zst with its RESTORE.md), and the `vault restore env` journeys over them.
+"""Demo part: small real env archives in 015 (Nebius: envs/NAME under the miniforge root, and one whole
+miniforge tree holding its base and two envs) and one in 017 (RunPod, env-NAME.tar.zst with its RESTORE.md), and
+the `vault restore env` journeys over them.
 
 The envs are real: `python -m venv --copies` of the running python, a console script, byte-code compiled at
 the recorded prefix, a binary padded with NULs to a conda placeholder's length, and conda-meta records in
@@ -147,6 +148,16 @@ def pack(root: Path, folder: str, out: Path) -> None:
             raise RuntimeError(f"tar failed for {root / folder}")
 
 
+TREE_ENVS = ("specdec", "probe")
+
+
+def build_tree(build: Path, root: str, names: tuple[str, ...]) -> None:
+    """A miniforge root as one tree: its base env (conda-meta/ at the root) and envs/NAME inside it."""
+    make_env(build, root, root)
+    for name in names:
+        make_env(build / "envs" / name, f"{root}/envs/{name}", root)
+
+
 def build(tree: Path) -> None:
     from cloudvault.demo.build import MTIME
 
@@ -159,6 +170,8 @@ def build(tree: Path) -> None:
         add_torch_stub(work / "nebius/envs/neo")
         for name in ("vaultdemo", "neo"):
             pack(work / "nebius", f"envs/{name}", archives / f"{name}.tar.zst")
+        build_tree(work / "tree", NEBIUS_ROOT, TREE_ENVS)
+        pack(work / "tree", ".", archives / "miniforge3-tree.tar.zst")  # the whole root: base and envs/*
         make_env(work / "runpod/probe_mini", f"{RUNPOD_ROOT}/probe_mini", "/workspace/miniforge3")
         pack(work / "runpod", "probe_mini", runpod)
     (runpod.parent / "RESTORE.md").write_text(RESTORE_MD)
@@ -172,6 +185,7 @@ def journeys(dest: Path, root: Path) -> list[list[str]]:
         ["restore", "env", "nebius", "--list"],
         ["restore", "env", "nebius", "--dry-run"],
         ["restore", "env", "nebius", "--to", str(envs / "miniforge3"), "--force"],
+        ["restore", "env", "nebius", "specdec", "--prefix", str(envs / "specdec"), "--force"],
         [
             "restore",
             "env",

@@ -1,8 +1,9 @@
 """`vault restore env`: the lab's Python environments out of the mirror's env archives, at their recorded prefix
 or relocated, verified, and never half-written at the target.
 
-A recipe (recipes/env/NAME.toml) names the entry and an archive glob; each archive the glob finds in the catalog
-is one env, named by the folder that holds its conda-meta/ (envs/NAME), so a new archive needs no recipe edit.
+A recipe (recipes/env/NAME.toml) names the entry and an archive glob; each folder of an archive the glob finds
+that holds conda-meta/ or pyvenv.cfg is one env, named by that folder (envs/NAME; `base` for a conda root holding
+other envs), so one archive may hold a whole miniforge tree or several venvs, and a new archive needs no recipe edit.
 """
 
 from __future__ import annotations
@@ -67,12 +68,16 @@ class EnvSource:
     prefix: str | None
     mirror_id: int
     entry_id: str
+    nested: tuple[str, ...] = ()  # the folders of envs inside this one (a conda root's envs/*): not its members
 
     def members(self, conn: sqlite3.Connection) -> list[Member]:
         found = EntryMembers(conn, self.mirror_id, self.entry_id, self.archive.path.rsplit("/", 1)[-1]).glob("*")
         inside = self.folder + "/"
-        return [m for m in found if m.file_id == self.archive.file_id and
-                (not self.folder or m.path == self.folder or m.path.startswith(inside))]  # fmt: skip
+        out = [m for m in found if m.file_id == self.archive.file_id and
+               (not self.folder or m.path == self.folder or m.path.startswith(inside))]  # fmt: skip
+        if self.nested:
+            out = [m for m in out if not any(m.path == n or m.path.startswith(n + "/") for n in self.nested)]
+        return out
 
 
 class EnvRecipe:
@@ -96,24 +101,29 @@ class EnvRecipe:
         envs: dict[str, EnvSource] = {}
         self.skipped = []
         for archive in (f for f in files if f.archive is None and f.type == "file"):
-            folder = _env_folder(conn, mirror_id, entry_id, archive)
-            if folder is None:
-                self.skipped.append(f"{archive.path}: no conda-meta/ or bin/python among its indexed members")
+            folders = _env_folders(conn, mirror_id, entry_id, archive)
+            if not folders:
+                self.skipped.append(f"{archive.path}: no conda-meta/, pyvenv.cfg or bin/python among its members")
                 continue
             stem = archive.path.rsplit("/", 1)[-1].removesuffix(".tar.zst")
-            name = folder.rsplit("/", 1)[-1] if folder else stem.removeprefix("env-")
-            if name in envs:
-                self.skipped.append(f"{archive.path}: env {name!r} again (restored from {envs[name].archive.path})")
-                continue
-            envs[name] = EnvSource(name, archive, folder, self._prefix(name, folder), mirror_id, entry_id)
+            for folder in folders:
+                nested = tuple(f for f in folders if f != folder and (not folder or f.startswith(folder + "/")))
+                own = folder.rsplit("/", 1)[-1] if folder else stem.removeprefix("env-")
+                name = "base" if nested else own  # a conda root with its envs inside: conda's own name for it
+                if name in envs:
+                    self.skipped.append(f"{archive.path}: env {name!r} again (from {envs[name].archive.path})")
+                    continue
+                prefix = self._prefix(name, folder, bool(nested))
+                envs[name] = EnvSource(name, archive, folder, prefix, mirror_id, entry_id, nested)
         return list(envs.values())
 
-    def _prefix(self, name: str, folder: str) -> str | None:
+    def _prefix(self, name: str, folder: str, tree: bool = False) -> str | None:
         own = self.data.get("envs", {}).get(name, {}).get("prefix")
         if own:
             return own.rstrip("/")
         if "root" in self.data:
-            return "/".join(p for p in (self.data["root"].rstrip("/"), folder or name) if p)
+            inside = folder or ("" if tree else name)  # a tree packed from the root itself: its base is the root
+            return "/".join(p for p in (self.data["root"].rstrip("/"), inside) if p) or "/"
         return "/" + folder if folder else None  # packed with absolute paths (tar -P): the path is the prefix
 
     def pick(self, envs: list[EnvSource], names: list[str]) -> list[EnvSource]:
@@ -128,21 +138,42 @@ class EnvRecipe:
                 close = difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.4)
                 hint = f"; did you mean: {', '.join(close)}" if close else f"; it has: {', '.join(by_name) or 'none'}"
                 raise EnvNotFound(name=name, recipe=self.name, entry=self.data["entry"], hint=hint)
-        return [by_name[n] for n in dict.fromkeys(names)]
+        wanted = set(names)
+        return [e for e in envs if e.name in wanted]  # in the archive's order: a conda root before its envs
 
 
-def _env_folder(conn: sqlite3.Connection, mirror_id: int, entry_id: str, archive: Member) -> str | None:
-    """The folder inside the archive that is an env: the shallowest holding conda-meta/ (else bin/python)."""
+def _env_folders(conn: sqlite3.Connection, mirror_id: int, entry_id: str, archive: Member) -> list[str]:
+    """The folders inside the archive that are envs, shallowest first: each holding conda-meta/ or a pyvenv.cfg
+    (a conda root and its envs/*, several venvs); else the shallowest holding bin/python."""
     members = EntryMembers(conn, mirror_id, entry_id, archive.path.rsplit("/", 1)[-1])
-    for pattern, marker in (("*conda-meta/*", "conda-meta/"), ("*bin/python*", "bin/python")):
-        folders = set()
+    found: set[str] = set()
+    for pattern, marker, exact in (("*conda-meta/*", "conda-meta/", False), ("*pyvenv.cfg", "pyvenv.cfg", True)):
         for m in members.glob(pattern):
-            at = m.path.find(marker)
-            if m.file_id == archive.file_id and (at == 0 or m.path[at - 1 : at] == "/"):
-                folders.add(m.path[:at].rstrip("/"))
-        if folders:
-            return min(folders, key=lambda f: (f.count("/"), f))
-    return None
+            at = m.path.rfind(marker) if exact else m.path.find(marker)
+            if m.file_id != archive.file_id or not (at == 0 or m.path[at - 1 : at] == "/"):
+                continue
+            if exact and (m.type != "file" or at + len(marker) != len(m.path)):
+                continue
+            found.add(m.path[:at].rstrip("/"))
+    if not found:
+        pythons = {m.path[: m.path.find("bin/python")].rstrip("/") for m in members.glob("*bin/python*")
+                   if m.file_id == archive.file_id and _at_component(m.path, "bin/python")}  # fmt: skip
+        return [min(pythons, key=lambda f: (f.count("/"), f))] if pythons else []
+    ordered = sorted(found, key=lambda f: (f.count("/"), f))
+    return [f for f in ordered if not any(_inside_files(f, other) for other in ordered if other != f)]
+
+
+def _at_component(path: str, marker: str) -> bool:
+    at = path.find(marker)
+    return at == 0 or (at > 0 and path[at - 1] == "/")
+
+
+def _inside_files(folder: str, env: str) -> bool:
+    """Whether folder lies among env's installed files (lib/, pkgs/, share/...), not among its envs/."""
+    rest = folder[len(env) + 1 :] if env else folder
+    if env and not folder.startswith(env + "/"):
+        return False
+    return not rest.startswith("envs/")
 
 
 def target_for(env: EnvSource, prefix: str | None, to: str | None) -> Path:
@@ -150,7 +181,8 @@ def target_for(env: EnvSource, prefix: str | None, to: str | None) -> Path:
     if prefix:
         return Path(os.path.abspath(os.path.expanduser(prefix)))
     if to:
-        return Path(os.path.abspath(os.path.expanduser(to))) / (env.folder or env.name)
+        root = Path(os.path.abspath(os.path.expanduser(to)))
+        return root / env.folder if env.folder else (root if env.nested else root / env.name)
     if env.prefix is None:
         raise errors.UsageError(detail=f"the recipe records no prefix for {env.name}; give --prefix or --to")
     return Path(env.prefix)

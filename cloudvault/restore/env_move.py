@@ -20,6 +20,7 @@ from cloudvault.restore.env_restore import (
     discard_staging,
     installed_gpu_fit,
     prepare_staging,
+    recorded,
     swap_into_place,
 )
 from cloudvault.restore.env_rewrite import relocate
@@ -85,7 +86,11 @@ def move(
     target: Path,
     choices: Choices = Choices(),
 ) -> dict:
-    """The env at source (restored by vault: it has a marker) placed at target and source removed."""
+    """The env at source (restored by vault: it has a marker) placed at target and source removed; recorded."""
+    return recorded(conn, env, target, lambda: _move(recipe, env, source, target, choices))
+
+
+def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices: Choices) -> dict:
     marker = read_marker(source)
     if marker is None:
         raise errors.UsageError(detail=f"{source} has no {MARKER}: only an env vault restored can be moved")

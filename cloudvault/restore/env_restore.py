@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from cloudvault.atomic import fsync_dir, process_gone
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.io.members import MemberReader
 from cloudvault.progress import Progress
-from cloudvault.restore import env_meta
+from cloudvault.restore import env_bulk, env_meta, env_venv
 from cloudvault.restore.env import (
     MARKER,
     SPACE_MARGIN,
@@ -171,17 +172,47 @@ def _write_marker(root: Path, env: EnvSource, recipe: EnvRecipe, old: str, new: 
     (root / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
-class Choices(namedtuple("Choices", "force allow_unpatched smoke", defaults=(False, False, True))):
+class Choices(namedtuple("Choices", "force allow_unpatched smoke python", defaults=(False, False, True, None))):
     """What the user chose for a restore or a move: replace an existing target (--force), accept files that
-    could not be relocated (--allow-unpatched), run the smoke checks (not --no-checks)."""
+    could not be relocated (--allow-unpatched), run the smoke checks (not --no-checks), the python a venv runs on
+    here (--python PATH, same major.minor as its own)."""
 
     __slots__ = ()
 
 
 def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path,
             choices: Choices = Choices(), progress: Progress | None = None) -> dict:  # fmt: skip
-    """Restore env at target (its prefix from now on); returns what was done. Nothing is at target unless all of
-    it is: the env is built in a staging folder beside target and renamed into place at the end."""
+    """Restore env at target (its prefix from now on); returns what was done, recorded in the catalog (a failed
+    or interrupted one too). Nothing is at target unless all of it is: the env is built in a staging folder
+    beside target and renamed into place at the end."""
+    return recorded(conn, env, target, lambda: _restore(conn, recipe, env, target, choices, progress))
+
+
+def recorded(conn: sqlite3.Connection, env: EnvSource, target: Path, work) -> dict:
+    """work() run and its outcome recorded as one restores row: ok (placed), interrupted (Ctrl-C, a signal) or
+    failed (any other error but a target that was already there, which is not a restore)."""
+    started = now()
+    try:
+        result = work()
+    except errors.DestinationExists:
+        raise
+    except errors.VaultError as exc:
+        status = "interrupted" if isinstance(exc, errors.Interrupted) else "failed"
+        record(conn, env, target, None, {"error": exc.message, "exit_code": exc.exit_code}, status, started)
+        raise
+    except KeyboardInterrupt:
+        record(conn, env, target, None, {"error": errors.Interrupted().message}, "interrupted", started)
+        raise
+    except OSError as exc:
+        record(conn, env, target, None, {"error": f"{exc.strerror or exc}"}, "failed", started)
+        raise
+    if result["status"] != "already restored":
+        record(conn, env, target, result, None, "ok", started)
+    return result
+
+
+def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, choices: Choices,
+             progress: Progress | None) -> dict:  # fmt: skip
     progress = progress or Progress()
     if env.prefix is None:
         why = f"the recipe records no original prefix for {env.name}: add envs.{env.name}.prefix"
@@ -192,23 +223,41 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
     if same and not choices.force:
         return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}
     members = env.members(conn)
+    venv = env_venv.read_venv(members, env.folder)
+    if choices.python and venv is None:
+        raise errors.UsageError(detail=f"--python is for venvs; {env.name} has no pyvenv.cfg")
+    interpreter = env_venv.choose_interpreter(env.name, venv, choices.python) if venv else None
     need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
     staging = prepare_staging(env, target, need, choices.force)
     try:
         progress.start(need, sum(m.type == "file" for m in members))
-        with MemberReader(conn, on_data=progress.advance) as reader:
-            staged = stage(reader, members, StagingArea(staging, env.folder, old, new), progress)
+        area = StagingArea(staging, env.folder, old, new, venv, interpreter)
+        clock = time.monotonic()
+        if env_bulk.can_stage_in_parallel(members):
+            staged = env_bulk.stage_parallel(conn, members, area, progress)
+        else:
+            with MemberReader(conn, on_data=progress.advance) as reader:
+                staged = stage(reader, members, area, progress)
+        seconds = {"stage": time.monotonic() - clock}
+        if venv and interpreter:
+            env_venv.load_config(venv, staging)
+            env_venv.check_version(env.name, venv, interpreter)  # the version_info pyvenv.cfg records
+            env_venv.retarget_config(staging, interpreter)  # --python: pyvenv.cfg names the new interpreter
         progress.current("checking conda-meta and pip RECORD hashes")
         conda = env_meta.conda_paths(conda_documents(staging))
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+        seconds["verify"] = time.monotonic() - clock - seconds["stage"]
         progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, compiling byte-code")
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
+        seconds["relocate"] = time.monotonic() - clock - sum(seconds.values())
         if moved.unpatched and not choices.allow_unpatched:
             files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
             raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
+        mark = time.monotonic()
         os.sync()  # every file durable before the rename makes the env visible
+        seconds["sync"] = time.monotonic() - mark
         swap_into_place(staging, target, choices.force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
@@ -223,8 +272,16 @@ def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target:
         "unpatched": moved.unpatched,
         "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled, "pyc_note": moved.pyc_note,
         "verified": verified, "checks": checks, "gpu": installed_gpu_fit(target),
-        "pitfalls": recipe.pitfalls_for(env.name),
+        "pitfalls": recipe.pitfalls_for(env.name), "python": _python_said(interpreter),
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }  # fmt: skip
+
+
+def _python_said(interpreter) -> dict | None:
+    if interpreter is None:
+        return None
+    return {"base": interpreter.new or interpreter.old, "version": interpreter.version,
+            "replaced": interpreter.old if interpreter.new else None}  # fmt: skip
 
 
 def conda_documents(root: Path) -> dict[str, bytes]:
@@ -255,11 +312,10 @@ def installed_gpu_fit(prefix: Path) -> dict | None:
     return {"torch": torch, **fit} if fit else {"torch": torch}
 
 
-def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result: dict | None, error: str | None,
-           started: str) -> None:  # fmt: skip
-    """One restores row: ok, failed or interrupted, with what was checked (never an environment variable)."""
-    status = "ok" if error is None else ("interrupted" if "interrupted" in error else "failed")
-    detail = {"error": error} if error else {k: v for k, v in (result or {}).items() if k not in ("name", "target")}
+def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result: dict | None, error: dict | None,
+           status: str, started: str) -> None:  # fmt: skip
+    """One restores row with what was checked (never an environment variable); status is the outcome's."""
+    detail = error if error else {k: v for k, v in (result or {}).items() if k not in ("name", "target")}
     record_restore(conn, kind="env", mirror_id=env.mirror_id, entry_id=env.entry_id, name=env.name,
                    source=env.archive.path, source_hash=env.archive.blake3, target=str(target), status=status,
                    detail=detail, started_at=started)  # fmt: skip

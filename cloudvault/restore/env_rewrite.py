@@ -140,34 +140,44 @@ for source, shown in json.load(sys.stdin):
 """
 
 
-def recompile(root: Path, sources: list[str], new: str, moved: Relocation) -> None:
+def recompile(root: Path, sources: list[str], new: str, moved: Relocation, workers: int | None = None) -> None:
     """Byte-compile sources with the env's own python (its magic number, its optimisations), recording the new
-    prefix's paths, not staging's, in the code objects."""
+    prefix's paths, not staging's, in the code objects; on up to `workers` processes at once (every core)."""
     python = env_python(root)
     if not sources:
         return
     if python is None:
         moved.pyc_note = "no python in the env: byte-code removed, not recompiled"
         return
+    from cloudvault.index.budget import cores_present
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONDONTWRITEBYTECODE": "1"}
-    pairs = json.dumps([[str(root / s), f"{new}/{s}"] for s in sources])
+    parts = max(1, min(workers or cores_present(), len(sources) // PER_PROCESS))
+    shares = [sources[i::parts] for i in range(parts)]
+    procs, notes = [], []
     try:
-        done = subprocess.run(
-            [str(python), "-c", COMPILE],
-            input=pairs,
-            text=True,
-            env=env,
-            cwd=root,
-            capture_output=True,
-            timeout=600,
-            check=False,
-        )
+        for share in shares:  # every process gets its share first: they compile at once
+            proc = subprocess.Popen([str(python), "-c", COMPILE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=env, cwd=root)  # fmt: skip
+            procs.append(proc)
+            proc.stdin.write(json.dumps([[str(root / s), f"{new}/{s}"] for s in share]))
+            proc.stdin.close()
+        for proc in procs:
+            out = proc.stdout.read()
+            proc.wait(timeout=600)
+            if proc.returncode != 0 or out.strip():
+                notes.append(f"exit {proc.returncode}: {out[-300:]}".strip())
     except (OSError, subprocess.SubprocessError) as exc:
+        for proc in procs:
+            proc.kill()
         moved.pyc_note = f"the env's python could not run ({exc}): byte-code removed, not recompiled"
         return
     moved.pyc_recompiled = sum(1 for s in sources if _has_pyc(root / s))
-    if done.returncode != 0 or done.stdout.strip():
-        moved.pyc_note = f"byte-compiling: exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}".strip()
+    if notes:
+        moved.pyc_note = f"byte-compiling: {notes[0]}"
+
+
+PER_PROCESS = 200  # sources per compiling process at the least: fewer are not worth a python's start-up
 
 
 def _has_pyc(source: Path) -> bool:

@@ -13,6 +13,7 @@ from cloudvault.errors import UnsafeMember
 from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
+from cloudvault.restore import env_venv
 from cloudvault.restore.prefix import PrefixScanner
 
 SKIPPED_TYPES = ("fifo",)
@@ -43,26 +44,39 @@ def env_relative(member_path: str, folder: str) -> str | None:
 class StagingArea:
     """The staging folder; every path written is checked to resolve inside it (links already written included)."""
 
-    def __init__(self, root: Path, folder: str, old: str, new: str) -> None:
+    def __init__(self, root: Path, folder: str, old: str, new: str, venv=None, interpreter=None) -> None:
         self.root = os.path.realpath(root)
         self.folder = folder
         self.old, self.new = old, new
         self.scan = old != new
+        self.interpreter_links = set(venv.links) if venv is not None else set()  # env-relative bin/python*
+        self.interpreter = interpreter  # env_venv.Interpreter: what the outside link says after --python
+        self.safe_dirs: set[str] = set()  # folders made here and found to resolve inside (forgotten at each link)
 
     def path_for(self, member: Member, rel: str) -> str:
         reason = unsafe_reason(member.path, "file", None)
         if reason:
             raise UnsafeMember(path=member.path, why=reason + "; nothing was restored")
         out = os.path.join(self.root, rel)
-        parent = os.path.realpath(os.path.dirname(out))
+        folder = os.path.dirname(out)
+        if folder in self.safe_dirs:
+            return out
+        parent = os.path.realpath(folder)
         if parent != self.root and not parent.startswith(self.root + os.sep):
             raise UnsafeMember(path=member.path, why="it would land outside the env; nothing was restored")
         return out
+
+    def made_folder(self, folder: str) -> None:
+        """folder exists now and resolves inside (path_for said so): later members in it skip the walk."""
+        self.safe_dirs.add(folder)
 
     def link_target(self, member: Member, out: str) -> str:
         """The symlink's target, moved to the new prefix when it pointed into the old one; refused when it would
         resolve outside the env, following the links already written (a chain `up -> ..`, `up/up2 -> ..`)."""
         target = member.link_target or ""
+        rel = os.path.relpath(out, self.root)
+        if rel in self.interpreter_links and not (target == self.old or target.startswith(self.old + "/")):
+            return env_venv.link_target(target, self.interpreter)  # a venv's python: recreated, never followed
         if os.path.isabs(target):
             if target != self.old and not target.startswith(self.old + "/"):
                 raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
@@ -100,6 +114,7 @@ def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea
     if os.path.lexists(out) and not os.path.isdir(out):
         os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
     if member.type == "symlink":
+        area.safe_dirs.clear()  # a link may turn a folder name seen before into a way out
         os.symlink(area.link_target(member, out), out)
         staged.links += 1
     elif member.type == "hardlink":

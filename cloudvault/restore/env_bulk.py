@@ -1,0 +1,223 @@
+"""Stage a whole env archive on every core: its frames decoded in parallel (ParallelFrameStream, as `vault index`
+reads a pzstd archive), the tar walked once in order, and each file written, BLAKE3-checked against the catalog,
+sha256-hashed (for conda-meta and pip RECORD) and scanned for the old prefix by a pool of writer threads.
+
+The walk's thread keeps what must stay in order: folders, symlinks (each judged against the links already
+written), hardlinks, and the member list checked against the catalog (type and size of every member at its
+offset). A writer gets views of the decoded pieces, pinned until written, so memory stays a few frames deep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+
+import blake3
+
+from cloudvault.archive.tar import TarFormatError, iter_members
+from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
+from cloudvault.errors import HashMismatch, IntegrityError
+from cloudvault.members import archive_source
+from cloudvault.models import Member
+from cloudvault.progress import Progress
+from cloudvault.restore.env_stage import SKIPPED_TYPES, Staged, StagingArea, _stage_one, env_relative
+from cloudvault.restore.prefix import PrefixScanner
+
+SMALL = 64 << 10  # a smaller file's bytes are copied to its writer; a larger one's views are pinned
+IO_CHUNK = 1 << 20
+
+
+def cores() -> int:
+    from cloudvault.index.budget import cores_present
+
+    return cores_present()
+
+
+def can_stage_in_parallel(members: list[Member]) -> bool:
+    """One archive, no sparse member (those take the member reader's path)."""
+    archives = {m.file_id for m in members if m.archive is not None}
+    return len(archives) == 1 and all(m.archive is not None and m.sparse_map is None for m in members)
+
+
+class _FileJob:
+    """One file's bytes on their way to disk, hashed and scanned by the writer thread that took the job."""
+
+    __slots__ = ("fd", "rel", "member", "views", "scan", "error", "sha256", "holding", "done")
+
+    def __init__(self, fd: int, rel: str, member: Member, scan: bytes | None) -> None:
+        self.fd, self.rel, self.member, self.scan = fd, rel, member, scan
+        self.views: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.sha256 = ""
+        self.holding: bool | None = None  # has a NUL byte, when it holds the old prefix
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        b3, sha = blake3.blake3(), hashlib.sha256()
+        scanner = PrefixScanner(self.scan) if self.scan else None
+        try:
+            while (item := self.views.get()) is not None:
+                view, release = item
+                try:
+                    if self.error is None:
+                        _write_all(self.fd, view)
+                        b3.update(view)
+                        sha.update(view)
+                        if scanner:
+                            scanner.feed(view if isinstance(view, bytes) else bytes(view))
+                except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
+                    self.error = exc
+                finally:
+                    release()
+            if self.error is None:
+                found = b3.hexdigest()
+                if self.member.blake3 is not None and found != self.member.blake3:
+                    self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
+                os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
+                os.utime(self.fd, (self.member.mtime, self.member.mtime))
+                self.sha256 = sha.hexdigest()
+                if scanner and scanner.found:
+                    self.holding = scanner.has_nul
+        except BaseException as exc:
+            self.error = self.error or exc
+        finally:
+            os.close(self.fd)
+            self.done.set()
+
+
+def _write_all(fd: int, view) -> None:
+    view = memoryview(view)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class _Writers:
+    """Threads that take file jobs in the order they were started and write each whole."""
+
+    def __init__(self, threads: int) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._run, name="env-writer", daemon=True) for _ in range(threads)]
+        self.started: list[_FileJob] = []
+        self.failed = threading.Event()
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job.run()
+            if job.error is not None:
+                self.failed.set()
+
+    def start(self, job: _FileJob) -> _FileJob:
+        self.started.append(job)
+        self._jobs.put(job)
+        return job
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
+def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Progress,
+                   threads: int | None = None) -> Staged:  # fmt: skip
+    """Write members (all of one archive) under area in one parallel pass; raises UnsafeMember, HashMismatch,
+    IntegrityError (an archive that is not what the catalog says), OSError (a full disk)."""
+    threads = max(2, threads or cores())
+    opener, _frames = archive_source(conn, members[0].file_id)
+    wanted = {m.data_offset: m for m in members}
+    staged = Staged()
+    writers = _Writers(threads)
+    fh = opener()
+    head = fh.read(32)
+    size = fh.seek(0, 2)
+    fh.seek(0)
+    multi = looks_multi_frame(head, size)
+    stream = ParallelFrameStream(fh, opener, threads) if multi else ThreadedFrameStream(fh)
+    hardlinks: list[tuple[str, str]] = []
+    try:
+        _walk(stream, wanted, writers, area, staged, progress, hardlinks)
+    except (ZstdFormatError, TarFormatError) as exc:
+        raise IntegrityError(detail=f"damaged archive: {exc}; nothing was restored") from None
+    finally:
+        writers.close()
+        stream.close()
+        fh.close()
+    for job in writers.started:
+        if job.error is not None:
+            raise job.error
+        staged.sha256[job.rel] = job.sha256
+        if job.holding is not None:
+            staged.holding_prefix[job.rel] = job.holding
+    if wanted:
+        missing = min(wanted.values(), key=lambda m: m.data_offset)
+        raise IntegrityError(detail=f"the archive ends before {missing.label}; nothing was restored")
+    for rel, target in hardlinks:  # their hashes are their targets', known once the writers are done
+        staged.sha256[rel] = staged.sha256.get(target, "")
+        if target in staged.holding_prefix:
+            staged.holding_prefix[rel] = staged.holding_prefix[target]
+    return staged
+
+
+def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingArea, staged: Staged,
+          progress: Progress, hardlinks: list) -> None:  # fmt: skip
+    """The tar walk: each member the catalog lists at its offset placed (folders, links) or handed to a writer."""
+    for header, data in iter_members(stream, _refuse_damage):
+        member = wanted.pop(header.data_offset, None)
+        if member is None:
+            continue
+        if header.type != member.type or (member.type == "file" and header.size != member.size):
+            raise IntegrityError(detail=f"{member.label} is not the member the catalog indexed; nothing was restored")
+        rel = env_relative(member.path, area.folder)
+        if rel is None or member.type in SKIPPED_TYPES:
+            continue
+        if writers.failed.is_set():
+            return  # the writer's error is raised once the writers are done
+        if member.type != "file":
+            _stage_one(None, member, rel, area, staged, progress)
+            if member.type == "hardlink":
+                hardlinks.append((rel, env_relative(member.link_target or "", area.folder) or ""))
+            continue
+        _start_file(writers, stream, data, member, rel, area)
+        staged.files += 1
+        staged.bytes += member.size
+        progress.advance(member.size)
+
+
+def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea) -> None:
+    out = area.path_for(member, rel)
+    folder = os.path.dirname(out)
+    if folder not in area.safe_dirs:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        area.made_folder(folder)
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # the same path twice in one archive: the later one wins, as with tar
+        if os.path.isdir(out) and not os.path.islink(out):
+            raise
+        os.unlink(out)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None))
+    try:
+        if member.size <= SMALL:
+            first = data.first_view(SMALL)
+            job.views.put((bytes(first), _nothing))
+            for view in data.views():  # a piece boundary may split even a small member
+                job.views.put((bytes(view), _nothing))
+        else:
+            for view in data.views(IO_CHUNK):
+                job.views.put((view, stream.pin()))
+    finally:
+        job.views.put(None)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _refuse_damage(kind: str, offset: int, detail: str) -> None:
+    raise IntegrityError(detail=f"damaged archive ({kind}): {detail} at offset {offset}; nothing was restored")
