@@ -19,7 +19,7 @@ import blake3
 from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.errors import HashMismatch, IntegrityError
-from cloudvault.members import archive_source
+from cloudvault.io.members import archive_source
 from cloudvault.models import Member
 from cloudvault.progress import Progress
 from cloudvault.restore.env_stage import SKIPPED_TYPES, Staged, StagingArea, _stage_one, env_relative
