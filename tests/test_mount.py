@@ -1,0 +1,335 @@
+"""`vault mount` over real FUSE (fuse3, /dev/fuse, mfusepy): the demo mirror mounted, read with ordinary tools."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cloudvault.mount.session import mounted
+from tests.conftest import require, vault_subprocess
+
+ENV_LOG = "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst/logs/saturate_env.log"
+
+
+@pytest.fixture
+def fuse():
+    """fusermount3, /dev/fuse and mfusepy; missing: skip, but with CI=true fail."""
+    require("fusermount3")
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError):
+        if os.environ.get("CI") == "true":
+            pytest.fail("mfusepy (the mount extra) is required in CI but is not installed")
+        pytest.skip("mfusepy not installed")
+    if not os.path.exists("/dev/fuse"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("/dev/fuse is required in CI")
+        pytest.skip("no /dev/fuse")
+
+
+class Mount:
+    def __init__(self, catalog: Path, point: Path) -> None:
+        self.catalog, self.point = catalog, point
+        self.pid: int | None = None
+        self.log = Path(f"{catalog}.cache/mount.log")
+
+    def start(self, *options: str) -> Mount:
+        done = vault_subprocess("--catalog", str(self.catalog), "mount", *options, str(self.point))
+        assert done.returncode == 0, done.stderr
+        self.pid = int(done.stdout.split("(pid ")[1].split(",")[0])
+        return self
+
+    def umount(self) -> subprocess.CompletedProcess:
+        return vault_subprocess("umount", str(self.point))
+
+    def stop(self) -> None:
+        if mounted(self.point):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.point)], check=False)
+        if self.pid:
+            for _ in range(100):
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+
+
+@pytest.fixture
+def mount_of(fuse, tmp_path):
+    made = []
+
+    def make(catalog: Path, *options: str) -> Mount:
+        point = tmp_path / f"mnt{len(made)}"
+        point.mkdir()
+        made.append(Mount(catalog, point).start(*options))
+        return made[-1]
+
+    yield make
+    for m in made:
+        m.stop()
+
+
+def archives(catalog: Path) -> list[tuple[str, str, str]]:
+    """(mirror root, archive path, entry) of every indexed archive."""
+    conn = sqlite3.connect(catalog)
+    sql = ("SELECT m.root, f.path, f.entry_id FROM archives a JOIN files f ON f.id = a.file_id "
+           "JOIN mirrors m ON m.id = f.mirror_id WHERE a.status = 'ok' ORDER BY f.path")  # fmt: skip
+    rows = conn.execute(sql).fetchall()
+    conn.close()
+    assert len(rows) >= 10
+    return rows
+
+
+def gnu_tar(archive: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    subprocess.run([require("tar"), "--zstd", "-xf", str(archive), "-C", str(dest)], check=True)
+    return dest
+
+
+def tree_files(folder: Path) -> dict[str, Path]:
+    return {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def test_every_member_reads_as_gnu_tar_and_vault_extract_give_it(demo_catalog, mount_of, tmp_path, vault):
+    m = mount_of(demo_catalog)
+    top = m.point / "Marvell_cloud"
+    checked = 0
+    for i, (root, path, entry) in enumerate(archives(demo_catalog)):
+        tar_files = tree_files(gnu_tar(Path(root) / path, tmp_path / f"tar{i}"))
+        out = tmp_path / f"vx{i}"
+        name = path.rsplit("/", 1)[-1]
+        got = vault("--catalog", str(demo_catalog), "extract", entry, "*", "--archive", name,
+                    "-o", str(out), "--keep-path")  # fmt: skip
+        assert got.code == 0, got.err
+        vault_files = tree_files(out)
+        mounted_files = tree_files(top / path)
+        secret = {ENV_LOG.split(".tar.zst/")[1]} if path in ENV_LOG else set()
+        assert set(tar_files) - secret == set(mounted_files) - secret
+        for rel, p in tar_files.items():
+            if rel in secret:
+                continue
+            data = (top / path / rel).read_bytes()
+            assert data == p.read_bytes(), f"{path} :: {rel}"
+            assert data == vault_files[rel].read_bytes()
+            assert (top / path / rel).stat().st_size == len(data)
+            checked += 1
+        assert (m.point / "Marvell_cloud" / (path + ".raw")).read_bytes() == (Path(root) / path).read_bytes()
+    assert checked > 100
+
+
+def test_plain_files_links_and_modes_are_the_mirrors(demo_catalog, demo_mirror, mount_of):
+    m = mount_of(demo_catalog)
+    top = m.point / "Marvell_cloud"
+    for p in demo_mirror.rglob("*"):
+        there = top / p.relative_to(demo_mirror)
+        if p.is_symlink():
+            assert os.readlink(there) == os.readlink(p)
+        elif p.is_file() and not p.name.endswith(".tar.zst"):
+            assert there.read_bytes() == p.read_bytes(), p
+            assert there.stat().st_mtime_ns // 10**6 == p.stat().st_mtime_ns // 10**6
+            assert there.stat().st_mode & 0o777 == p.stat().st_mode & 0o777
+        elif p.name.endswith(".tar.zst"):
+            assert there.is_dir()
+
+
+def test_find_grep_cp_and_python_work_inside_archives(demo_catalog, demo_mirror, mount_of, tmp_path):
+    m = mount_of(demo_catalog)
+    archive = m.point / "Marvell_cloud/018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    found = subprocess.run(["find", str(archive), "-type", "f"], capture_output=True, text=True, check=True)
+    assert f"{archive}/dumps/accept_meta.json" in found.stdout.splitlines()
+    needle = (archive / "dumps/accept_meta.json").read_text()[:12]
+    grep = subprocess.run(["grep", "-rlF", needle, str(m.point / "Marvell_cloud/018_aicluster_breakdown_debugger")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert f"{archive}/dumps/accept_meta.json" in grep.stdout.splitlines(), grep.stderr
+    subprocess.run(["cp", "-r", str(archive), str(tmp_path / "copy")], check=True)
+    tar = gnu_tar(demo_mirror / "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst", tmp_path / "tar")
+    assert subprocess.run(["diff", "-r", str(tar), str(tmp_path / "copy")]).returncode == 0
+    code = f"import sys; sys.stdout.write(open({str(archive / 'dumps/accept_meta.json')!r}).read())"
+    py = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert py.stdout == (tar / "dumps/accept_meta.json").read_text()
+
+
+def test_everything_that_writes_is_erofs(demo_catalog, mount_of):
+    m = mount_of(demo_catalog)
+    archive = m.point / "Marvell_cloud/018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    member = archive / "dumps/accept_meta.json"
+    attempts = [lambda: os.open(member, os.O_RDWR), lambda: os.open(member, os.O_WRONLY | os.O_APPEND),
+                lambda: os.open(archive / "new", os.O_WRONLY | os.O_CREAT),
+                lambda: os.mkdir(archive / "d"), lambda: os.rename(member, archive / "moved"),
+                lambda: os.chmod(member, 0o777), lambda: os.unlink(member), lambda: os.truncate(member, 0),
+                lambda: os.symlink("x", archive / "l")]  # fmt: skip
+    for attempt in attempts:
+        with pytest.raises(OSError) as caught:
+            attempt()
+        assert caught.value.errno == errno.EROFS
+    assert member.read_bytes()  # still there, unchanged
+
+
+def test_flagged_secret_lists_with_its_flag_but_is_unreadable_unless_allowed(demo_catalog, mount_of):
+    m = mount_of(demo_catalog)
+    secret = m.point / "Marvell_cloud" / ENV_LOG
+    assert secret.name in os.listdir(secret.parent)
+    assert os.getxattr(secret, "user.cloudvault.flag").startswith(b"secret: hf_token")
+    with pytest.raises(PermissionError):
+        secret.read_bytes()
+    assert "not readable without --allow-flagged" in m.log.read_text()
+    allowed = mount_of(demo_catalog, "--allow-flagged")
+    assert (allowed.point / "Marvell_cloud" / ENV_LOG).read_bytes()
+
+
+def damaged_copy(demo_mirror: Path, tmp_path: Path, vault) -> tuple[Path, Path]:
+    mirror = tmp_path / "Marvell_cloud"
+    shutil.copytree(demo_mirror, mirror, symlinks=True)
+    db = tmp_path / "copy.db"
+    assert vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(mirror)).code == 0
+    return mirror, db
+
+
+def test_flipped_byte_is_eio_on_the_damaged_member_and_right_bytes_for_the_others(demo_mirror, tmp_path, vault,
+                                                                                  mount_of):  # fmt: skip
+    mirror, db = damaged_copy(demo_mirror, tmp_path, vault)
+    rel = "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    conn = sqlite3.connect(db)
+    sql = "SELECT a.id FROM archives a JOIN files f ON f.id = a.file_id WHERE f.path = ?"
+    (aid,) = conn.execute(sql, (rel,)).fetchone()
+    frames = conn.execute("SELECT comp_offset, comp_size, raw_offset, raw_size FROM frames WHERE archive_id = ? "
+                          "ORDER BY idx", (aid,)).fetchall()  # fmt: skip
+    members = conn.execute("SELECT path, data_offset, size FROM members WHERE archive_id = ? AND type = 'file' "
+                           "AND size > 0", (aid,)).fetchall()  # fmt: skip
+    conn.close()
+    assert len(frames) >= 3
+    comp, comp_size, raw, raw_size = frames[2]
+    archive = mirror / rel
+    before = archive.stat()
+    blob = bytearray(archive.read_bytes())
+    blob[comp + comp_size // 2] ^= 0xFF
+    archive.write_bytes(blob)
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))  # as indexed: only the bytes differ
+    tar = gnu_tar(demo_mirror / rel, tmp_path / "tar")
+    m = mount_of(db)
+    damaged = [p for p, off, size in members if off < raw + raw_size and off + size > raw]
+    good = [p for p in (p for p, _, _ in members) if p not in damaged]
+    assert damaged and good
+    for p in damaged:
+        with pytest.raises(OSError) as caught:
+            (m.point / "Marvell_cloud" / rel / p).read_bytes()
+        assert caught.value.errno == errno.EIO
+    for p in good:
+        assert (m.point / "Marvell_cloud" / rel / p).read_bytes() == (tar / p).read_bytes()
+    assert f"EIO /Marvell_cloud/{rel}/{damaged[0]}" in m.log.read_text()
+
+
+def test_member_whose_bytes_differ_from_the_catalogs_blake3_is_eio_and_logged(demo_catalog, mount_of):
+    rel = "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    conn = sqlite3.connect(demo_catalog)
+    conn.execute("UPDATE members SET blake3 = ? WHERE path = 'dumps/accept_meta.json'", ("0" * 64,))
+    conn.commit()
+    conn.close()
+    m = mount_of(demo_catalog)
+    member = m.point / "Marvell_cloud" / rel / "dumps/accept_meta.json"
+    for _ in range(2):  # and again: the verdict is kept
+        with pytest.raises(OSError) as caught:
+            member.read_bytes()
+        assert caught.value.errno == errno.EIO
+    assert "the catalog has 0000000000000000" in m.log.read_text()
+    assert (m.point / "Marvell_cloud" / rel / "logs/accept_00.log").read_bytes()
+
+
+def test_stale_archive_is_eio_with_a_line_naming_it(demo_mirror, tmp_path, vault, mount_of):
+    mirror, db = damaged_copy(demo_mirror, tmp_path, vault)
+    rel = "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    m = mount_of(db)
+    os.utime(mirror / rel, ns=(1, 1))
+    with pytest.raises(OSError) as caught:
+        (m.point / "Marvell_cloud" / rel / "dumps/accept_meta.json").read_bytes()
+    assert caught.value.errno == errno.EIO
+    assert rel in m.log.read_text().splitlines()[-1]
+    assert "dumps" in os.listdir(m.point / "Marvell_cloud" / rel)  # listing still answers from the catalog
+
+
+def test_one_entry_mounts_at_the_root(demo_catalog, mount_of):
+    m = mount_of(demo_catalog, "--entry", "018")
+    assert "data" in os.listdir(m.point)
+    assert (m.point / "data/accept_g07.tar.zst/dumps/accept_meta.json").read_bytes()
+
+
+def _gone(pid: int) -> None:
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"mount process {pid} still running")
+
+
+def test_unmount_with_readers_open(demo_catalog, mount_of):
+    m = mount_of(demo_catalog)
+    member = m.point / "Marvell_cloud/018_aicluster_breakdown_debugger/data/accept_g07.tar.zst/logs/accept_00.log"
+    want = member.read_bytes()
+    with open(member, "rb") as reader:
+        head = reader.read(100)
+        done = m.umount()
+        assert done.returncode == 0, done.stderr
+        assert not mounted(m.point)
+        assert head + reader.read() == want  # the open reader keeps reading after the lazy unmount
+    assert os.listdir(m.point) == []
+    _gone(m.pid)
+
+
+def test_kill_9_then_umount_leaves_no_stuck_mount_point(demo_catalog, mount_of):
+    m = mount_of(demo_catalog)
+    os.kill(m.pid, signal.SIGKILL)
+    _gone(m.pid)
+    with pytest.raises(OSError) as caught:
+        os.listdir(m.point)
+    assert caught.value.errno == errno.ENOTCONN
+    done = m.umount()
+    assert done.returncode == 0, done.stderr
+    assert not mounted(m.point)
+    assert os.listdir(m.point) == []
+    again = m.umount()
+    assert again.returncode == 2 and "is not a mount point" in again.stderr
+
+
+def test_foreground_mount_unmounts_on_ctrl_c(demo_catalog, fuse, tmp_path):
+    point = tmp_path / "fg"
+    point.mkdir()
+    child = subprocess.Popen([sys.executable, "-m", "cloudvault", "--catalog", str(demo_catalog), "mount",
+                              "--foreground", "--entry", "018", str(point)], stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        for _ in range(300):
+            if mounted(point) and os.listdir(point):
+                break
+            time.sleep(0.05)
+        assert "data" in os.listdir(point)
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=20) == 0
+        assert not mounted(point)
+    finally:
+        if mounted(point):
+            subprocess.run(["fusermount3", "-u", "-z", str(point)])
+        child.kill()
+
+
+def test_missing_binding_is_one_line_naming_the_extra(demo_catalog, tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "mfusepy.py").write_text("raise ImportError('no mfusepy')\n")
+    env = {**os.environ, "PYTHONPATH": f"{shim}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    (tmp_path / "m").mkdir()
+    done = vault_subprocess("--catalog", str(demo_catalog), "mount", str(tmp_path / "m"), env=env)
+    assert done.returncode == 6
+    assert done.stderr.strip().splitlines() == [
+        "vault: error: mfusepy is not installed: install the mount extra (pip install 'cloudvault[mount]', "
+        "which brings mfusepy)"
+    ]
