@@ -248,6 +248,7 @@ def test_stale_archive_is_eio_with_a_line_naming_it(demo_mirror, tmp_path, vault
     mirror, db = damaged_copy(demo_mirror, tmp_path, vault)
     rel = "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
     m = mount_of(db)
+    assert (m.point / "Marvell_cloud" / rel / "logs/accept_00.log").read_bytes()  # the archive is open now
     os.utime(mirror / rel, ns=(1, 1))
     with pytest.raises(OSError) as caught:
         (m.point / "Marvell_cloud" / rel / "dumps/accept_meta.json").read_bytes()
