@@ -17,6 +17,7 @@ from cloudvault.errors import EnvironmentProblem, ToolMissing, UsageError
 
 READY_TIMEOUT_S = 30.0
 MAX_THREADS = 16
+KERNEL_CACHE_S = 3600  # the tree and its bytes never change while mounted: the kernel may keep what it was told
 LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a signal the handlers caught)
 MFUSEPY_HINT = "install the mount extra (pip install 'cloudvault[mount]', which brings mfusepy)"
 FUSE3_HINT = "install Debian's fuse3 package (apt-get install fuse3), which brings libfuse3 and fusermount3"
@@ -87,8 +88,10 @@ def serve(tree, sources, mountpoint: Path, *, allow_flagged: bool = False, debug
     logging.getLogger("fuse").setLevel(logging.DEBUG if debug else logging.CRITICAL)  # mfusepy's own errno chatter
     ops = make_operations(VaultFS(tree, sources, allow_flagged=allow_flagged))
     try:
+        caches = {"kernel_cache": True, "attr_timeout": KERNEL_CACHE_S, "entry_timeout": KERNEL_CACHE_S,
+                  "negative_timeout": KERNEL_CACHE_S}  # fmt: skip
         mfusepy.FUSE(ops, str(mountpoint), foreground=True, ro=True, nothreads=False, fsname="cloudvault",
-                     subtype="vault", debug=debug, max_threads=MAX_THREADS)  # fmt: skip
+                     subtype="vault", debug=debug, max_threads=MAX_THREADS, **caches)  # fmt: skip
     except RuntimeError as exc:
         if str(exc) == str(LOOP_ENDED_BY_SIGNAL) and not mounted(mountpoint):
             return  # Ctrl-C or SIGTERM: libfuse unmounted and reports the signal as its loop's end
