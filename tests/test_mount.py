@@ -356,3 +356,39 @@ def test_016_plot_script_run_from_the_mount_redraws_its_record_byte_identical(de
     for name in recipe["record"]["files"]:
         assert (work / name).read_bytes() == (results / name).read_bytes(), name
     assert len(recipe["record"]["files"]) == 6
+
+
+def test_sparse_and_hardlinked_members_read_as_gnu_tar_extracts_them(fuse, tmp_path, vault, mount_of):
+    """Members the demo lacks: a sparse file (holes read as zeros, at any offset) and a hardlink whose target was
+    updated later with `tar -r` (the link keeps the version stored before it)."""
+    tar = require("tar")
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "disk.img", "wb") as fh:
+        for i, at in enumerate((0, 9 << 20, 17 << 20)):
+            fh.seek(at)
+            fh.write(bytes([0x41 + i]) * 5000)
+        fh.truncate(24 << 20)
+    (src / "model.cfg").write_text("version 1\n")
+    os.link(src / "model.cfg", src / "model.lnk")
+    raw = tmp_path / "t.tar"
+    subprocess.run([tar, "--format=pax", "--sparse", "-C", str(src), "-cf", str(raw), "disk.img", "model.cfg",
+                    "model.lnk"], check=True)  # fmt: skip
+    (src / "model.cfg").write_text("version 2, appended later\n")
+    subprocess.run([tar, "-C", str(src), "-rf", str(raw), "model.cfg"], check=True)
+    entry = tmp_path / "m" / "018_t" / "data"
+    entry.mkdir(parents=True)
+    subprocess.run([require("zstd"), "-q", str(raw), "-o", str(entry / "t.tar.zst")], check=True)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    m = mount_of(db)
+    folder = m.point / "m/018_t/data/t.tar.zst"
+    expected = (src / "disk.img").read_bytes()
+    assert (folder / "disk.img").stat().st_size == len(expected)
+    assert (folder / "disk.img").read_bytes() == expected
+    with open(folder / "disk.img", "rb", buffering=0) as fh:
+        for at in (9 << 20, (9 << 20) - 3, 17 << 20, (24 << 20) - 10, 5):
+            fh.seek(at)
+            assert fh.read(7000) == expected[at : at + 7000]
+    assert (folder / "model.lnk").read_text() == "version 1\n"
+    assert (folder / "model.cfg").read_text() == "version 2, appended later\n"
