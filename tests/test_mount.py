@@ -392,3 +392,21 @@ def test_sparse_and_hardlinked_members_read_as_gnu_tar_extracts_them(fuse, tmp_p
             assert fh.read(7000) == expected[at : at + 7000]
     assert (folder / "model.lnk").read_text() == "version 1\n"
     assert (folder / "model.cfg").read_text() == "version 2, appended later\n"
+
+
+def test_016_recipe_with_inputs_via_mount_reproduces_from_links_into_a_mount(demo_catalog, fuse, tmp_path, vault):
+    text = (Path(__file__).parents[1] / "recipes/repro/016_plots.toml").read_text()
+    assert '[inputs.results]\npath = "data/results"\n' in text
+    recipe = tmp_path / "016_plots_mounted.toml"
+    recipe.write_text(text.replace("[inputs.results]\n", '[inputs.results]\nvia = "mount"\n'))
+    result = vault("--catalog", str(demo_catalog), "repro", str(recipe), "--out", str(tmp_path / "runs"))
+    assert result.code == 0, result.err
+    assert "REPRODUCED: 6/6 files identical" in result.out
+    (run,) = (tmp_path / "runs").iterdir()
+    inputs = [Path(d, f) for d, _, names in os.walk(run / "work") for f in names if f == "per_request.csv"]
+    assert inputs and all(p.is_symlink() and f"{run}/.mount/" in os.readlink(p) for p in inputs)
+    assert not mounted(run / ".mount")  # released when the run ended
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("[inputs.results]\n", '[inputs.results]\nvia = "nfs"\n'))
+    result = vault("--catalog", str(demo_catalog), "repro", str(bad), "--out", str(tmp_path / "runs2"))
+    assert result.code == 2 and "inputs.results.via is 'nfs'" in result.err

@@ -86,16 +86,26 @@ class Tree:
 def build_tree(conn: sqlite3.Connection, mirror_id: int | None = None, entry_id: str | None = None) -> Tree:
     """The tree of every mirror in the catalog (each under its root folder's name), or of one entry (at the root)."""
     tree = Tree()
-    mirrors = conn.execute("SELECT id, name, root FROM mirrors ORDER BY id").fetchall()
-    names = [root.rstrip("/").rsplit("/", 1)[-1] or name for _, name, root in mirrors]
-    for (mid, name, _), top in zip(mirrors, names, strict=True):
-        if mirror_id is not None and mid != mirror_id:
-            continue
-        prefix = f"/{top if names.count(top) == 1 else name}"
-        if entry_id is not None:
-            prefix = ""
-        _add_mirror(conn, tree, mid, prefix, entry_id)
+    for mid, top in mirror_folders(conn).items():
+        if mirror_id is None or mid == mirror_id:
+            _add_mirror(conn, tree, mid, "" if entry_id is not None else f"/{top}", entry_id)
     return tree
+
+
+def mirror_folders(conn: sqlite3.Connection) -> dict[int, str]:
+    """mirror id -> its folder at the mount's root: its root folder's name, or its catalog name where two
+    mirrors' roots share a name."""
+    mirrors = conn.execute("SELECT id, name, root FROM mirrors ORDER BY id").fetchall()
+    tops = [root.rstrip("/").rsplit("/", 1)[-1] or name for _, name, root in mirrors]
+    return {mid: top if tops.count(top) == 1 else name for (mid, name, _), top in zip(mirrors, tops, strict=True)}
+
+
+def mount_path(member: Member, folders: dict[int, str]) -> str:
+    """Where member is in a mount of the whole catalog (relative to its root)."""
+    top = folders[member.mirror_id]
+    if member.archive:
+        return f"{top}/{member.archive}/{member.path.strip('/')}"
+    return f"{top}/{member.entry_id}/{member.path}" if member.entry_id else f"{top}/{member.path}"
 
 
 def _add_mirror(conn: sqlite3.Connection, tree: Tree, mirror_id: int, prefix: str, entry_id: str | None) -> None:
