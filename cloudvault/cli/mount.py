@@ -60,7 +60,7 @@ def _serve(args, catalog: str, mountpoint) -> int:
     if args.entry:
         mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
     tree = build_tree(conn, mirror_id, entry_id)
-    sources = Sources(conn, FrameCache(args.cache_mb << 20))
+    sources = Sources(conn, FrameCache(args.cache_mb << 20), tree.lock)
     try:
         session.serve(tree, sources, mountpoint, allow_flagged=args.allow_flagged, debug=args.debug)
     finally:

@@ -132,10 +132,10 @@ class Sources:
     archive or file is still as indexed (StaleArchive otherwise), a stat of the mirror, never a read of it.
     """
 
-    def __init__(self, conn: sqlite3.Connection, cache: FrameCache) -> None:
+    def __init__(self, conn: sqlite3.Connection, cache: FrameCache, lock: threading.Lock | None = None) -> None:
         self.conn = conn
         self.cache = cache
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
         self._archives: dict[int, ArchiveBytes] = {}
 
     def check(self, member: Member) -> None:

@@ -25,6 +25,7 @@ from cloudvault.mount.tree import Node, Tree
 
 log = logging.getLogger("cloudvault.mount")
 VERIFY_CHUNK = 4 << 20
+EARLY_LIMIT = 16 << 20  # bytes of out-of-order reads kept per handle until the hash reaches them
 XATTR_FLAG = "user.cloudvault.flag"
 XATTR_BLAKE3 = "user.cloudvault.blake3"
 XATTR_SOURCE = "user.cloudvault.source"
@@ -45,6 +46,22 @@ class Handle:
         self.hasher = blake3.blake3()
         self.hashed = 0
         self.lock = threading.Lock()
+        self.early: dict[int, bytes] = {}  # reads ahead of the hash (FUSE threads answer readahead out of order)
+        self.early_bytes = 0
+
+    def take(self, offset: int, data: bytes) -> None:
+        """Hash data if it is next, keep it if it is a little ahead, drop it if it is behind or too far."""
+        if offset == self.hashed:
+            self.hasher.update(data)
+            self.hashed += len(data)
+            while self.hashed in self.early:
+                chunk = self.early.pop(self.hashed)
+                self.early_bytes -= len(chunk)
+                self.hasher.update(chunk)
+                self.hashed += len(chunk)
+        elif offset > self.hashed and self.early_bytes + len(data) <= EARLY_LIMIT and offset not in self.early:
+            self.early[offset] = data
+            self.early_bytes += len(data)
 
 
 class VaultFS:
@@ -161,13 +178,11 @@ class VaultFS:
         """Hash as the handle reads from the start; at the file's end, compare (hashing it all if it skipped)."""
         node = handle.node
         with handle.lock:
-            if offset == handle.hashed:
-                handle.hasher.update(data)
-                handle.hashed += len(data)
+            handle.take(offset, data)
             if offset + len(data) < node.size:
                 return
             if handle.hashed != node.size:
-                handle.hasher, handle.hashed = blake3.blake3(), 0
+                handle.hasher, handle.hashed, handle.early, handle.early_bytes = blake3.blake3(), 0, {}, 0
                 while handle.hashed < node.size:
                     chunk = handle.read(handle.hashed, min(VERIFY_CHUNK, node.size - handle.hashed))
                     handle.hasher.update(chunk)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
-from collections.abc import Iterator
+import threading
 
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.models import Member
@@ -48,17 +48,37 @@ def folder(mtime_ns: int = 0) -> Node:
 
 
 class Tree:
-    """Every path of the mount, by its path from the mount's root ('/' is the root)."""
+    """Every path of the mount, by its path from the mount's root ('/' is the root).
 
-    def __init__(self) -> None:
+    An archive's members are read from the catalog when a path at or under its folder is first looked up, not
+    at mount time (an archive of 200k members costs seconds to lay out); lock serializes those loads and every
+    other use of conn (the FUSE threads share one connection).
+    """
+
+    def __init__(self, conn: sqlite3.Connection | None = None) -> None:
         self.root = folder()
         self.nodes: dict[str, Node] = {"/": self.root}
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.unloaded: dict[str, tuple] = {}  # archive folder path -> what _add_members needs
 
     def lookup(self, path: str) -> Node | None:
-        return self.nodes.get(path)
+        node = self.nodes.get(path)
+        if self.unloaded and (node is None or path in self.unloaded):
+            self._load_at_or_above(path)
+            node = self.nodes.get(path)
+        return node
 
-    def files(self) -> Iterator[tuple[str, Node]]:
-        return ((p, n) for p, n in self.nodes.items() if n.data is not None)
+    def _load_at_or_above(self, path: str) -> None:
+        while path:
+            if path in self.unloaded:
+                with self.lock:
+                    args = self.unloaded.get(path)
+                    if args is not None:  # not loaded by another thread meanwhile
+                        _add_members(self.conn, self, path, *args)
+                        del self.unloaded[path]
+                return
+            path = path.rpartition("/")[0]
 
     def place(self, path: str, node: Node, listed: bool = True) -> None:
         """node at path (a later one replaces an earlier, as tar -x does; a folder keeps what it holds)."""
@@ -85,7 +105,7 @@ class Tree:
 
 def build_tree(conn: sqlite3.Connection, mirror_id: int | None = None, entry_id: str | None = None) -> Tree:
     """The tree of every mirror in the catalog (each under its root folder's name), or of one entry (at the root)."""
-    tree = Tree()
+    tree = Tree(conn)
     for mid, top in mirror_folders(conn).items():
         if mirror_id is None or mid == mirror_id:
             _add_mirror(conn, tree, mid, "" if entry_id is not None else f"/{top}", entry_id)
@@ -133,7 +153,7 @@ def _add_mirror(conn: sqlite3.Connection, tree: Tree, mirror_id: int, prefix: st
             continue
         tree.place(at + RAW_SUFFIX, node, listed=False)
         tree.place(at, folder(mtime_ns))
-        _add_members(conn, tree, at, (mirror_id, entry, path, file_id, archive_id), secrets)
+        tree.unloaded[at] = ((mirror_id, entry, path, file_id, archive_id), secrets)
 
 
 def _secrets(conn: sqlite3.Connection, mirror_id: int) -> dict[tuple[int, str | None], str]:
