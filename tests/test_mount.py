@@ -410,3 +410,49 @@ def test_016_recipe_with_inputs_via_mount_reproduces_from_links_into_a_mount(dem
     bad.write_text(text.replace("[inputs.results]\n", '[inputs.results]\nvia = "nfs"\n'))
     result = vault("--catalog", str(demo_catalog), "repro", str(bad), "--out", str(tmp_path / "runs2"))
     assert result.code == 2 and "inputs.results.via is 'nfs'" in result.err
+
+
+def test_concurrent_readers_of_a_fresh_mount_all_get_the_right_bytes(demo_catalog, demo_mirror, mount_of, tmp_path):
+    """Eight threads over every member at once, on a mount none has listed yet (archives laid out on first
+    lookup, one catalog connection, one frame cache shared by all)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted = {}
+    for i, (root, path, _) in enumerate(archives(demo_catalog)):
+        for rel, p in tree_files(gnu_tar(Path(root) / path, tmp_path / f"t{i}")).items():
+            if f"{path}/{rel}" != ENV_LOG:
+                wanted[f"{path}/{rel}"] = p.read_bytes()
+    m = mount_of(demo_catalog)
+    top = m.point / "Marvell_cloud"
+    jobs = sorted(wanted) * 3
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda rel: (top / rel).read_bytes(), jobs))
+    assert all(g == wanted[rel] for rel, g in zip(jobs, got, strict=True))
+
+
+def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(demo_catalog):
+    from cloudvault.catalog.db import open_shared_reader
+    from cloudvault.mount.frames import FrameCache, Sources
+    from cloudvault.mount.tree import build_tree
+
+    conn = open_shared_reader(demo_catalog)
+    tree = build_tree(conn)
+    rel = "/Marvell_cloud/018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    (frames,) = conn.execute("SELECT frame_count FROM archives a JOIN files f ON f.id = a.file_id "
+                             "WHERE f.path = ?", (rel.split("/", 2)[2],)).fetchone()  # fmt: skip
+    assert tree.lookup(rel + "/dumps") is not None and frames >= 3  # lays the archive's members out
+    members = [n for p, n in tree.nodes.items() if p.startswith(rel + "/") and n.data is not None]
+    assert len(members) > frames
+    cache = FrameCache(64 << 20)
+    sources = Sources(conn, cache, tree.lock)
+    for _ in range(3):
+        for node in members:
+            assert len(sources.reader(node.data)(0, node.size)) == node.size
+    assert cache.decodes <= frames  # each frame decoded once, whatever the number of members and passes
+    small = FrameCache(2 * max(len(d) for d in cache._frames.values()))
+    sources = Sources(conn, small, tree.lock)
+    for node in members:
+        sources.reader(node.data)(0, node.size)
+    assert small.used <= small.limit
+    sources.close()
+    conn.close()
