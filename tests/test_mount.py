@@ -449,7 +449,7 @@ def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(d
         for node in members:
             assert len(sources.reader(node.data)(0, node.size)) == node.size
     assert cache.decodes <= frames  # each frame decoded once, whatever the number of members and passes
-    small = FrameCache(2 * max(len(d) for d in cache._frames.values()))
+    small = FrameCache(2 * max(d.raw_size for d in cache._frames.values()))
     sources = Sources(conn, small, tree.lock)
     for node in members:
         sources.reader(node.data)(0, node.size)

@@ -12,6 +12,7 @@ must be as indexed): the same rule as extract and verify.
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import threading
@@ -28,46 +29,75 @@ from cloudvault.members import archive_source, open_plain
 from cloudvault.mirrorfs import open_mirror
 from cloudvault.models import Frame, Member
 
+DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
+
+
+class DecodedFrame:
+    """One frame, decoded only as far as its readers have needed so far: a read near the start of an 8 MiB pzstd
+    frame does not pay for the rest of it, and a later read further on decodes on from where the last stopped."""
+
+    def __init__(self, comp: bytes, raw_size: int) -> None:
+        self.raw_size = raw_size
+        self._data = bytearray()
+        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
+        self._lock = threading.Lock()
+
+    def slice(self, start: int, stop: int) -> bytes:
+        with self._lock:
+            while len(self._data) < stop:
+                try:
+                    chunk = self._reader.read(max(stop - len(self._data), DECODE_STEP))
+                except zstandard.ZstdError as exc:
+                    raise IntegrityError(detail=f"damaged archive: {exc}") from None
+                if not chunk:
+                    raise IntegrityError(detail=f"damaged archive: a frame gave {len(self._data)} bytes, "
+                                                f"not {self.raw_size}")  # fmt: skip
+                self._data += chunk
+            if len(self._data) >= self.raw_size:
+                self._reader = None  # whole: the decoder's window goes
+            return bytes(self._data[start:stop])
+
 
 class FrameCache:
-    """Decoded frames by (file id, frame index), at most limit bytes of them; one decode per frame at a time."""
+    """Decoded frames by (file id, frame index), at most limit bytes of them (each counted at its full size),
+    least recently used out first; a frame is made once however many readers want it at the same time."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
         self.decodes = 0
-        self._frames: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+        self._frames: OrderedDict[tuple[int, int], DecodedFrame] = OrderedDict()
         self._lock = threading.Lock()
         self._busy: dict[tuple[int, int], threading.Lock] = {}
 
     def fits(self, frame: Frame) -> bool:
         return frame.raw_size <= self.limit // 2
 
-    def get(self, key: tuple[int, int], decode: Callable[[], bytes]) -> bytes:
+    def get(self, key: tuple[int, int], make: Callable[[], DecodedFrame]) -> DecodedFrame:
         with self._lock:
-            data = self._frames.get(key)
-            if data is not None:
+            found = self._frames.get(key)
+            if found is not None:
                 self._frames.move_to_end(key)
-                return data
+                return found
             busy = self._busy.setdefault(key, threading.Lock())
-        with busy:  # a second reader of the same frame waits for the first one's decode
+        with busy:  # a second reader of the same frame waits for the first one's read of it
             with self._lock:
-                data = self._frames.get(key)
-            if data is None:
-                data = decode()
-                self._put(key, data)
+                found = self._frames.get(key)
+            if found is None:
+                found = make()
+                self._put(key, found)
         with self._lock:
             self._busy.pop(key, None)
-        return data
+        return found
 
-    def _put(self, key: tuple[int, int], data: bytes) -> None:
+    def _put(self, key: tuple[int, int], frame: DecodedFrame) -> None:
         with self._lock:
             self.decodes += 1
-            self._frames[key] = data
-            self.used += len(data)
+            self._frames[key] = frame
+            self.used += frame.raw_size
             while self.used > self.limit and self._frames:
                 _, old = self._frames.popitem(last=False)
-                self.used -= len(old)
+                self.used -= old.raw_size
 
 
 class ArchiveBytes:
@@ -94,24 +124,19 @@ class ArchiveBytes:
                 raise IntegrityError(detail="the archive ends before the member's end")
             stop = min(end, frame_end)
             if self._cache.fits(frame):
-                data = self._cache.get((self.file_id, self._index[frame.raw_offset]), lambda f=frame: self._decode(f))
-                out.append(data[offset - frame.raw_offset : stop - frame.raw_offset])
+                key = (self.file_id, self._index[frame.raw_offset])
+                decoded = self._cache.get(key, lambda f=frame: self._load(f))
+                out.append(decoded.slice(offset - frame.raw_offset, stop - frame.raw_offset))
             else:
                 out.append(self._read_forward(offset, stop - offset))
             offset = stop
         return b"".join(out)
 
-    def _decode(self, frame: Frame) -> bytes:
+    def _load(self, frame: Frame) -> DecodedFrame:
         with self._fh_lock:
             self._fh.seek(frame.comp_offset)
             comp = self._fh.read(frame.comp_size)
-        try:
-            data = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).decompressobj().decompress(comp)
-        except zstandard.ZstdError as exc:
-            raise IntegrityError(detail=f"damaged archive: {exc}") from None
-        if len(data) != frame.raw_size:
-            raise IntegrityError(detail=f"damaged archive: a frame gave {len(data)} bytes, not {frame.raw_size}")
-        return data
+        return DecodedFrame(comp, frame.raw_size)
 
     def _read_forward(self, offset: int, size: int) -> bytes:
         with self._forward_lock:
