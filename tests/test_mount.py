@@ -456,3 +456,14 @@ def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(d
     assert small.used <= small.limit
     sources.close()
     conn.close()
+
+
+def test_a_missing_catalog_or_entry_is_its_own_error_before_anything_is_mounted(demo_catalog, fuse, tmp_path):
+    point = tmp_path / "m"
+    point.mkdir()
+    done = vault_subprocess("--catalog", str(tmp_path / "none.db"), "mount", str(point))
+    assert done.returncode == 3 and "none.db" in done.stderr and not mounted(point)
+    done = vault_subprocess("--catalog", str(demo_catalog), "mount", "--entry", "999", str(point))
+    assert done.returncode == 3 and "999" in done.stderr and not mounted(point)
+    done = vault_subprocess("--catalog", str(demo_catalog), "mount", str(tmp_path / "not-there"))
+    assert done.returncode == 2 and "not a folder" in done.stderr

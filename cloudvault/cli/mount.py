@@ -37,6 +37,7 @@ def run(args) -> int:
     mountpoint = Path(args.mountpoint).expanduser().absolute()
     session.require_fuse()
     session.check_mount_point(mountpoint)
+    _check_catalog(catalog, args.entry)  # here, so a missing catalog or entry is its own one line and exit code
     if args.foreground:
         return _serve(args, catalog, mountpoint)
     argv = ["--catalog", catalog, "mount", "--foreground", "--cache-mb", str(args.cache_mb), str(mountpoint)]
@@ -46,6 +47,18 @@ def run(args) -> int:
     pid = session.start_background(argv, mountpoint, log_path)
     sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
     return errors.OK
+
+
+def _check_catalog(catalog: str, entry: str | None) -> None:
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+
+    conn = open_catalog(catalog, readonly=True)
+    try:
+        if entry:
+            resolve_entry(conn, entry)
+    finally:
+        conn.close()
 
 
 def _serve(args, catalog: str, mountpoint) -> int:
