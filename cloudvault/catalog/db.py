@@ -188,3 +188,13 @@ def writer_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[None
         yield
     finally:
         os.close(fd)
+
+
+def open_shared_reader(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection that any thread may use (its users take turns under their own lock): `vault mount`
+    answers from many FUSE threads. Checked as open_catalog checks (missing, damaged, too new) first."""
+    path = os.fspath(path)
+    open_catalog(path, readonly=True).close()
+    immutable = not os.access(os.path.dirname(path) or ".", os.W_OK)
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    return sqlite3.connect(f"file:{_uri_path(path)}?{flags}", uri=True, timeout=30, check_same_thread=False)

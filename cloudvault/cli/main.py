@@ -23,6 +23,8 @@ COMMANDS = {
     "extract": "cloudvault.cli.extract",
     "verify": "cloudvault.cli.verify",
     "optimize": "cloudvault.cli.optimize",
+    "mount": "cloudvault.cli.mount",
+    "umount": "cloudvault.cli.umount",
     "restore": "cloudvault.cli.restore",
     "repro": "cloudvault.cli.repro",
     "compare": "cloudvault.cli.compare",

@@ -17,7 +17,9 @@ from cloudvault.errors import RecipeInvalid
 from cloudvault.recipe import ANY, load_recipe
 
 KIND = "repro"
-INPUT = {"entry": (str, False), "path": (str, True), "archive": (str, False), "to": (str, False)}
+# via: copy (the default: verified copies) or mount (links into a `vault mount`: cloudvault/mount/staging.py)
+INPUT = {"entry": (str, False), "path": (str, True), "archive": (str, False), "to": (str, False),
+         "via": (str, False)}  # fmt: skip
 RULE = ((str, dict), True)
 SCHEMA = {
     "description": (str, False),

@@ -183,7 +183,9 @@ def _gpu_names(plan) -> list[str]:
 def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | None = None) -> None:
     """The run's end, in provenance.json and in the catalog (with its verdict and per-request results)."""
     from cloudvault.catalog.records import finish_run
+    from cloudvault.mount.staging import release
 
+    release(run_dir)  # an input mount, if the recipe asked for one
     verdict = cmp.verdict if cmp else None
     prov.update(status=status, verdict=verdict, finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
     _write_json(run_dir / results.PROVENANCE, prov)
@@ -204,13 +206,17 @@ def stage_inputs(conn: sqlite3.Connection, plan, progress: Progress) -> None:
     """Verified copies of every input member under the run folder (one forward pass per archive)."""
     from cloudvault.io.landing import Landing, write_chunks
     from cloudvault.io.members import MemberReader, read_order
+    from cloudvault.mount import staging
 
-    where = {}  # every landing is checked before the first byte is written
+    where, linked = {}, {}  # every landing is checked before the first byte is written
     for staged in plan.inputs:
         folder = Landing(staged.dest.parent if staged.single else staged.dest, name="the run folder")
+        landing = linked if staging.via(plan.recipe, staged.name) == "mount" else where
         for m in staged.members:
             rel = staged.dest.name if staged.single else m.path[len(staged.base) :].lstrip("/")
-            where[m] = folder.path_for(m, rel)
+            landing[m] = Path(folder.path_for(m, rel))
+    if linked:
+        staging.link_inputs(conn, plan.run_dir, linked)
     progress.start(sum(m.size or 0 for m in where), len(where))
     with MemberReader(conn, on_data=progress.advance) as reader:
         for member in read_order(where):

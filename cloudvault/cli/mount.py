@@ -1,0 +1,82 @@
+"""Mount the mirror read-only: plain files as they are, each .tar.zst also a folder of its members, reads verified.
+
+Every mirror in the catalog appears under its root folder's name (with --entry, that one entry at the mount's
+root). Listing and stat come from the catalog; a member's read decodes only the frames that hold it and fails
+with EIO, logged, if its BLAKE3 is not the catalog's or its archive changed since indexing. An archive's own bytes
+stay readable at NAME.tar.zst.raw. Returns once the mount answers; `vault umount MOUNTPOINT` ends it.
+Needs the mount extra (mfusepy) and fuse3.
+"""
+
+from __future__ import annotations
+
+from cloudvault import errors
+
+DEFAULT_CACHE_MB = 256
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("mountpoint", help="an existing, empty folder")
+    parser.add_argument("--entry", help="mount only this entry (ID or unique prefix, e.g. 018)")
+    parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
+    parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
+                        help=f"decoded frames kept in memory, in MiB (default {DEFAULT_CACHE_MB})")  # fmt: skip
+    parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
+    parser.add_argument("--debug", action="store_true", help="log every FUSE operation (with --foreground)")
+
+
+def run(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from cloudvault import config
+    from cloudvault.mount import session
+
+    if args.cache_mb < 1:
+        raise errors.UsageError(detail="--cache-mb must be at least 1")
+    catalog = config.catalog_path(args.catalog)
+    mountpoint = Path(args.mountpoint).expanduser().absolute()
+    session.require_fuse()
+    session.check_mount_point(mountpoint)
+    _check_catalog(catalog, args.entry)  # here, so a missing catalog or entry is its own one line and exit code
+    if args.foreground:
+        return _serve(args, catalog, mountpoint)
+    argv = ["--catalog", catalog, "mount", "--foreground", "--cache-mb", str(args.cache_mb), str(mountpoint)]
+    argv += ["--entry", args.entry] if args.entry else []
+    argv += ["--allow-flagged"] if args.allow_flagged else []
+    log_path = config.cache_dir(catalog) / "mount.log"
+    pid = session.start_background(argv, mountpoint, log_path)
+    sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
+    return errors.OK
+
+
+def _check_catalog(catalog: str, entry: str | None) -> None:
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.query import resolve_entry
+
+    conn = open_catalog(catalog, readonly=True)
+    try:
+        if entry:
+            resolve_entry(conn, entry)
+    finally:
+        conn.close()
+
+
+def _serve(args, catalog: str, mountpoint) -> int:
+    from cloudvault.catalog.db import open_shared_reader
+    from cloudvault.catalog.query import resolve_entry
+    from cloudvault.mount import session
+    from cloudvault.mount.frames import FrameCache, Sources
+    from cloudvault.mount.tree import build_tree
+
+    conn = open_shared_reader(catalog)
+    mirror_id = entry_id = None
+    if args.entry:
+        mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
+    tree = build_tree(conn, mirror_id, entry_id)
+    sources = Sources(conn, FrameCache(args.cache_mb << 20), tree.lock)
+    try:
+        session.serve(tree, sources, mountpoint, allow_flagged=args.allow_flagged, debug=args.debug)
+    finally:
+        sources.close()
+        conn.close()
+    return errors.OK

@@ -1,0 +1,242 @@
+"""Random reads of members, by the catalog's frame table, through a bounded LRU cache of decoded frames.
+
+A read of bytes [a, b) of an archive's decompressed stream decodes only the frames that hold them: each frame is
+read by its (comp_offset, comp_size) and decoded alone, and kept in a cache shared by every reader, bounded by
+bytes, least recently used first out, so many small members of one frame decode it once. A frame too large for
+the cache (a single-frame `zstd -T0` archive without its seekable copy) is read forward by one ArchiveReader per
+archive, which re-enters the frame only when a read goes back. Everything is safe for concurrent FUSE threads.
+
+Where the bytes come from is `archive_source`'s decision (the seekable copy when whole, else the original, which
+must be as indexed): the same rule as extract and verify.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+import zstandard
+
+from cloudvault.archive import sparse
+from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
+from cloudvault.catalog.lookup import archive_location, file_location
+from cloudvault.errors import IntegrityError, StaleArchive
+from cloudvault.io.members import archive_source, open_plain
+from cloudvault.models import Frame, Member
+from cloudvault.tools.mirrorfs import open_mirror
+
+DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
+
+
+class DecodedFrame:
+    """One frame, decoded only as far as its readers have needed so far: a read near the start of an 8 MiB pzstd
+    frame does not pay for the rest of it, and a later read further on decodes on from where the last stopped."""
+
+    def __init__(self, comp: bytes, raw_size: int) -> None:
+        self.raw_size = raw_size
+        self._data = bytearray()
+        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
+        self._lock = threading.Lock()
+
+    def slice(self, start: int, stop: int) -> bytes:
+        with self._lock:
+            while len(self._data) < stop:
+                try:
+                    chunk = self._reader.read(max(stop - len(self._data), DECODE_STEP))
+                except zstandard.ZstdError as exc:
+                    raise IntegrityError(detail=f"damaged archive: {exc}") from None
+                if not chunk:
+                    raise IntegrityError(detail=f"damaged archive: a frame gave {len(self._data)} bytes, "
+                                                f"not {self.raw_size}")  # fmt: skip
+                self._data += chunk
+            if len(self._data) >= self.raw_size:
+                self._reader = None  # whole: the decoder's window goes
+            return bytes(self._data[start:stop])
+
+
+class FrameCache:
+    """Decoded frames by (file id, frame index), at most limit bytes of them (each counted at its full size),
+    least recently used out first; a frame is made once however many readers want it at the same time."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.decodes = 0
+        self._frames: OrderedDict[tuple[int, int], DecodedFrame] = OrderedDict()
+        self._lock = threading.Lock()
+        self._busy: dict[tuple[int, int], threading.Lock] = {}
+
+    def fits(self, frame: Frame) -> bool:
+        return frame.raw_size <= self.limit // 2
+
+    def get(self, key: tuple[int, int], make: Callable[[], DecodedFrame]) -> DecodedFrame:
+        with self._lock:
+            found = self._frames.get(key)
+            if found is not None:
+                self._frames.move_to_end(key)
+                return found
+            busy = self._busy.setdefault(key, threading.Lock())
+        with busy:  # a second reader of the same frame waits for the first one's read of it
+            with self._lock:
+                found = self._frames.get(key)
+            if found is None:
+                found = make()
+                self._put(key, found)
+        with self._lock:
+            self._busy.pop(key, None)
+        return found
+
+    def _put(self, key: tuple[int, int], frame: DecodedFrame) -> None:
+        with self._lock:
+            self.decodes += 1
+            self._frames[key] = frame
+            self.used += frame.raw_size
+            while self.used > self.limit and self._frames:
+                _, old = self._frames.popitem(last=False)
+                self.used -= old.raw_size
+
+
+class ArchiveBytes:
+    """The decompressed stream of one archive, read at any offset."""
+
+    def __init__(self, file_id: int, opener: Callable, frames: list[Frame], cache: FrameCache) -> None:
+        self.file_id = file_id
+        self._opener = opener
+        self._frames = frames
+        self._index = {f.raw_offset: i for i, f in enumerate(frames)}
+        self._cache = cache
+        self._fh = opener()
+        self._fh_lock = threading.Lock()
+        self._forward: ArchiveReader | None = None  # for frames too large to cache
+        self._forward_lock = threading.Lock()
+
+    def read(self, offset: int, size: int) -> bytes:
+        out = []
+        end = offset + size
+        while offset < end:
+            frame = frame_for_offset(self._frames, offset)
+            frame_end = frame.raw_offset + frame.raw_size
+            if frame_end <= offset:
+                raise IntegrityError(detail="the archive ends before the member's end")
+            stop = min(end, frame_end)
+            if self._cache.fits(frame):
+                key = (self.file_id, self._index[frame.raw_offset])
+                decoded = self._cache.get(key, lambda f=frame: self._load(f))
+                out.append(decoded.slice(offset - frame.raw_offset, stop - frame.raw_offset))
+            else:
+                out.append(self._read_forward(offset, stop - offset))
+            offset = stop
+        return b"".join(out)
+
+    def _load(self, frame: Frame) -> DecodedFrame:
+        with self._fh_lock:
+            self._fh.seek(frame.comp_offset)
+            comp = self._fh.read(frame.comp_size)
+        return DecodedFrame(comp, frame.raw_size)
+
+    def _read_forward(self, offset: int, size: int) -> bytes:
+        with self._forward_lock:
+            if self._forward is None:
+                self._forward = ArchiveReader(self._opener, self._frames)
+            return b"".join(bytes(c) for c in self._forward.chunks(offset, size))
+
+    def close(self) -> None:
+        self._fh.close()
+        if self._forward is not None:
+            self._forward.close()
+
+
+class Sources:
+    """Byte ranges of any Member (plain file or archive member), the archives opened once and kept.
+
+    conn is used under a lock (one catalog connection for every FUSE thread); each read first checks that the
+    archive or file is still as indexed (StaleArchive otherwise), a stat of the mirror, never a read of it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, cache: FrameCache, lock: threading.Lock | None = None) -> None:
+        self.conn = conn
+        self.cache = cache
+        self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
+        self._archives: dict[int, ArchiveBytes] = {}
+
+    def check(self, member: Member) -> None:
+        """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
+        with self._lock:
+            if member.archive is None:
+                root, path, raw, size, mtime_ns = file_location(self.conn, member.file_id)
+            else:
+                loc = archive_location(self.conn, member.file_id)
+                root, path, raw, size, mtime_ns = loc.root, loc.path, loc.raw_path, loc.size, loc.mtime_ns
+        now = open_mirror(root).stat(path, raw)
+        if now is not None and now != (size, mtime_ns):
+            what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
+            raise StaleArchive(path=path, what=what, entry=member.entry_id)
+
+    def reader(self, member: Member) -> Callable[[int, int], bytes]:
+        """read(offset, size) over member's data (a sparse member's expanded bytes, holes as zeros)."""
+        if member.archive is None:
+            return self._plain(member)
+        archive = self._archive(member.file_id)
+        if member.sparse_map is None:
+            return lambda off, n: archive.read(member.data_offset + off, max(0, min(n, member.size - off)))
+        pieces = sparse.decode_map(member.sparse_map)
+        return lambda off, n: _sparse_read(archive, member, pieces, off, n)
+
+    def _archive(self, file_id: int) -> ArchiveBytes:
+        with self._lock:
+            archive = self._archives.get(file_id)
+            if archive is None:
+                opener, frames = archive_source(self.conn, file_id)
+                archive = self._archives[file_id] = ArchiveBytes(file_id, opener, frames, self.cache)
+            return archive
+
+    def _plain(self, member: Member) -> Callable[[int, int], bytes]:
+        with self._lock:
+            root, path, raw, _, _ = file_location(self.conn, member.file_id)
+        fh = open_plain(root, path, raw)
+        if hasattr(fh, "fileno"):
+            fd = fh.fileno()
+            return _Plain(fh, lambda off, n: os.pread(fd, n, off))
+        lock = threading.Lock()
+
+        def read(off: int, n: int) -> bytes:
+            with lock:
+                fh.seek(off)
+                return fh.read(n)
+
+        return _Plain(fh, read)
+
+    def close(self) -> None:
+        for archive in self._archives.values():
+            archive.close()
+        self._archives.clear()
+
+
+class _Plain:
+    """A plain file's reads; closing it closes the file."""
+
+    def __init__(self, fh, read: Callable[[int, int], bytes]) -> None:
+        self._fh, self._read = fh, read
+
+    def __call__(self, off: int, n: int) -> bytes:
+        return self._read(off, n)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _sparse_read(archive: ArchiveBytes, member: Member, pieces: list, off: int, n: int) -> bytes:
+    """Bytes [off, off+n) of a sparse member: the stored pieces where the map has them, zeros between."""
+    end = min(off + n, member.size)
+    out = bytearray(max(0, end - off))
+    stored = 0
+    for start, length in pieces:
+        lo, hi = max(off, start), min(end, start + length)
+        if lo < hi:
+            out[lo - off : hi - off] = archive.read(member.data_offset + stored + (lo - start), hi - lo)
+        stored += length
+    return bytes(out)

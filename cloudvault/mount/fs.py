@@ -1,0 +1,236 @@
+"""The FUSE operations of `vault mount` (mfusepy's high-level API): a read-only tree whose reads are verified.
+
+- Lookups, listings and stat come from the Tree (the catalog); only open and read touch the mirror.
+- Every file's read is checked against the catalog's BLAKE3: a handle read from its start is hashed as it goes;
+  a read that reaches the end of a file not read that way hashes the whole file first. A mismatch is EIO, now
+  and for every later read of that file, and one log line; so is a damaged frame or a stale archive.
+- Anything that would change the tree is EROFS. A member flagged as a secret lists (its flag in the xattr
+  `user.cloudvault.flag`) but opening it is EACCES unless the mount allows flagged members.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import threading
+import time
+
+import blake3
+
+from cloudvault.errors import VaultError
+from cloudvault.mount.frames import Sources
+from cloudvault.mount.tree import Node, Tree
+
+log = logging.getLogger("cloudvault.mount")
+VERIFY_CHUNK = 4 << 20
+EARLY_LIMIT = 16 << 20  # bytes of out-of-order reads kept per handle until the hash reaches them
+XATTR_FLAG = "user.cloudvault.flag"
+XATTR_BLAKE3 = "user.cloudvault.blake3"
+XATTR_SOURCE = "user.cloudvault.source"
+
+
+def _import_fuse():
+    from cloudvault.mount.session import import_mfusepy
+
+    return import_mfusepy()
+
+
+class Handle:
+    """One open file: its reads, and its hash so far when it has been read from the start."""
+
+    def __init__(self, node: Node, read) -> None:
+        self.node = node
+        self.read = read
+        self.hasher = blake3.blake3()
+        self.hashed = 0
+        self.lock = threading.Lock()
+        self.early: dict[int, bytes] = {}  # reads ahead of the hash (FUSE threads answer readahead out of order)
+        self.early_bytes = 0
+
+    def take(self, offset: int, data: bytes) -> None:
+        """Hash data if it is next, keep it if it is a little ahead, drop it if it is behind or too far."""
+        if offset == self.hashed:
+            self.hasher.update(data)
+            self.hashed += len(data)
+            while self.hashed in self.early:
+                chunk = self.early.pop(self.hashed)
+                self.early_bytes -= len(chunk)
+                self.hasher.update(chunk)
+                self.hashed += len(chunk)
+        elif offset > self.hashed and self.early_bytes + len(data) <= EARLY_LIMIT and offset not in self.early:
+            self.early[offset] = data
+            self.early_bytes += len(data)
+
+
+class VaultFS:
+    """The operations; wrapped by make_operations into an mfusepy.Operations subclass."""
+
+    def __init__(self, tree: Tree, sources: Sources, allow_flagged: bool = False) -> None:
+        self.tree = tree
+        self.sources = sources
+        self.allow_flagged = allow_flagged
+        self.verdicts: dict[tuple[int, int, str], bool] = {}  # (file id, data offset, path) -> hash matched
+        self.handles: dict[int, Handle] = {}
+        self._next = 1
+        self._lock = threading.Lock()
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self.started = time.time_ns()
+
+    # -- lookups ------------------------------------------------------------------------------------------------
+    def _node(self, path: str) -> Node:
+        node = self.tree.lookup(path)
+        if node is None:
+            raise self.error(errno.ENOENT)
+        return node
+
+    def getattr(self, path: str, fh=None) -> dict:
+        node = self._node(path)
+        mtime = node.mtime_ns or self.started
+        return {"st_mode": node.mode, "st_size": node.size, "st_nlink": 2 if node.is_dir else 1,
+                "st_uid": self.uid, "st_gid": self.gid, "st_mtime": mtime / 1e9, "st_ctime": mtime / 1e9,
+                "st_atime": mtime / 1e9, "st_blocks": (node.size + 511) // 512, "st_blksize": 1 << 17}  # fmt: skip
+
+    def readdir(self, path: str, fh) -> list:
+        node = self._node(path)
+        if not node.is_dir:
+            raise self.error(errno.ENOTDIR)
+        return [".", "..", *node.children]
+
+    def readlink(self, path: str) -> str:
+        node = self._node(path)
+        if not stat.S_ISLNK(node.mode):
+            raise self.error(errno.EINVAL)
+        return node.link_target or ""
+
+    def listxattr(self, path: str) -> list[str]:
+        node = self._node(path)
+        names = [XATTR_SOURCE] if node.data is not None else []
+        if node.data is not None and node.data.blake3:
+            names.append(XATTR_BLAKE3)
+        if node.flag:
+            names.append(XATTR_FLAG)
+        return names
+
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        node = self._node(path)
+        data = node.data
+        values = {XATTR_FLAG: node.flag, XATTR_BLAKE3: data.blake3 if data else None,
+                  XATTR_SOURCE: (data.label if data.archive else data.path) if data else None}  # fmt: skip
+        value = values.get(name)
+        if value is None:
+            raise self.error(errno.ENODATA)
+        return value.encode()
+
+    def statfs(self, path: str) -> dict:
+        return {"f_bsize": 1 << 17, "f_frsize": 1 << 17, "f_blocks": 0, "f_bfree": 0, "f_bavail": 0,
+                "f_files": len(self.tree.nodes), "f_ffree": 0, "f_namemax": 255}  # fmt: skip
+
+    # -- reads --------------------------------------------------------------------------------------------------
+    def open(self, path: str, flags: int) -> int:
+        node = self._node(path)
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
+            raise self.error(errno.EROFS)
+        if node.data is None:
+            raise self.error(errno.EISDIR if node.is_dir else errno.EACCES)
+        if node.flag and not self.allow_flagged:
+            log.warning("vault mount: %s is flagged (%s): not readable without --allow-flagged", path, node.flag)
+            raise self.error(errno.EACCES)
+        try:
+            self.sources.check(node.data)
+            read = self.sources.reader(node.data)
+        except VaultError as exc:
+            log.error("vault mount: EIO %s: %s", path, exc.message)
+            raise self.error(errno.EIO) from None
+        with self._lock:
+            fh = self._next
+            self._next += 1
+            self.handles[fh] = Handle(node, read)
+        return fh
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        handle = self.handles.get(fh)
+        if handle is None:
+            raise self.error(errno.EBADF)
+        node = handle.node
+        key = (node.data.file_id, node.data.data_offset, node.data.path)
+        if self.verdicts.get(key) is False:
+            raise self.error(errno.EIO)
+        size = max(0, min(size, node.size - offset))
+        try:
+            data = handle.read(offset, size) if size else b""
+            if len(data) != size:
+                raise OSError(f"{len(data)} bytes where the catalog has {size}")
+            if self.verdicts.get(key) is None:
+                self._verify(handle, key, path, offset, data)
+        except VaultError as exc:
+            log.error("vault mount: EIO %s: %s", path, exc.message)
+            raise self.error(errno.EIO) from None
+        except OSError as exc:
+            if isinstance(exc, _import_fuse().FuseOSError):
+                raise
+            log.error("vault mount: EIO %s: %s", path, exc)
+            raise self.error(errno.EIO) from None
+        return data
+
+    def _verify(self, handle: Handle, key: tuple, path: str, offset: int, data: bytes) -> None:
+        """Hash as the handle reads from the start; at the file's end, compare (hashing it all if it skipped)."""
+        node = handle.node
+        with handle.lock:
+            handle.take(offset, data)
+            if offset + len(data) < node.size:
+                return
+            if handle.hashed != node.size:
+                handle.hasher, handle.hashed, handle.early, handle.early_bytes = blake3.blake3(), 0, {}, 0
+                while handle.hashed < node.size:
+                    chunk = handle.read(handle.hashed, min(VERIFY_CHUNK, node.size - handle.hashed))
+                    handle.hasher.update(chunk)
+                    handle.hashed += len(chunk)
+            found = handle.hasher.hexdigest()
+        expected = node.data.blake3
+        if expected is None:
+            return  # the catalog has no hash for it (an unreadable file when indexed): nothing to check against
+        self.verdicts[key] = found == expected
+        if found != expected:
+            log.error("vault mount: EIO %s: BLAKE3 %s, the catalog has %s", path, found[:16], expected[:16])
+            raise self.error(errno.EIO)
+
+    def release(self, path: str, fh: int) -> int:
+        handle = self.handles.pop(fh, None)
+        if handle is not None and hasattr(handle.read, "close"):
+            handle.read.close()
+        return 0
+
+    # -- everything that writes ---------------------------------------------------------------------------------
+    def read_only(self, *args, **kwargs):
+        raise self.error(errno.EROFS)
+
+    def error(self, code: int) -> OSError:
+        return _fuse_error(code)
+
+
+WRITES = ("chmod", "chown", "create", "mkdir", "mknod", "rename", "rmdir", "symlink", "link", "truncate",
+          "unlink", "utimens", "write", "setxattr", "removexattr")  # fmt: skip
+READS = ("getattr", "readdir", "readlink", "listxattr", "getxattr", "statfs", "open", "read", "release")
+
+
+def _fuse_error(code: int) -> OSError:
+    mfusepy = _import_fuse()
+    return mfusepy.FuseOSError(code)
+
+
+def make_operations(vfs: VaultFS):
+    """An mfusepy.Operations whose reads are vfs's and whose writes are EROFS."""
+    mfusepy = _import_fuse()
+    methods = {name: _bound(getattr(vfs, name)) for name in READS}
+    methods.update({name: _bound(vfs.read_only) for name in WRITES})
+    return type("VaultOperations", (mfusepy.Operations,), methods)()
+
+
+def _bound(fn):
+    def method(self, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+    method.__name__ = fn.__name__
+    return method

@@ -1,0 +1,51 @@
+"""Recipe inputs taken from a mount (`[inputs.NAME] via = "mount"`): instead of verified copies, the run folder
+gets links into a `vault mount` of the catalog made for the run (reads verified by the mount, the mirror
+read-only through it), unmounted when the run ends. Local runs only: a container or a batch node does not see
+this machine's mount."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from cloudvault.errors import RecipeInvalid
+from cloudvault.models import Member
+
+MOUNT_FOLDER = ".mount"
+VIA = ("copy", "mount")
+
+
+def via(recipe, name: str) -> str:
+    """How the recipe's input `name` reaches the run: copy (staged, the default) or mount."""
+    spec = recipe.section("inputs").get(name, {})
+    how = spec.get("via", "copy") if isinstance(spec, dict) else "copy"
+    if how not in VIA:
+        raise RecipeInvalid(path=recipe.name, detail=f"inputs.{name}.via is {how!r}; it is one of {', '.join(VIA)}")
+    return how
+
+
+def link_inputs(conn: sqlite3.Connection, run_dir: Path, links: dict[Member, Path]) -> None:
+    """Mount the catalog at run_dir/.mount and link each member's landing to it."""
+    from cloudvault.mount import session
+    from cloudvault.mount.tree import mirror_folders, mount_path
+
+    catalog = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    point = run_dir / MOUNT_FOLDER
+    point.mkdir(exist_ok=True)
+    session.require_fuse()
+    session.start_background(["--catalog", catalog, "mount", "--foreground", str(point)], point,
+                             run_dir / "mount.log")  # fmt: skip
+    folders = mirror_folders(conn)
+    for member, dest in links.items():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(point / mount_path(member, folders), dest)
+
+
+def release(run_dir: Path) -> None:
+    """Unmount the run's mount, if it made one."""
+    from cloudvault.mount.session import mounted, unmount
+
+    point = run_dir / MOUNT_FOLDER
+    if point.is_dir() and mounted(point):
+        unmount(point)
