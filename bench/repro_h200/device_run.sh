@@ -1,6 +1,6 @@
 #!/bin/bash
 # The H200 re-runs of issue 21, in one device call: the gpu_bound_decode record (3 repetitions), then alone on the
-# GPU 13 runs of gpu_greedy_smoke and 10 of gpu_bound_decode, then 3 of each beside a busy process, then the bound recipe's 10 alone.
+# GPU 13 runs of gpu_greedy_smoke, then 3 of each recipe beside a busy process, then 10 of gpu_bound_decode alone.
 # Each run is a fresh process of the recipe's runner, as `vault repro` starts it. Folders under $OUT/runs, tarred.
 set -u
 R=$OUT/runs
