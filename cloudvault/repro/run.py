@@ -194,8 +194,10 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
     if cmp is None:
         finish_run(conn, prov["run_id"], status=status, summary={"error": prov.get("error", status)})
         return
+    from cloudvault.repro.timings import as_document
+
     summary = {"headline": report.headline(cmp), "reasons": cmp.reasons, "counts": cmp.counts,
-               "forced_preflight": prov["forced_preflight"]}  # fmt: skip
+               "timings": as_document(cmp.timings), "forced_preflight": prov["forced_preflight"]}  # fmt: skip
     finish_run(conn, prov["run_id"], status=status, verdict=verdict, summary=summary,
                requests=report.requests_for_catalog(cmp))  # fmt: skip
 
