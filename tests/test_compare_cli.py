@@ -18,7 +18,8 @@ def test_compare_rep1_with_rep2_finds_the_recorded_divergence_and_writes_nothing
     before = tree_state(demo_mirror)
     result = vault("--catalog", str(demo_catalog), "compare", "014", REP2)
     assert result.code == 10, result.err
-    assert "DIVERGED: 23/24 requests identical; 670bf1c4@gpu7 diverged at output token 1,498" in result.out
+    assert ("OUTPUTS_DIVERGED: outputs 23/24 identical; 670bf1c4@gpu7 diverged at output token 1,498; timings within "
+            "noise (TPOT x") in result.out
     assert "1 of 24 requests diverged" in result.out
     assert "A 93,790 tok, 38.68 tok/s" in result.out  # the dashboard's 3.5.3 totals, recomputed from timestamps
     assert tree_state(demo_mirror) == before
@@ -28,7 +29,10 @@ def test_compare_json_names_the_request_index_and_prefix(demo_catalog, vault):
     result = vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--json")
     assert result.code == 10
     doc = json.loads(result.out)
-    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("DIVERGED", 23, 24)
+    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("OUTPUTS_DIVERGED", 23, 24)
+    assert (doc["outputs"]["verdict"], doc["outputs"]["identical"]) == ("diverged", 23)
+    assert set(doc["timings"]) == {"ttft", "tpot", "e2e", "throughput"}
+    assert doc["timings"]["tpot"]["verdict"] == "within_noise" and len(doc["timings"]["tpot"]["ci"]) == 2
     bad = [r for r in doc["requests"] if r["verdict"] != "identical"]
     assert len(bad) == 1
     assert bad[0]["request"] == "670bf1c4bb02136c067d2341@gpu7"
@@ -40,14 +44,15 @@ def test_compare_json_names_the_request_index_and_prefix(demo_catalog, vault):
 
 
 def test_expect_turns_a_known_divergence_into_exit_0(demo_catalog, vault):
-    assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "DIVERGED").code == 0
+    assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "OUTPUTS_DIVERGED").code == 0
+    assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "DIVERGED").code == 0  # alias
     assert vault("--catalog", str(demo_catalog), "compare", "014", REP2, "--expect", "REPRODUCED").code == 10
 
 
 def test_compare_a_run_with_itself_is_reproduced(demo_catalog, vault):
     result = vault("--catalog", str(demo_catalog), "compare", REP2, REP2)
     assert result.code == 0
-    assert "REPRODUCED: 24/24 requests identical" in result.out
+    assert "REPRODUCED: outputs 24/24 identical; timings within noise (TPOT x1.00" in result.out
 
 
 def test_compare_writes_its_report_only_where_out_says(demo_catalog, vault, tmp_path):
@@ -58,7 +63,8 @@ def test_compare_writes_its_report_only_where_out_says(demo_catalog, vault, tmp_
     assert len(lines) == 25
     assert any(line.startswith("670bf1c4bb02136c067d2341@gpu7,diverged,1498,1498") for line in lines)
     report = (out / "REPORT.md").read_text()
-    assert "DIVERGED: 23/24 requests identical" in report
+    assert "OUTPUTS_DIVERGED: outputs 23/24 identical" in report
+    assert "| TPOT |" in report and ((out / "timings.png").is_file() or "pip install 'cloudvault[plots]'" in report)
     assert "| output_tokens | 93790 | 93689 | -101 (-0.1%) |" in report
 
 

@@ -101,3 +101,31 @@ def test_the_runner_writes_a_record_folder_or_per_gpu_files(tmp_path):
 
     if not torch.cuda.is_available():
         assert cuda.returncode == 6 and "torch sees no GPU" in cuda.stderr
+
+
+def test_the_gpu_bound_record_is_three_h200_repetitions_with_identical_outputs():
+    from cloudvault.repro.recipe import load
+
+    tree = Path(__file__).parents[1] / "recipes/repro"
+    recipe = load(str(tree / "gpu_bound_decode.toml"))
+    assert recipe.repetitions() == ["gpu_bound_decode/rep2", "gpu_bound_decode/rep3"]
+    assert recipe.noise_floors() == dict.fromkeys(("ttft", "tpot", "e2e", "throughput"), 0.05)
+    reps = [tree / "recorded/gpu_bound_decode" / f"rep{i}" for i in (1, 2, 3)]
+    runs = [results.parse(results.read_folder(r)) for r in reps]
+    assert all(len(rows) == 9 for rows in runs)
+    assert runs[0].keys() == runs[1].keys() == runs[2].keys()
+    assert all(runs[0][k]["output_ids"] == rows[k]["output_ids"] for rows in runs[1:] for k in runs[0])
+    about = json.loads((reps[0] / "run.json").read_text())["settings"]
+    assert (about["gpu"], about["dtype"], about["profile"]) == ("NVIDIA H200 (9.0)", "bfloat16", "bound")
+    assert json.loads(about["model_config"])["hidden_size"] == 8192
+
+
+def test_a_bad_noise_floor_is_refused(tmp_path):
+    from cloudvault.errors import RecipeInvalid
+    from cloudvault.repro.recipe import load
+
+    text = (Path(__file__).parents[1] / "recipes/repro/gpu_bound_decode.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("noise = 0.05 ", "noise = { tpot = 0.05, latency = 0.1 }"))
+    with pytest.raises(RecipeInvalid, match="timings.noise"):
+        load(str(bad))

@@ -401,7 +401,7 @@ def test_016_recipe_with_inputs_via_mount_reproduces_from_links_into_a_mount(dem
     recipe.write_text(text.replace("[inputs.results]\n", '[inputs.results]\nvia = "mount"\n'))
     result = vault("--catalog", str(demo_catalog), "repro", str(recipe), "--out", str(tmp_path / "runs"))
     assert result.code == 0, result.err
-    assert "REPRODUCED: 6/6 files identical" in result.out
+    assert "REPRODUCED: outputs 6/6 files identical" in result.out
     (run,) = (tmp_path / "runs").iterdir()
     inputs = [Path(d, f) for d, _, names in os.walk(run / "work") for f in names if f == "per_request.csv"]
     assert inputs and all(p.is_symlink() and f"{run}/.mount/" in os.readlink(p) for p in inputs)

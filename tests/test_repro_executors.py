@@ -173,7 +173,7 @@ def test_the_014_standin_gives_the_same_verdict_on_local_docker_and_slurm(demo_c
     batch = repro(vault, demo_catalog, tmp_path / "slurm", "--executor", "slurm")
     for result in (local, docker, batch):
         assert result.code == 0, result.err
-        assert "REPRODUCED: 24/24 requests identical" in result.out
+        assert "REPRODUCED: outputs 24/24 identical" in result.out
     recorded = {r["executor"]: r for r in runs_json(vault, demo_catalog, "014")}
     assert {k: (r["status"], r["verdict"]) for k, r in recorded.items()} == {
         e: ("finished", "REPRODUCED") for e in ("local", "docker", "slurm")}  # fmt: skip
@@ -242,7 +242,7 @@ def test_detach_returns_at_once_and_vault_runs_collects_later(demo_catalog, vaul
     assert (run["status"], run["verdict"]) == ("finished", "REPRODUCED")
     assert "running" in seen and seen <= {"queued", "running", "finished"}  # 8 tasks on 2 cores: about 10 s
     folder = Path(run["folder"])
-    assert "REPRODUCED: 24/24 requests identical" in (folder / "REPORT.md").read_text()
+    assert "REPRODUCED: outputs 24/24 identical" in (folder / "REPORT.md").read_text()
     assert json.loads((folder / "provenance.json").read_text())["status"] == "finished"
 
 
@@ -305,7 +305,7 @@ def test_a_missing_image_is_restored_from_the_mirror_first(demo_catalog, vault, 
     assert f"ok   image            {tag} missing; restored from _docker/images/neo.tar.zst first" in dry.out
     result = vault(*argv, "--out", str(tmp_path / "runs"))
     assert result.code == 0, result.err
-    assert "REPRODUCED: 24/24 requests identical" in result.out
+    assert "REPRODUCED: outputs 24/24 identical" in result.out
     assert client.images(name=tag)
     from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.records import restores

@@ -18,7 +18,7 @@ def repro(vault, db: Path, recipe: str, out: Path, *extra: str):
 def test_016_plots_are_redrawn_byte_identical(demo_catalog, vault, tmp_path):
     result = repro(vault, demo_catalog, "016_plots", tmp_path / "runs")
     assert result.code == 0, result.err
-    assert "REPRODUCED: 6/6 files identical" in result.out
+    assert "REPRODUCED: outputs 6/6 files identical" in result.out
     (folder,) = (tmp_path / "runs").iterdir()
     assert (folder / "work/figs/tps_by_context.svg").read_text().startswith("<svg")
     assert "ss20_temp0,140-160K,6," in (folder / "work/plot_data/tps_by_context.csv").read_text()
@@ -32,14 +32,14 @@ def test_017_redraw_notices_a_changed_run_summary(demo_mirror, vault, tmp_path):
     shutil.copytree(demo_mirror, mirror, symlinks=True)
     db = tmp_path / "c.db"
     assert vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(mirror)).code == 0
-    assert "REPRODUCED: 3/3 files identical" in repro(vault, db, "017_redraw", tmp_path / "a").out
+    assert "REPRODUCED: outputs 3/3 files identical" in repro(vault, db, "017_redraw", tmp_path / "a").out
     summary = mirror / "017_runpod_pro6000_workspace_mirror/data/workspace/cs/run/qwen3_4b_b32/summary.csv"
     summary.write_text(summary.read_text().replace("1502.4", "1502.5"))
     assert vault("--catalog", str(db), "index", "--quiet", str(mirror)).code == 0
     result = repro(vault, db, "017_redraw", tmp_path / "b", "--json")
     assert result.code == 10, result.err
     doc = json.loads(result.out)
-    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("DIVERGED", 1, 3)
+    assert (doc["verdict"], doc["identical"], doc["compared"]) == ("OUTPUTS_DIVERGED", 1, 3)
     first = "run,batch,requests,output_tokens,stable_tps,e2e_tps\nqwen3_4b_b16,16,64,1203388,980.1,912.4\n"
     offset = len(first) + len("qwen3_4b_b32,32,128,2391045,1502.")
     assert f"bundle/results.csv diverged at byte {offset}" in doc["reasons"]
@@ -71,7 +71,7 @@ SEED_TABLE = {
 def test_the_serving_report_is_regenerated_from_stored_results_and_matches_the_seed(serving_catalog, vault, tmp_path):
     result = repro(vault, serving_catalog, "serving_c4_mtp_ab", tmp_path / "runs")
     assert result.code == 0, result.err
-    assert "REPRODUCED: 3/3 files identical" in result.out
+    assert "REPRODUCED: outputs 3/3 files identical" in result.out
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "work/summary.json").read_text())
     cells = [summary["arms"][a][d] for d, a in (("english", "mtp3"), ("english", "mtp2"), ("coding", "mtp3"),

@@ -93,7 +93,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
             "job_id": "Slurm job or container id",
             "folder": "run folder (provenance.json, compare.csv, REPORT.md)",
             "status": "queued | running | finished | failed | interrupted",
-            "verdict": "REPRODUCED | WITHIN_TOLERANCE | DIVERGED | NOT_COMPARABLE",
+            "verdict": "REPRODUCED | OUTPUTS_DIVERGED | TIMINGS_CHANGED | NOT_COMPARABLE",
             "summary": "totals (JSON)",
         },
     ),

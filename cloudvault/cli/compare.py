@@ -1,24 +1,29 @@
-"""Compare two runs request by request: token ids, output lengths, finish reasons exactly; timings within tolerance.
+"""Compare two runs on two axes: outputs (token ids, output lengths, finish reasons, exactly) and timings (TTFT,
+TPOT, E2E, throughput of the measured requests, against measured run-to-run noise).
 
 RUN_A is the reference, RUN_B the run judged against it. Each is a result folder (a `vault repro` run folder or
 any folder with per_request.csv / requests.jsonl), a run id from `vault runs`, or an entry: `014` is the folder
 its repro recipe records, `014/data/ss20_temp0_c1024_rep2/20260925_072725` a folder of that entry, read through
-the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recipe` to choose). Nothing is
-written unless --out names a folder for compare.csv and REPORT.md. Exit 0 when reproduced (REPRODUCED or
-WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that one
-(a check that a known divergence, like 014's rep2, is still exactly what it was).
+the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recipe` to choose). `--baseline RUN`
+(repeatable) names more runs of A's kind (the same experiment on the same hardware): their spread with A is the
+noise a timing of B is judged against; without one, a timing difference is inconclusive, never a change. Nothing
+is written unless --out names a folder for compare.csv, REPORT.md and timings.png. Exit 0 when REPRODUCED, 10
+when not (OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that
+one (a check that a known divergence, like 014's rep2, is still exactly what it was). See docs/repro.md.
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
 
-VERDICTS = ("REPRODUCED", "WITHIN_TOLERANCE", "DIVERGED", "NOT_COMPARABLE")
+VERDICTS = ("REPRODUCED", "OUTPUTS_DIVERGED", "TIMINGS_CHANGED", "NOT_COMPARABLE", "DIVERGED")  # DIVERGED: alias
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("run_a", metavar="RUN_A", help="reference: folder, run id, ENTRY or ENTRY/FOLDER")
     parser.add_argument("run_b", metavar="RUN_B", help="compared run: folder, run id, ENTRY or ENTRY/FOLDER")
+    parser.add_argument("--baseline", action="append", default=[], metavar="RUN",
+                        help="another run of A's kind, for the timing noise (repeatable)")
     parser.add_argument("--recipe", help="take the compare rules and settings from this repro recipe")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--out", help="write compare.csv and REPORT.md into this (new or empty) folder")
@@ -34,7 +39,7 @@ def run(args) -> int:
     from cloudvault.catalog.db import open_catalog
     from cloudvault.cli.ui import UI
     from cloudvault.repro import report, sources
-    from cloudvault.repro.compare import DEFAULT_RULES, PASSING, compare_runs, settings_differences
+    from cloudvault.repro.compare import ALIASES, DEFAULT_RULES, PASSING, compare_runs, settings_differences
 
     ui = UI(as_json=args.json)
     conns = []
@@ -46,33 +51,38 @@ def run(args) -> int:
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)
-    rules, keys, margin = _rules(args.recipe, a, DEFAULT_RULES)
+    baselines = [sources.resolve(text, connect) for text in args.baseline]
+    rules, keys, margin, floors = _rules(args.recipe, a, DEFAULT_RULES)
     diff = settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
-    cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin)
+    cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
+                       baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
     totals = (a.totals(), b.totals())
     if args.out:
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
 
         known = os.path.exists(config.catalog_path(args.catalog))
         refuse_write_into_mirror(connect() if known else None, args.out, "compare --out")
-        _write(Path(args.out), cmp, a, b, totals)
+        _write(Path(args.out), cmp, a, b, totals, [r.where for r in baselines])
     if args.json:
         ui.emit(report.document(cmp, a.where, b.where, totals))
     else:
         ui.line(f"A {a.where}")
         ui.line(f"B {b.where}")
+        for r in baselines:
+            ui.line(f"  baseline {r.where}")
         ui.heading(report.headline(cmp))
         for line in report.reason_lines(cmp):
             ui.line(line)
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(_totals_line(totals))
     if args.expect:
-        return errors.OK if cmp.verdict == args.expect else errors.REPRO_MISMATCH
+        return errors.OK if cmp.verdict == ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
     return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
 
 
 def _rules(name, a, default):
-    """The compare rules, the settings compared and the near-tie margin: --recipe, else RUN_A's entry's recipe."""
+    """The compare rules, the settings compared, the near-tie margin and the timing noise floors: --recipe, else
+    RUN_A's entry's recipe."""
     from cloudvault.repro import sources
     from cloudvault.repro.compare import DEFAULT_NEAR_TIE
     from cloudvault.repro.recipe import load
@@ -80,7 +90,9 @@ def _rules(name, a, default):
     recipe = load(name) if name else None
     if recipe is None and a.entry:
         recipe = next((r for r in sources.recipes_for(a.entry) if r.kind == "harness"), None)
-    return recipe.compare_config() if recipe else (dict(default), None, DEFAULT_NEAR_TIE)
+    if recipe is None:
+        return dict(default), None, DEFAULT_NEAR_TIE, {}
+    return (*recipe.compare_config(), recipe.noise_floors())
 
 
 def _totals_line(totals) -> str:
@@ -91,7 +103,7 @@ def _totals_line(totals) -> str:
             f"TPOT {b['tpot_mean_ms']}/{b['tpot_median_ms']} ms, {b['hit_cap']} at cap")  # fmt: skip
 
 
-def _write(out, cmp, a, b, totals) -> None:
+def _write(out, cmp, a, b, totals, baselines) -> None:
     from cloudvault.atomic import atomic_write
     from cloudvault.repro import report
 
@@ -100,5 +112,7 @@ def _write(out, cmp, a, b, totals) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "compare.csv", mode=0o644) as fh:
         fh.write(report.compare_csv(cmp).encode())
+    plot = report.write_plot(cmp, a.rows, b.rows, out / report.PLOT, a.where, b.where) if cmp.timings else None
     with atomic_write(out / "REPORT.md", mode=0o644) as fh:
-        fh.write(report.report_md(cmp, "vault compare", a.where, b.where, totals).encode())
+        fh.write(report.report_md(cmp, "vault compare", a.where, b.where, totals, baselines=tuple(baselines),
+                                  plot=plot).encode())  # fmt: skip

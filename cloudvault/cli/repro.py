@@ -12,7 +12,10 @@ runs anyway and records it); Ctrl-C stops the processes and records the run as i
 `--executor docker` runs each process in a container of the recipe's image (or --image; mirror read-only, no
 network, GPUs by device request); `--executor slurm` submits one sbatch job array (recorded as queued at once,
 polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs ENTRY` collects the run later.
-Exit 0 when reproduced (REPRODUCED, WITHIN_TOLERANCE), 10 when not (DIVERGED, NOT_COMPARABLE).
+`--repeat N` runs it N times, each a run folder of its own and a verdict of its own; the timing noise is the
+record's own repetitions (the recipe's record.repetitions) plus the batch's earlier runs (docs/repro.md). The
+verdict has two axes, outputs and timings: exit 0 when REPRODUCED (every run, with --repeat), 10 when not
+(OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (timing noise: docs/repro.md)")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -59,30 +63,57 @@ def run(args) -> int:
     conn = open_catalog(config.catalog_path(args.catalog), readonly=args.dry_run)
     if args.dry_run:
         return _dry_run(conn, recipe, options, args, ui)
-    from cloudvault.repro import report
-    from cloudvault.repro.compare import PASSING
-    from cloudvault.repro.run import Feedback, reproduce
-
     chosen = _executor(args)
     if args.detach and not chosen.queues:
         raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
+    if args.repeat < 1 or (args.repeat > 1 and args.detach):
+        raise errors.UsageError(detail="--repeat wants N >= 1, and a detached run is one run (no --repeat)")
+    return _runs(conn, recipe, chosen, options, args, ui)
+
+
+def _runs(conn, recipe, chosen, options, args, ui) -> int:
+    """--repeat N runs (1 by default), each compared with the record; the noise grows with the batch's runs."""
+    from cloudvault.repro.compare import PASSING
+    from cloudvault.repro.run import Feedback, reproduce, run_rows
+
     feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"))
-    cmp, prov = reproduce(conn, recipe, chosen, options, feedback, detach=args.detach)
-    if cmp is None:
-        if args.json:
-            ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
-        ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; `vault runs {recipe.entry}` collects it")
-        return errors.OK
+    earlier: list[dict] = []
+    docs, code = [], errors.OK
+    for i in range(args.repeat):
+        cmp, prov = reproduce(conn, recipe, _executor(args) if i else chosen, options, feedback, detach=args.detach,
+                              more_noise=tuple(earlier))  # fmt: skip
+        if cmp is None:
+            if args.json:
+                ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
+            ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; `vault runs {recipe.entry}` collects it")
+            return errors.OK
+        if args.repeat > 1 and not args.json:
+            ui.line(f"run {i + 1} of {args.repeat}")
+        docs.append(_shown(cmp, prov, args, ui))
+        if cmp.verdict not in PASSING:
+            code = errors.REPRO_MISMATCH
+        if recipe.kind == "harness":
+            earlier.append(run_rows(prov["plan"]["run_dir"]))
     if args.json:
-        ui.emit({**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
-                 "folder": str(Path(prov["plan"]["run_dir"]))})  # fmt: skip
-    else:
+        ui.emit(docs[0] if args.repeat == 1 else {"runs": docs, "verdicts": [d["verdict"] for d in docs]})
+    return code
+
+
+def _shown(cmp, prov, args, ui) -> dict:
+    """One run's comparison on the terminal (not with --json); its document."""
+    from pathlib import Path
+
+    from cloudvault.repro import report
+
+    doc = {**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
+           "folder": str(Path(prov["plan"]["run_dir"]))}  # fmt: skip
+    if not args.json:
         ui.heading(report.headline(cmp))
         for line in report.reason_lines(cmp):
             ui.line(line)
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
-    return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+    return doc
 
 
 def _executor(args):

@@ -225,6 +225,10 @@ def build_gpu_smoke(tree: Path) -> None:
     for item in recorded.iterdir():
         if item.is_file():
             put(tree / "_repro/gpu_greedy_smoke/recorded" / item.name, item.read_bytes())
+    bound = files("cloudvault.recipe_files") / "repro" / "recorded" / "gpu_bound_decode"  # rep1..3 (H200)
+    for rep in bound.iterdir() if bound.is_dir() else []:
+        for item in rep.iterdir() if rep.is_dir() else []:
+            put(tree / "_repro/gpu_bound_decode" / rep.name / item.name, item.read_bytes())
 
 
 # -- the serving-benchmark result tree (seed 001), a second mirror -----------------------------------------------

@@ -1,30 +1,37 @@
-"""Compare two runs request by request (or file by file) under a recipe's rules, and give one verdict.
+"""Compare two runs on two axes, outputs and timings, and give one verdict.
 
-Rules, per column of the per-request table: "exact" (token ids, output length, finish reason must be equal),
-"ignore", or a tolerance {rtol, atol, percentile}: |b - a| <= atol + rtol * |a| must hold for every request, or,
-with a percentile P, for at least P% of them. Run A is the reference (the record), run B the new run.
-Pure functions: the runs arrive as dicts of rows; nothing here reads a file.
+Outputs, per column of the per-request table under the recipe's rules: "exact" (token ids, output length, finish
+reason must be equal) or "ignore"; a request is identical or diverged (with its first divergent token), missing or
+extra. Timings (TTFT, TPOT, E2E, throughput) are judged over the measured requests by cloudvault.repro.timings,
+against the run-to-run noise of A and its baselines; a timing column's rule ("timing", or a legacy {rtol, ...}
+table) only says its per-request deltas are shown. Verdicts: NOT_COMPARABLE (settings differ, or nothing in
+common), OUTPUTS_DIVERGED, TIMINGS_CHANGED (a metric slower or faster beyond noise), else REPRODUCED. Run A is the
+reference (the record), run B the new run. Pure functions: the runs arrive as dicts of rows; nothing reads a file.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 EXACT = "exact"
 IGNORE = "ignore"
+TIMING = "timing"  # a timing column: per-request deltas shown, judged over the run by repro.timings
 TOKENS = "output_ids"  # the column holding a request's output token ids
 MARGINS = "top2_margin"  # per output token: logprob of the top token minus the runner-up's, when recorded
 
 REPRODUCED = "REPRODUCED"
-WITHIN_TOLERANCE = "WITHIN_TOLERANCE"
-DIVERGED = "DIVERGED"
+OUTPUTS_DIVERGED = "OUTPUTS_DIVERGED"
+TIMINGS_CHANGED = "TIMINGS_CHANGED"
 NOT_COMPARABLE = "NOT_COMPARABLE"
-PASSING = (REPRODUCED, WITHIN_TOLERANCE)
+VERDICTS = (REPRODUCED, OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE)
+ALIASES = {"DIVERGED": OUTPUTS_DIVERGED}  # --expect DIVERGED (before timings were judged apart) still works
+PASSING = (REPRODUCED,)
 
 
 class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0.0, None))):
-    """|b - a| <= atol + rtol * |a|, for every request or, with percentile P, for P% of them."""
+    """A legacy per-request timing tolerance: |b - a| <= atol + rtol * |a| is shown per request (a "!" in the
+    table), never judged; the run's timings are judged against measured noise (repro.timings)."""
 
     __slots__ = ()
 
@@ -39,8 +46,8 @@ class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0
 
 
 DEFAULT_RULES = {
-    "output_ids": EXACT, "output_tokens": EXACT, "finish": EXACT, "ttft_s": Tolerance(0.1, 0.0, 90),
-    "tpot_ms": Tolerance(0.1, 0.0, 90), "e2e_s": Tolerance(0.1, 0.0, 90), "tps": IGNORE,
+    "output_ids": EXACT, "output_tokens": EXACT, "finish": EXACT, "ttft_s": TIMING, "tpot_ms": TIMING,
+    "e2e_s": TIMING, "tps": IGNORE,
 }  # fmt: skip
 DEFAULT_NEAR_TIE = 0.1
 
@@ -48,27 +55,30 @@ DEFAULT_NEAR_TIE = 0.1
 class RequestResult(
     namedtuple("RequestResult", "request verdict first_divergence shared_prefix deltas failed near_tie notes")
 ):
-    """One request: verdict (identical | out_of_tolerance | diverged | missing | extra), the first divergent output
-    token (0-based) and the shared prefix length, per-metric (a, b, b - a, within), the exact rules that failed,
-    near_tie (True/False when logprobs were recorded, None otherwise)."""
+    """One request: verdict (identical | diverged | missing | extra: its outputs), the first divergent output
+    token (0-based) and the shared prefix length, per timing column (a, b, b - a, within its legacy tolerance or
+    None), the exact rules that failed, near_tie (True/False when logprobs were recorded, None otherwise)."""
 
     __slots__ = ()
 
 
-class RunComparison(namedtuple("RunComparison", "verdict requests counts tolerances settings_diff unchecked reasons")):
-    """The whole comparison: verdict, per-request results, counts by verdict, per tolerance column
-    (within, compared, holds), settings that differ, rules that could not be checked, and why not reproduced."""
+class RunComparison(
+    namedtuple("RunComparison", "verdict requests counts timings settings_diff unchecked reasons", defaults=({},))
+):
+    """The whole comparison: verdict, per-request results, counts by verdict (of outputs), per metric the timing
+    judgment (repro.timings.MetricTiming), settings that differ, rules that could not be checked, and why the
+    verdict is what it is."""
 
     __slots__ = ()
 
 
 def parse_rule(spec: object) -> str | Tolerance:
-    """A recipe's rule value: "exact", "ignore", or a table with rtol, atol, percentile."""
-    if spec in (EXACT, IGNORE):
+    """A recipe's rule value: "exact", "ignore", "timing", or a (legacy) table with rtol, atol, percentile."""
+    if spec in (EXACT, IGNORE, TIMING):
         return spec
     if isinstance(spec, Mapping) and set(spec) <= {"rtol", "atol", "percentile"} and spec:
         return Tolerance(float(spec.get("rtol", 0.0)), float(spec.get("atol", 0.0)), spec.get("percentile"))
-    raise ValueError(f"a rule is 'exact', 'ignore' or a table of rtol/atol/percentile, not {spec!r}")
+    raise ValueError(f"a rule is 'exact', 'ignore', 'timing' or a table of rtol/atol/percentile, not {spec!r}")
 
 
 def first_divergence(a: list, b: list) -> int | None:
@@ -99,14 +109,9 @@ def compare_request(
                 failed.append(column)
             continue
         x, y = float(a[column]), float(b[column])
-        deltas[column] = (x, y, y - x, rule.holds(x, y))
+        deltas[column] = (x, y, y - x, rule.holds(x, y) if isinstance(rule, Tolerance) else None)
     near_tie = _near_tie(a, b, index, near_tie_margin) if TOKENS in failed else None
-    if failed:
-        verdict = "diverged"
-    elif not all(within for *_, within in deltas.values()):
-        verdict = "out_of_tolerance"
-    else:
-        verdict = "identical"
+    verdict = "diverged" if failed else "identical"
     return RequestResult(key, verdict, index, shared, deltas, failed, near_tie, notes)
 
 
@@ -133,50 +138,40 @@ def _near_tie(a: Mapping, b: Mapping, index: int | None, threshold: float) -> bo
 def compare_runs(
     a_rows: Mapping[str, Mapping], b_rows: Mapping[str, Mapping], rules: Mapping[str, str | Tolerance], *,
     settings_diff: Iterable[tuple[str, object, object]] = (), near_tie_margin: float = 0.1,
+    baselines: Sequence[Mapping[str, Mapping]] = (), floors: Mapping[str, float] | None = None,
 ) -> RunComparison:  # fmt: skip
-    """Every request of A against B, the tolerance columns judged over all requests, and one verdict."""
+    """Every request of A against B (outputs), the timings of the measured requests against the noise of A and its
+    baselines (more runs of A's kind), and one verdict."""
+    from cloudvault.repro import timings as timing
+
     results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
     results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows if k not in b_rows]
     results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows if k not in a_rows]
-    tolerances = {
-        column: _tolerance_outcome(rule, [r.deltas[column][3] for r in results if column in r.deltas])
-        for column, rule in rules.items()
-        if isinstance(rule, Tolerance)
-    }
     counts: dict[str, int] = {}
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
-    verdict, reasons = _verdict(results, counts, tolerances, list(settings_diff))
-    return RunComparison(verdict, results, counts, tolerances, list(settings_diff), unchecked, reasons)
+    judged = timing.judge(a_rows, b_rows, baselines, floors)
+    verdict, reasons = _verdict(results, counts, judged, list(settings_diff))
+    return RunComparison(verdict, results, counts, judged, list(settings_diff), unchecked, reasons)
 
 
-def _tolerance_outcome(rule: Tolerance, within: list[bool]) -> tuple[int, int, bool]:
-    """(requests within, requests compared, whether the rule holds at its percentile)."""
-    n_in, n = sum(within), len(within)
-    needed = 100.0 if rule.percentile is None else float(rule.percentile)
-    return n_in, n, n == 0 or n_in * 100 >= needed * n - 1e-9
+def _verdict(results: list, counts: dict, judged: dict, settings_diff: list) -> tuple[str, list[str]]:
+    from cloudvault.repro import timings as timing
 
-
-def _verdict(results: list, counts: dict, tolerances: dict, settings_diff: list) -> tuple[str, list[str]]:
     if settings_diff:
         return NOT_COMPARABLE, [f"setting {k}: {a!r} vs {b!r}" for k, a, b in settings_diff]
     if not any(r.verdict not in ("missing", "extra") for r in results):
         return NOT_COMPARABLE, ["no request in common"]
-    reasons = []
-    for verdict in ("diverged", "missing", "extra"):
-        if counts.get(verdict):
-            reasons.append(f"{counts[verdict]} of {len(results)} requests {verdict}")
-    for column, (n_in, n, holds) in tolerances.items():
-        if not holds:
-            reasons.append(f"{column}: {n_in} of {n} requests within tolerance")
+    reasons = [f"{counts[v]} of {len(results)} requests {v}" for v in ("diverged", "missing", "extra") if counts.get(v)]
+    moved = timing.changed(judged)
+    timing_reasons = [f"{t.label} {t.verdict}: x{t.ratio:.2f} (95% CI {t.ci[0]:.2f}-{t.ci[1]:.2f}) beyond noise "
+                      f"+-{t.noise:.0%} measured over {t.runs} run(s) of A's kind" for t in moved]  # fmt: skip
+    timing_reasons += [f"{t.label} inconclusive: x{t.ratio:.2f} ({t.note})" for t in judged.values()
+                       if t.verdict == timing.INCONCLUSIVE and t.ratio is not None]  # fmt: skip
     if reasons:
-        return DIVERGED, reasons
-    if all(n_in == n for n_in, n, _ in tolerances.values()):
-        return REPRODUCED, []
-    outside = [f"{c}: {n - n_in} of {n} outside, allowed by its percentile" for c, (n_in, n, _) in tolerances.items()
-               if n_in < n]  # fmt: skip
-    return WITHIN_TOLERANCE, outside
+        return OUTPUTS_DIVERGED, reasons + timing_reasons
+    return (TIMINGS_CHANGED if moved else REPRODUCED), timing_reasons
 
 
 def settings_differences(a: Mapping, b: Mapping, keys: Iterable[str] | None = None) -> list[tuple[str, object, object]]:
@@ -215,5 +210,5 @@ def compare_files(a: Mapping[str, bytes | None], b: Mapping[str, bytes | None]) 
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     bad = [f"{r.name} {r.verdict}" + (f" at byte {r.first_difference}" if r.first_difference is not None else "")
            for r in results if r.verdict != "identical"]  # fmt: skip
-    verdict = DIVERGED if bad else REPRODUCED if results else NOT_COMPARABLE
+    verdict = OUTPUTS_DIVERGED if bad else REPRODUCED if results else NOT_COMPARABLE
     return RunComparison(verdict, results, counts, {}, [], [], bad or ([] if results else ["no files"]))

@@ -25,7 +25,9 @@ SCHEMA = {
     "description": (str, False),
     "entry": (str, True),
     "kind": (str, False),  # harness (per-request compare, the default) | files (byte compare of outputs)
-    "record": ({"folder": (str, True), "files": (list, False)}, True),
+    "record": ({"folder": (str, True), "files": (list, False), "repetitions": (list, False)}, True),
+    # noise floor of the timing judgment: one fraction for every metric, or per metric (ttft, tpot, e2e, throughput)
+    "timings": ({"noise": ((int, float, dict), False)}, False),
     "environment": ({"env_recipe": (str, False), "env_name": (str, False), "docker": (str, False)}, False),
     "code": ({"entry": (str, False), "path": (str, True), "commit": (str, False)}, False),
     "model": ({"entry": (str, False), "path": (str, True)}, False),
@@ -86,6 +88,21 @@ class Recipe:
     def section(self, name: str) -> dict:
         return self.data.get(name, {})
 
+    def repetitions(self) -> list[str]:
+        """More recorded folders of the record's kind (the same experiment repeated): the timing noise of A."""
+        return list(self.section("record").get("repetitions", []))
+
+    def noise_floors(self) -> dict[str, float]:
+        """metric -> the smallest change a timing may be called changed by (repro.timings.DEFAULT_FLOOR unset)."""
+        from cloudvault.repro.timings import METRICS
+
+        noise = self.section("timings").get("noise")
+        if noise is None:
+            return {}
+        if isinstance(noise, dict):
+            return {m: float(v) for m, v in noise.items()}
+        return dict.fromkeys(METRICS, float(noise))
+
     def compare_config(self) -> tuple[dict, list[str] | None, float]:
         """(rules per column, settings that must be equal or None for all shared ones, near-tie margin)."""
         from cloudvault.repro.compare import DEFAULT_NEAR_TIE, DEFAULT_RULES, parse_rule
@@ -102,6 +119,14 @@ def load(name: str) -> Recipe:
     path, data = load_recipe(KIND, name, SCHEMA)
     if data.get("kind", "harness") not in KINDS:
         raise RecipeInvalid(path=path, detail=f"'kind' must be one of {', '.join(KINDS)}, not {data['kind']!r}")
+    from cloudvault.repro.timings import METRICS
+
+    noise = data.get("timings", {}).get("noise")
+    table = noise if isinstance(noise, dict) else {"noise": noise} if noise is not None else {}
+    for metric, floor in table.items():
+        if (metric != "noise" and metric not in METRICS) or not isinstance(floor, int | float) or not 0 <= floor < 10:
+            raise RecipeInvalid(path=path, detail=f"'timings.noise': {metric} = {floor!r}; a fraction (0.05 is 5%) "
+                                f"per metric of {', '.join(METRICS)}")  # fmt: skip
     for column, spec in data.get("compare", {}).get("rules", {}).items():
         try:
             parse_rule(spec)

@@ -1,11 +1,16 @@
-"""A comparison as a document (--json, the catalog's summary), compare.csv, REPORT.md and a terminal table."""
+"""A comparison as a document (--json, the catalog's summary), compare.csv, REPORT.md (with timings.png beside it
+when matplotlib is installed) and a terminal table."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from cloudvault.repro.compare import FileResult, RunComparison
+from cloudvault.repro import timings as timing
+from cloudvault.repro.compare import NOT_COMPARABLE, FileResult, RunComparison
+
+PLOT = "timings.png"
+PLOT_HINT = "pip install 'cloudvault[plots]' (matplotlib) and run again for timings.png: per-request TTFT and TPOT"
 
 METRICS = ("ttft_s", "tpot_ms", "e2e_s")
 TOTALS = ("requests", "output_tokens", "tokens_per_s", "ttft_mean_s", "ttft_median_s", "tpot_mean_ms",
@@ -19,11 +24,8 @@ def short(request: str) -> str:
 
 
 def identical_outputs(cmp: RunComparison) -> tuple[int, int]:
-    """(requests whose outputs are identical under the exact rules, requests compared)."""
-    compared = [r for r in cmp.requests if r.verdict not in ("missing", "extra")]
-    if compared and isinstance(compared[0], FileResult):
-        return sum(1 for r in compared if r.verdict == "identical"), len(cmp.requests)
-    return sum(1 for r in compared if not r.failed), len(cmp.requests)
+    """(requests or files whose outputs are identical, all of them): the same count as the rows say identical."""
+    return sum(1 for r in cmp.requests if r.verdict == "identical"), len(cmp.requests)
 
 
 def document(cmp: RunComparison, label_a: str, label_b: str, totals: tuple[dict, dict] | None = None) -> dict:
@@ -38,7 +40,9 @@ def document(cmp: RunComparison, label_a: str, label_b: str, totals: tuple[dict,
         "compared": total,
         "settings_diff": [list(d) for d in cmp.settings_diff],
         "unchecked": cmp.unchecked,
-        "tolerances": {c: {"within": i, "compared": n, "holds": h} for c, (i, n, h) in cmp.tolerances.items()},
+        "outputs": {"verdict": "identical" if same == total and total else "diverged", "identical": same,
+                    "compared": total, "counts": cmp.counts},
+        "timings": timing.as_document(cmp.timings),
     }
     doc["requests"] = [_request_doc(r) for r in cmp.requests]
     if totals is not None:
@@ -81,14 +85,14 @@ def compare_csv(cmp: RunComparison) -> str:
     writer = csv.writer(out, lineterminator="\n")
     header = ["request", "verdict", "first_divergence", "shared_prefix", "failed", "near_tie"]
     for m in METRICS:
-        header += [f"{m}_a", f"{m}_b", f"{m}_delta", f"{m}_within"]
+        header += [f"{m}_a", f"{m}_b", f"{m}_delta"]
     writer.writerow([*header, "notes"])
     for r in cmp.requests:
         line = [r.request, r.verdict, _blank(r.first_divergence), _blank(r.shared_prefix), ";".join(r.failed),
                 _blank(r.near_tie)]  # fmt: skip
         for m in METRICS:
-            a, b, d, w = r.deltas.get(m, ("", "", "", ""))
-            line += [a, b, "" if d == "" else f"{d:+.3f}", w]
+            a, b, d, _ = r.deltas.get(m, ("", "", "", None))
+            line += [a, b, "" if d == "" else f"{d:+.3f}"]
         writer.writerow([*line, "; ".join(r.notes)])
     return out.getvalue()
 
@@ -98,22 +102,43 @@ def _blank(value: object) -> object:
 
 
 def headline(cmp: RunComparison) -> str:
+    """Both axes, with counts that agree with the rows: 'REPRODUCED: outputs 5/5 identical; timings within noise
+    (TPOT x1.08, 95% CI 0.97-1.21)'."""
     same, total = identical_outputs(cmp)
-    what = "files" if cmp.requests and isinstance(cmp.requests[0], FileResult) else "requests"
-    text = f"{cmp.verdict}: {same}/{total} {what} identical"
+    files = bool(cmp.requests) and isinstance(cmp.requests[0], FileResult)
+    text = f"{cmp.verdict}: outputs {same}/{total}{' files' if files else ''} identical"
     diverged = [r for r in cmp.requests if getattr(r, "first_divergence", None) is not None and r.verdict == "diverged"]
     for r in diverged[:5]:
         name = getattr(r, "request", None) or r.name
         unit = "byte" if isinstance(r, FileResult) else "output token"
         tie = {True: " (near-tie flip)", False: " (not a near tie)"}.get(getattr(r, "near_tie", None), "")
         text += f"; {short(name)} diverged at {unit} {r.first_divergence:,}{tie}"
-    return text
+    if files:
+        return text
+    if cmp.verdict == NOT_COMPARABLE:
+        return f"{text}; timings not judged (not comparable)"
+    return f"{text}; {timing.summary(cmp.timings)}"
 
 
-def report_md(cmp: RunComparison, title: str, label_a: str, label_b: str, totals: tuple[dict, dict] | None) -> str:
-    lines = [f"# {title}", "", f"- A (reference): `{label_a}`", f"- B: `{label_b}`", "", f"**{headline(cmp)}**", ""]
+def report_md(cmp: RunComparison, title: str, label_a: str, label_b: str, totals: tuple[dict, dict] | None,
+              *, baselines: tuple[str, ...] = (), plot: bool | None = None) -> str:  # fmt: skip
+    """The report; plot True: timings.png was written beside it, False: say how to get it, None: no timings."""
+    lines = [f"# {title}", "", f"- A (reference): `{label_a}`", f"- B: `{label_b}`"]
+    lines += [f"- baseline (noise): `{b}`" for b in baselines]
+    lines += ["", f"**{headline(cmp)}**", ""]
     lines += [f"- {reason}" for reason in cmp.reasons]
     lines += [f"- not checked: {c} (not recorded on one side)" for c in cmp.unchecked]
+    if cmp.timings and any(t.ratio is not None for t in cmp.timings.values()):
+        lines += ["", "## Timings (measured requests; noise from the runs of A's kind, docs/repro.md)", "",
+                  "| metric | median A | median B | B/A | 95% CI | noise | runs | verdict |",
+                  "|---|---:|---:|---:|---|---:|---:|---|"]  # fmt: skip
+        for t in cmp.timings.values():
+            if t.ratio is None:
+                continue
+            note = f" ({t.note})" if t.note else ""
+            lines.append(f"| {t.label} | {t.median_a:.4g} | {t.median_b:.4g} | {t.ratio:.3f} | {t.ci[0]:.3f}-"
+                         f"{t.ci[1]:.3f} | +-{t.noise:.0%} | {t.runs} | {t.verdict}{note} |")
+        lines += ["", f"![per-request TTFT and TPOT of A and B]({PLOT})" if plot else f"No picture: {PLOT_HINT}."]
     if totals is not None:
         lines += [
             "",
@@ -146,6 +171,41 @@ def reason_lines(cmp: RunComparison) -> list[str]:
     ]
 
 
+def write_plot(cmp: RunComparison, a_rows: dict, b_rows: dict, path, label_a: str = "A", label_b: str = "B") -> bool:
+    """Per-request TTFT and TPOT of the measured requests, A and B side by side, as a PNG; False without
+    matplotlib (REPORT.md then says how to get it). Written under a temp name and renamed into place."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    from cloudvault.atomic import atomic_write
+
+    keys = sorted(set(timing.measured(a_rows)) & set(timing.measured(b_rows)))
+    if not keys:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), dpi=100)
+    width = 0.4
+    for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
+        a = [timing.value(a_rows[k], metric) or 0 for k in keys]
+        b = [timing.value(b_rows[k], metric) or 0 for k in keys]
+        xs = range(len(keys))
+        ax.bar([x - width / 2 for x in xs], a, width, label=f"A {label_a}"[:40])
+        ax.bar([x + width / 2 for x in xs], b, width, label=f"B {label_b}"[:40])
+        t = cmp.timings.get(metric)
+        title = timing.METRICS[metric][1] + (" (" + timing.METRICS[metric][0].split("_")[1] + ")")
+        ax.set_title(f"{title}: {t.describe()}, {t.verdict}" if t and t.ratio else title, fontsize=9)
+        ax.set_xticks(list(xs), [short(k) for k in keys], rotation=60, fontsize=7)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, mode=0o644) as fh:
+        fig.savefig(fh, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
 def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
     """The per-request table on the terminal (rich), the non-identical rows first; identical ones only with all."""
     import sys
@@ -171,7 +231,8 @@ def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
 
 
 def _cells(r) -> list[str]:
-    deltas = [f"{r.deltas[m][2]:+.2f}" + ("" if r.deltas[m][3] else " !") if m in r.deltas else "" for m in METRICS]
+    deltas = [f"{r.deltas[m][2]:+.2f}" + (" !" if r.deltas[m][3] is False else "") if m in r.deltas else ""
+              for m in METRICS]  # fmt: skip
     tie = {True: "near-tie flip", False: "not a near tie"}.get(r.near_tie, "")
     note = "; ".join(filter(None, [", ".join(r.failed) and f"differs: {', '.join(r.failed)}", tie, *r.notes]))
     first = "" if r.first_divergence is None else f"{r.first_divergence:,}"

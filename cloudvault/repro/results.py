@@ -12,12 +12,17 @@ import sqlite3
 from collections import namedtuple
 from pathlib import Path, PurePosixPath
 
+from cloudvault.errors import UsageError
 from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, csv_table, json_file, json_lines
 from cloudvault.repro.metrics import request_timings, totals
 
 TABLE, STREAM, PROVENANCE = "per_request.csv", "requests.jsonl", "provenance.json"
 RESULT_FILES = (TABLE, STREAM)
 NUMERIC = ("output_tokens", "prompt_tokens", "ttft_s", "tpot_ms", "e2e_s", "tps")
+
+
+class DuplicateRequest(UsageError):
+    """{path}: request {request} appears twice; each request id must be unique in a run (nothing was compared)"""
 
 
 class Results(namedtuple("Results", "label rows settings where entry", defaults=(None,))):
@@ -51,8 +56,14 @@ def parse(files: dict[str, bytes], where: str = "") -> dict[str, dict]:
     name = f"{where}/" if where else ""
     if TABLE in files:
         for row in csv_table(files[TABLE], f"{name}{TABLE}", ("doc_id", "gpu"), NUMERIC):
+            if request_key(row) in rows:
+                raise DuplicateRequest(path=f"{name}{TABLE}", request=request_key(row))
             rows[request_key(row)] = row
+    seen: set[str] = set()
     for record in json_lines(files.get(STREAM, b""), f"{name}{STREAM}", STREAM_SHAPE):
+        if record["request"] in seen:
+            raise DuplicateRequest(path=f"{name}{STREAM}", request=record["request"])
+        seen.add(record["request"])
         ids = record.get("output_ids")
         if ids is not None and not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
             raise DamagedFile(path=f"{name}{STREAM}", detail=f"request {record['request']}: output_ids holds "

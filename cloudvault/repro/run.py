@@ -49,9 +49,12 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe) -> tuple[s
 
 
 def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
-              feedback: Feedback | None = None, detach: bool = False) -> tuple[RunComparison | None, dict]:  # fmt: skip
+              feedback: Feedback | None = None, detach: bool = False,
+              more_noise: tuple[dict, ...] = ()) -> tuple[RunComparison | None, dict]:  # fmt: skip
     """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6).
-    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs` collects."""
+    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs` collects.
+    more_noise: rows of earlier runs of this --repeat batch, measuring the timing noise beside the record's own
+    repetitions."""
     from cloudvault.catalog.records import finish_run, start_run
     from cloudvault.repro.executors import with_executor_checks
 
@@ -84,7 +87,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
             return None, prov
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
-        cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov)
+        cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov, more_noise)
     except (KeyboardInterrupt, Interrupted) as exc:  # Ctrl-C, SIGTERM, SIGHUP
         if job is not None:
             prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
@@ -94,12 +97,13 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")
         raise
-    _write_report(plan, cmp, totals)
+    _write_report(plan, cmp, totals, conn)
     _close(conn, prov, run_dir, "finished", cmp)
     return cmp, prov
 
 
-def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: list[int], prov: dict):
+def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: list[int], prov: dict,
+                         more_noise: tuple[dict, ...] = ()):  # fmt: skip
     executor.collect(job)
     prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, codes, strict=True)}
     if any(codes):
@@ -107,7 +111,7 @@ def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: l
         raise executor.failure(job, codes) or RunFailed(recipe=plan.recipe.name, failed=len(bad), total=len(codes),
                                                         codes=sorted(set(bad)), logs=plan.run_dir / "logs")  # fmt: skip
     merge_outputs(plan)
-    return compare_with_record(conn, plan)
+    return compare_with_record(conn, plan, more_noise)
 
 
 def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
@@ -137,7 +141,7 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
         prov["error"] = exc.message
         _close(conn, prov, run_dir, "failed")
         return "failed"
-    _write_report(plan, cmp, totals)
+    _write_report(plan, cmp, totals, conn)
     _close(conn, prov, run_dir, "finished", cmp)
     return "finished"
 
@@ -192,8 +196,10 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
     if cmp is None:
         finish_run(conn, prov["run_id"], status=status, summary={"error": prov.get("error", status)})
         return
+    from cloudvault.repro.timings import as_document
+
     summary = {"headline": report.headline(cmp), "reasons": cmp.reasons, "counts": cmp.counts,
-               "forced_preflight": prov["forced_preflight"]}  # fmt: skip
+               "timings": as_document(cmp.timings), "forced_preflight": prov["forced_preflight"]}  # fmt: skip
     finish_run(conn, prov["run_id"], status=status, verdict=verdict, summary=summary,
                requests=report.requests_for_catalog(cmp))  # fmt: skip
 
@@ -236,8 +242,16 @@ def merge_outputs(plan) -> None:
                 fh.write(b"".join(lines[1:] if i and final.endswith(".csv") else lines))
 
 
-def compare_with_record(conn: sqlite3.Connection, plan) -> tuple[RunComparison, tuple[dict, dict] | None]:
-    """The comparison with the recorded folder, and (recorded, new) totals for a harness run."""
+def run_rows(run_dir: Path) -> dict:
+    """A finished run folder's per-request rows (what a later run of a --repeat batch takes as noise)."""
+    work = Path(run_dir) / "work"
+    return results.parse(results.read_folder(work), str(work))
+
+
+def compare_with_record(conn: sqlite3.Connection, plan, more_noise: tuple[dict, ...] = ()
+                        ) -> tuple[RunComparison, tuple[dict, dict] | None]:  # fmt: skip
+    """The comparison with the recorded folder, and (recorded, new) totals for a harness run. The timing noise is
+    measured over the record, the recipe's recorded repetitions (record.repetitions) and more_noise."""
     work = plan.run_dir / "work"
     if plan.recipe.kind == "files":
         recorded = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, plan.record_files)
@@ -253,7 +267,9 @@ def compare_with_record(conn: sqlite3.Connection, plan) -> tuple[RunComparison, 
     produced_about = (work / RUN_ABOUT).read_bytes() if (work / RUN_ABOUT).is_file() else None
     new_settings = {**plan.run_settings, **_about(produced_about)}
     diff = settings_differences(record_settings, new_settings, plan.compare_settings)
-    cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie)
+    repetitions = [from_entry(conn, plan.entry_id, folder=f).rows for f in plan.recipe.repetitions()]
+    cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie,
+                       baselines=[*repetitions, *more_noise], floors=plan.recipe.noise_floors())  # fmt: skip
     return cmp, (record.totals(), new.totals())
 
 
@@ -261,8 +277,16 @@ def _about(data: bytes | None) -> dict:
     return json.loads(data).get("settings", {}) if data else {}
 
 
-def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None) -> None:
+def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None, conn=None) -> None:
     write_text(plan.run_dir / "compare.csv", report.compare_csv(cmp), force=False)
     label_a, label_b = f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")
-    text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals)
+    plot = None
+    if cmp.timings and conn is not None and plan.recipe.kind == "harness":
+        from cloudvault.repro.sources import from_entry
+
+        record = from_entry(conn, plan.entry_id, folder=plan.record_folder).rows
+        plot = report.write_plot(cmp, record, run_rows(plan.run_dir), plan.run_dir / report.PLOT, "record", "this run")
+    baselines = tuple(f"{plan.entry_id}/{f}" for f in plan.recipe.repetitions())
+    text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals, baselines=baselines,
+                            plot=plot)  # fmt: skip
     write_text(plan.run_dir / "REPORT.md", text, force=False)
