@@ -83,3 +83,13 @@ def test_restore_env_does_not_show_env_as_required(vault):
     result = vault("restore", "env")
     assert result.code == 2
     assert "required: recipe " in result.err and "ENV" not in result.err
+
+
+def test_ls_with_a_glob_that_matches_nothing_says_so(vault, demo_catalog):
+    result = vault("--catalog", str(demo_catalog), "ls", "018", "nomatch*")
+    assert result.code == 1 and "nothing in 018_aicluster_breakdown_debugger matches 'nomatch*'" in result.err
+
+
+def test_runs_requests_of_an_unknown_run_is_exit_3(vault, demo_catalog):
+    result = vault("--catalog", str(demo_catalog), "runs", "--requests", "NOSUCH")
+    assert result.code == 3 and "no run 'NOSUCH'" in result.err and "`vault runs`" in result.err
