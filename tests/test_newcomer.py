@@ -93,3 +93,23 @@ def test_ls_with_a_glob_that_matches_nothing_says_so(vault, demo_catalog):
 def test_runs_requests_of_an_unknown_run_is_exit_3(vault, demo_catalog):
     result = vault("--catalog", str(demo_catalog), "runs", "--requests", "NOSUCH")
     assert result.code == 3 and "no run 'NOSUCH'" in result.err and "`vault runs`" in result.err
+
+
+def test_extract_a_folder_without_keep_path_does_not_count_directories(vault, demo_catalog, tmp_path):
+    result = vault("--catalog", str(demo_catalog), "extract", "018", "dumps", "-o", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    assert (tmp_path / "d" / "accept_meta.json").exists()
+
+
+def test_a_real_name_clash_names_the_members():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from cloudvault.extract import _refuse_name_clash
+
+    members = [SimpleNamespace(path=p, type=t) for p, t in
+               [("a/x.json", "file"), ("b/x.json", "file"), ("a/", "dir"), ("b/a", "dir")]]  # fmt: skip
+    with pytest.raises(errors.UsageError, match=r"2 members are named 'x.json' \(a/x.json, b/x.json\)"):
+        _refuse_name_clash(members)
+    _refuse_name_clash(members[:1] + members[2:])  # the folders named a clash with nothing
