@@ -113,3 +113,14 @@ def test_a_real_name_clash_names_the_members():
     with pytest.raises(errors.UsageError, match=r"2 members are named 'x.json' \(a/x.json, b/x.json\)"):
         _refuse_name_clash(members)
     _refuse_name_clash(members[:1] + members[2:])  # the folders named a clash with nothing
+
+
+def test_the_demo_says_in_one_line_when_it_skips_the_docker_load(monkeypatch, capsys, tmp_path):
+    from cloudvault.demo import images
+    from cloudvault.restore import docker_daemon
+
+    monkeypatch.setattr(docker_daemon, "daemon_reachable", lambda: False)
+    steps = images.journeys(tmp_path, tmp_path)
+    assert ["restore", "docker", "tandemspec"] not in steps
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "skipping" in err and "no docker daemon" in err
