@@ -124,3 +124,17 @@ def test_the_demo_says_in_one_line_when_it_skips_the_docker_load(monkeypatch, ca
     assert ["restore", "docker", "tandemspec"] not in steps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "skipping" in err and "no docker daemon" in err
+
+
+def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path):
+    # through _write: the whole command needs the shipped recipes, which this checkout's tests read from the
+    # installed tree
+    import pytest
+
+    from cloudvault.cli.compare import _write
+
+    (tmp_path / "compare.csv").write_text("x\n")
+    with pytest.raises(errors.UsageError) as raised:
+        _write(tmp_path, None, None, None, None)
+    assert "--force" not in raised.value.message and "name a new --out folder" in raised.value.message
+    assert (tmp_path / "compare.csv").read_text() == "x\n"

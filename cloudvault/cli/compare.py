@@ -97,6 +97,10 @@ def _write(out, cmp, a, b, totals) -> None:
 
     if out.exists() and not out.is_dir():
         raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
+    held = [n for n in ("compare.csv", "REPORT.md") if (out / n).exists()]
+    if held:  # compare has no --force: name what the user can do instead
+        raise errors.UsageError(detail=f"{out} already holds a comparison ({', '.join(held)}); "
+                                "name a new --out folder, or remove those files first")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "compare.csv", mode=0o644) as fh:
         fh.write(report.compare_csv(cmp).encode())
