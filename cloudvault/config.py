@@ -21,12 +21,22 @@ def data_home() -> Path:
     return Path(_data_home())
 
 
-def catalog_path(explicit: str | os.PathLike | None = None) -> str:
+def demo_catalog_path() -> str:
+    """Where `vault demo` (without --dir) keeps its catalog."""
+    return os.path.join(_data_home(), "cloudvault", "demo", "catalog.db")
+
+
+def catalog_path(explicit: str | os.PathLike | None = None, writing: bool = False) -> str:
     """The catalog file to use: the explicit option, else $VAULT_CATALOG, else the XDG data dir. A str, as typed
-    but for a trailing slash (`Path(...)` it where a Path is wanted)."""
+    but for a trailing slash (`Path(...)` it where a Path is wanted). Until the user has a catalog of their own
+    there, the demo's catalog is the default (so the README's tour works after `vault demo`); `vault index`
+    (writing) always builds the user's own."""
     given = explicit or os.environ.get(CATALOG_ENV)
     if not given:
-        return os.path.join(_data_home(), "cloudvault", "catalog.db")
+        own = os.path.join(_data_home(), "cloudvault", "catalog.db")
+        if not writing and not os.path.exists(own) and os.path.exists(demo_catalog_path()):
+            return demo_catalog_path()
+        return own
     path = os.path.expanduser(given)
     return path.rstrip("/") or path
 

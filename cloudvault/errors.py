@@ -13,6 +13,7 @@ NOT_FOUND = 3
 AMBIGUOUS = 4
 INTEGRITY = 5
 ENVIRONMENT = 6
+PREREQUISITE = 7  # a system tool or a Python extra is not installed: the message names what to install
 REPRO_MISMATCH = 10
 BUG = 70  # EX_SOFTWARE of sysexits.h: an exception no check foresaw; the traceback follows
 HUNG_UP = 129  # 128 + SIGHUP, as a shell reports a process the signal ended
@@ -27,7 +28,8 @@ EXIT_CODES = {
     NOT_FOUND: "not found (entry, member, catalog, mirror, recipe)",
     AMBIGUOUS: "ambiguous (an ID prefix or path names several)",
     INTEGRITY: "integrity (hash mismatch, damaged or changed archive, unsafe member)",
-    ENVIRONMENT: "environment (busy catalog, no space, missing tool, unreachable mirror or daemon)",
+    ENVIRONMENT: "environment (busy catalog, no space, unreachable mirror or daemon)",
+    PREREQUISITE: "a system tool or Python extra is missing; the message names what to install",
     REPRO_MISMATCH: "a reproduction did not reproduce",
     BUG: "a bug in vault (an unexpected exception; its traceback is printed): please report it",
     HUNG_UP: "hung up (SIGHUP, the terminal closed); stopped as Ctrl-C stops",
@@ -155,8 +157,30 @@ class CatalogBusy(EnvironmentProblem):
     """another `vault index` (pid {pid}) is writing {path}; wait for it or pass --wait"""
 
 
-class ToolMissing(EnvironmentProblem):
+class Prerequisite(EnvironmentProblem):
+    """{detail}"""
+
+    exit_code = PREREQUISITE
+
+
+class ToolMissing(Prerequisite):
     """{tool} is not installed: {hint}"""
+
+
+class SystemToolMissing(ToolMissing):
+    """{tool} is not installed (needed {why}); install it: apt-get install {package} (or your system's package)"""
+
+
+class ExtraMissing(ToolMissing):
+    """{tool} is not installed (needed {why}); install it: pip install 'cloudvault[{extra}]'"""
+
+
+def require_tool(tool: str, package: str, why: str) -> None:
+    """Raise SystemToolMissing unless tool is on PATH: called before a command starts any work."""
+    import shutil
+
+    if shutil.which(tool) is None:
+        raise SystemToolMissing(tool=tool, package=package, why=why)
 
 
 class NoSpace(EnvironmentProblem):

@@ -74,6 +74,20 @@ def _closest(paths: list[str], query: str) -> str:
     return f"; closest: {', '.join(by_name[c] for c in close)}" if close else ""
 
 
+def _refuse_name_clash(targets: list[Member]) -> None:
+    """Without --keep-path every file lands in one folder: two with one name would clash (folders never do)."""
+    seen: dict[str, list[str]] = {}
+    for t in targets:
+        if t.type != "dir":
+            seen.setdefault(posixpath.basename(t.path.rstrip("/")), []).append(t.path)
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    if clashes:
+        name, paths = next(iter(clashes.items()))
+        more = f" (and {len(clashes) - 1} other name(s))" if len(clashes) > 1 else ""
+        raise UsageError(detail=f"{len(paths)} members are named {name!r} ({', '.join(paths[:3])}){more}; "
+                         "pass --keep-path to keep their folders")  # fmt: skip
+
+
 # -- writing -----------------------------------------------------------------------------------------------------
 def extract(
     conn: sqlite3.Connection,
@@ -88,8 +102,8 @@ def extract(
     """Write targets under dest (None: stdout), one forward pass per archive in offset order, each verified."""
     report = ExtractReport()
     progress = progress or Progress()
-    if dest is not None and not keep_path and len({posixpath.basename(t.path) for t in targets}) < len(targets):
-        raise UsageError(detail="several members share a file name; pass --keep-path to keep their folders")
+    if dest is not None and not keep_path:
+        _refuse_name_clash(targets)
     if dest is not None:
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
 

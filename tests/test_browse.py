@@ -395,7 +395,7 @@ def test_missing_catalog_exits_3_before_serving(vault, tmp_path):
 def test_without_the_browse_extra_it_says_how_to_install_it(vault, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasette", None)  # import datasette now raises ImportError
     result = vault("--catalog", str(tmp_path / "catalog.db"), "browse", "--no-open")
-    assert result.code == 6
+    assert result.code == 7
     assert "pip install 'cloudvault[browse]'" in result.err and result.err.count("\n") == 1
 
 

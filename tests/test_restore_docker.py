@@ -355,7 +355,7 @@ def test_scan_kernels_without_a_gpu_checks_the_targets_the_image_claims(tmp_path
 def test_scan_kernels_needs_cuobjdump(tmp_path, monkeypatch, vault):
     db = scan_setup(tmp_path, monkeypatch, vault, H200, with_tool=False)
     result = vault("--catalog", str(db), "restore", "docker", "neo", "--check-gpu", "--scan-kernels")
-    assert result.code == 6 and "cuobjdump is not installed" in result.err
+    assert result.code == 7 and "cuobjdump is not installed" in result.err
 
 
 def test_cuobjdump_listing_is_parsed_into_targets():

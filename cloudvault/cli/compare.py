@@ -1,5 +1,7 @@
-"""Compare two runs on two axes: outputs (token ids, output lengths, finish reasons, exactly) and timings (TTFT,
-TPOT, E2E, throughput of the measured requests, against measured run-to-run noise).
+"""Compare two runs on two axes: outputs exactly, timings against measured run-to-run noise.
+
+Outputs are token ids, output lengths and finish reasons, compared exactly; timings are TTFT, TPOT, E2E and
+throughput of the measured requests.
 
 RUN_A is the reference, RUN_B the run judged against it. Each is a result folder (a `vault repro` run folder or
 any folder with per_request.csv / requests.jsonl), a run id from `vault runs`, or an entry: `014` is the folder
@@ -109,6 +111,10 @@ def _write(out, cmp, a, b, totals, baselines) -> None:
 
     if out.exists() and not out.is_dir():
         raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
+    held = [n for n in ("compare.csv", "REPORT.md") if (out / n).exists()]
+    if held:  # compare has no --force: name what the user can do instead
+        raise errors.UsageError(detail=f"{out} already holds a comparison ({', '.join(held)}); "
+                                "name a new --out folder, or remove those files first")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "compare.csv", mode=0o644) as fh:
         fh.write(report.compare_csv(cmp).encode())

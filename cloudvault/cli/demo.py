@@ -20,6 +20,8 @@ def run(args) -> int:
 
     dest = Path(args.directory).expanduser() if args.directory else config.data_home() / "cloudvault" / "demo"
     db = Path(args.catalog) if args.catalog else dest / "catalog.db"
+    errors.require_tool("zstd", "zstd", "to build the demo's archives as the lab made them")
+    errors.require_tool("pzstd", "zstd", "to build the demo's multi-frame archives")
     _claim_catalog(db)
     ui = UI(as_json=args.json)
     started = time.monotonic()

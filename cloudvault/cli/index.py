@@ -62,7 +62,8 @@ def run(args) -> int:
 
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
-    refuse_catalog_inside_mirror(config.catalog_path(args.catalog), [m for m in args.mirrors if "://" not in m])
+    local = [m for m in args.mirrors if "://" not in m]
+    refuse_catalog_inside_mirror(config.catalog_path(args.catalog, writing=True), local)
     if args.dry_run and not (args.slurm or args.status or args.resume or args.merge):
         return _dry_run(args)
     if args.slurm or args.status or args.resume or args.merge:
@@ -70,13 +71,20 @@ def run(args) -> int:
 
         return run_slurm(args)
     ui = UI(as_json=args.json, quiet=args.quiet)
-    path = Path(config.catalog_path(args.catalog))
+    path = Path(config.catalog_path(args.catalog, writing=True))
     with writer_lock(path, wait=args.wait):
+        existed = path.exists()
         conn = open_catalog(path, create=True)
         try:
             cache = config.cache_dir(path) if args.optimize else None
             roots = roots_to_index(conn, args.mirrors, args.definition)
             options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)
+        except BaseException:
+            conn.close()
+            if not existed:  # a run that failed before indexing anything leaves no (empty) catalog behind
+                _remove_new_catalog(path)
+            raise
+        try:
             report = index_mirrors(conn, roots, options, progress=ui.progress())
         finally:
             conn.close()
@@ -85,6 +93,14 @@ def run(args) -> int:
     elif not args.quiet:
         _summary(ui, path, report)
     return errors.INTEGRITY if report.damaged else errors.OK
+
+
+def _remove_new_catalog(path) -> None:
+    import contextlib
+
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + ".lock"):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(name).unlink()
 
 
 def _dry_run(args) -> int:

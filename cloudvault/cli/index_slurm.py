@@ -19,7 +19,7 @@ def run_slurm(args) -> int:
     if args.fs_gbps is not None and args.fs_gbps <= 0:
         raise errors.UsageError(detail="--fs-gbps must be a positive bandwidth in GB/s")
     ui = UI(as_json=args.json, quiet=args.quiet)
-    path = Path(config.catalog_path(args.catalog)).absolute()  # the jobs may start in another folder
+    path = Path(config.catalog_path(args.catalog, writing=True)).absolute()  # the jobs may start in another folder
     if args.merge:
         return _merge(ui, path, args.wait)
     from cloudvault.index.slurm import Layout, resume, status

@@ -31,4 +31,7 @@ def run(args) -> int:
         digest = (h.blake3 or "-")[:16]
         where = f"  in {h.archive}" if h.archive else ""
         ui.line(f"{h.kind:<7} {human_size(h.size):>10}  {digest:<16}  {h.path}{where}")
+    if not hits and not args.json:
+        what = f"matches {args.pattern!r}; `vault ls {args.entry}` lists everything" if args.pattern else "is indexed"
+        ui.warn(f"nothing in {entry_id} {what}")
     return errors.OK if hits else errors.NOTHING_FOUND

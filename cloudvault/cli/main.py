@@ -93,6 +93,11 @@ class VaultParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(**kwargs)
 
+    def add_argument(self, *names, **kwargs):
+        if names and not names[0].startswith("-") and kwargs.get("nargs") in ("*", "?"):
+            kwargs.setdefault("default", [] if kwargs["nargs"] == "*" else None)  # else argparse calls it required
+        return super().add_argument(*names, **kwargs)
+
     def parse_known_args(self, args=None, namespace=None):
         found, rest = super().parse_known_args(args, namespace)
         for action in self._actions:  # argparse gives a positional after a second `--` as [], not a string
@@ -102,7 +107,17 @@ class VaultParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         message = message.replace("\n", "\\n").replace("\r", "\\r")  # an argument's newline stays on one line
-        raise errors.UsageError(detail=f"{self.prog}: {message} (see `{self.prog} --help`)")
+        import re
+
+        choice = re.match(r"argument COMMAND: invalid choice: '(.*?)'", message)
+        if choice:
+            import difflib
+
+            near = difflib.get_close_matches(choice.group(1), list(COMMANDS), n=1)
+            hint = f"; did you mean `vault {near[0]}`?" if near else ""
+            message = f"unknown command {choice.group(1)!r}{hint}"
+        # one `vault:` prefix (main adds it), and the help of the command the mistake was made in
+        raise errors.UsageError(detail=f"{message} (see `{self.prog} --help`)")
 
 
 def command_module(name: str):
@@ -130,7 +145,7 @@ def build_parser(only: str | None = None) -> VaultParser:
         doc = (module.__doc__ or "").strip()
         cmd = sub.add_parser(name, help=summary(module).replace("%", "%%"), description=doc, prog=f"vault {name}")
         module.add_arguments(cmd)
-        cmd.set_defaults(run=module.run)
+        cmd.set_defaults(run=module.run, parser=cmd)
     return parser
 
 
@@ -152,7 +167,9 @@ def _command_name(argv: list[str]) -> str | None:
 def run_command(argv: list[str]) -> int:
     """Parse argv and run the command; VaultErrors pass through to the caller."""
     parser = build_parser(only=_command_name(argv))
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest:  # reported by the command's own parser, naming its own --help
+        (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "run", None) is None:
         parser.print_help()
         return errors.USAGE

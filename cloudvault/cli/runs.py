@@ -32,6 +32,8 @@ def run(args) -> int:
             ui.emit([{"request": r, "verdict": v, "first_divergence": i, "detail": d} for r, v, i, d in rows])
         for request, verdict, index, _ in rows:
             ui.line(f"{verdict:<17} {'' if index is None else index:>7}  {request}")
+        if not rows and not runs(conn, run_id=args.requests):
+            raise errors.NotFound(detail=f"no run {args.requests!r} is recorded; `vault runs` lists the runs")
         if not rows:
             ui.warn(f"no compared requests recorded for run {args.requests!r}; `vault runs` lists the runs")
         return errors.OK if rows else errors.NOTHING_FOUND
@@ -49,6 +51,7 @@ def run(args) -> int:
     if not found:
         ui.line(f"no runs recorded{' for ' + scope['entry_id'] if scope else ''}; try `vault repro --list`")
         return errors.NOTHING_FOUND
+    ui.line(f"{'RUN':<{len(found[0].run_id)}}  WHERE  STATUS      VERDICT          STARTED, then the folder")
     for r in found:
         ui.line(f"{r.run_id}  {r.executor}  {r.status:<11} {r.verdict or '-':<16} {r.started_at}")
         ui.line(f"    {r.folder}" + (f"  (Slurm job {r.job_id})" if r.executor == "slurm" and r.job_id else ""))

@@ -73,11 +73,23 @@ def _definition_named(name: str, root: str, manifest: str | None) -> MirrorDefin
     return MirrorDefinition(name=name, roots=(root,), manifest=manifest)
 
 
+def _builtin(name: str) -> MirrorDefinition:
+    """The built-in definition of that name; an unknown name (a typo) is exit 3 listing the known ones."""
+    from importlib import resources
+
+    try:
+        return builtin_definition(name)
+    except FileNotFoundError:
+        names = sorted(p.name[:-5] for p in resources.files("cloudvault.mirrors").iterdir() if p.name.endswith(".toml"))
+        raise errors.NotFound(detail=f"no built-in mirror definition {name!r}; known: {', '.join(names)} "
+                              "(or give a definition's .toml path)") from None  # fmt: skip
+
+
 def roots_to_index(conn: sqlite3.Connection, paths: list[str], definition: str | None) -> list[MirrorRoot]:
     """The roots to index: paths given, else the definition's, else every mirror the catalog knows."""
     mdef = None
     if definition:
-        mdef = load_definition(Path(definition)) if definition.endswith(".toml") else builtin_definition(definition)
+        mdef = load_definition(Path(definition)) if definition.endswith(".toml") else _builtin(definition)
         paths = paths or list(mdef.roots)
     known = known_mirrors(conn)
     if not paths:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from collections import namedtuple
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -68,6 +69,27 @@ class LocalMirror:
         return hash_file(self.full(path, raw))
 
 
+# URL scheme -> (the module its fsspec backend imports, the cloudvault extra that installs it)
+EXTRAS = {"ssh": ("paramiko", "ssh"), "sftp": ("paramiko", "ssh"), "s3": ("s3fs", "s3")}
+
+
+def _require_extra(url: str) -> None:
+    """A scheme whose backend is not installed is one line naming the pip install, before anything is reached."""
+    import importlib.util
+
+    scheme = url.split("://", 1)[0]
+    if scheme in EXTRAS:
+        module, extra = EXTRAS[scheme]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ValueError:  # a module set to None in sys.modules (as a test hides it)
+            found = False
+        if not found or (module in sys.modules and sys.modules[module] is None):
+            from cloudvault.errors import ExtraMissing
+
+            raise ExtraMissing(tool=module, why=f"for {scheme}:// mirrors", extra=extra)
+
+
 class FsspecMirror:
     """A mirror behind an fsspec URL: `ssh://user@host:port/path` (sftp), `s3://bucket/prefix`, `memory://x`.
 
@@ -77,9 +99,10 @@ class FsspecMirror:
     remote = True
 
     def __init__(self, url: str) -> None:
+        self.root = url
+        _require_extra(url)
         import fsspec
 
-        self.root = url
         target = "sftp://" + url[len("ssh://") :] if url.startswith("ssh://") else url
         with self._reaching():
             self._fs, self._base = fsspec.core.url_to_fs(target)
