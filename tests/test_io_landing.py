@@ -64,3 +64,16 @@ def test_a_hardlink_must_name_a_regular_file_already_landed_inside(tmp_path):
     with pytest.raises(UnsafeMember, match="outside the env"):
         land.hardlink_source(member("lib/e.so", "hardlink", "../x"), "../x")
     assert (tmp_path / "env" / "lib" / "a.so").read_bytes() == b"abc"
+
+
+def test_a_folder_checked_before_is_checked_again_once_a_symlink_has_landed(tmp_path):
+    land = Landing(tmp_path / "out")
+    assert land.path_for(member("sub/a")).endswith("sub/a")  # sub checked (and remembered)
+    out = land.path_for(member("sub", "symlink", "other"))
+    os.symlink(land.symlink_target(member("sub", "symlink", "other"), out), out)
+    with pytest.raises(UnsafeMember, match="through the symlink"):
+        land.path_for(member("sub/b"))
+    os.symlink("/etc", tmp_path / "out" / "l")  # a link that did not land through here: out itself is looked at
+    land.path_for(member("x"))
+    with pytest.raises(UnsafeMember, match="land outside"):
+        land.path_for(member("l"))

@@ -464,6 +464,41 @@ def test_hostile_member_paths_are_refused_with_nothing_written(tmp_path, vault, 
     assert not list(tmp_path.rglob("escape.txt")) and not (tmp_path / "out/etc").exists()
 
 
+@pytest.mark.parametrize("parallel", [True, False])
+def test_nothing_is_written_through_a_symlink_an_earlier_env_member_made(tmp_path, vault, monkeypatch, parallel):
+    """lib/sub -> real lies inside the env, but a later member lib/sub/x would be written through it (io.landing)."""
+    import io
+
+    from cloudvault.restore import env_bulk
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, kind, body in (("envs/evil/conda-meta/x.json", tarfile.REGTYPE, b"{}"),
+                                 ("envs/evil/lib/real", tarfile.DIRTYPE, b""),
+                                 ("envs/evil/lib/sub", tarfile.SYMTYPE, b"real"),
+                                 ("envs/evil/lib/sub/x", tarfile.REGTYPE, b"bad")):  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.SYMTYPE:
+                info.linkname = body.decode()
+            elif kind == tarfile.REGTYPE:
+                info.size = len(body)
+            tar.addfile(info, io.BytesIO(body) if kind == tarfile.REGTYPE else None)
+    archive = tmp_path / "m/015_x/data/evil.tar.zst"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(subprocess.run(["zstd", "-q", "-c"], input=buf.getvalue(), capture_output=True,
+                                       check=True).stdout)  # fmt: skip
+    db = tmp_path / "c.db"
+    vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
+    (tmp_path / "r/env").mkdir(parents=True)
+    (tmp_path / "r/env/evil.toml").write_text('entry = "015"\narchives = "data/*.tar.zst"\nroot = "/opt/lab"\n')
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "r"))
+    monkeypatch.setattr(env_bulk, "can_stage_in_parallel", lambda members: parallel)
+    r = vault("--catalog", str(db), "restore", "env", "evil", "evil", "--prefix", str(tmp_path / "out/evil"))
+    assert r.code == 5 and "through the symlink" in r.err, r.err
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_demo_mirror_envs_list_restore_under_another_root_and_move(demo_catalog, vault, tmp_path):
     db = str(demo_catalog)
     listed = vault("--catalog", db, "restore", "env", "nebius", "--list", "--json")

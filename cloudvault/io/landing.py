@@ -1,9 +1,10 @@
-"""The one safe writer of members into a folder (extract -o, repro's input staging; env staging keeps the same
-rules): where a member lands, which links it may make, and the crash-safe writes.
+"""The one safe writer of members into a folder (extract -o, repro's input staging, env restore's staging):
+where a member lands, which links it may make, and the crash-safe writes.
 
 The folder is resolved once; every path and link target is checked against it, following the links already
 written, so a chain (`up -> ..`, then `x -> up/..`) cannot climb out, and nothing is written through a symlink
-an earlier member (or anyone) put there. Paths are str (no pathlib: start-up).
+an earlier member (or anyone) put there. A folder found safe is not resolved again until the next symlink lands
+through symlink_target (an env's 100,000 files). Paths are str (no pathlib: start-up).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Landing:
         self.root = os.path.realpath(folder)
         self.keep_path, self.allow_outside_links = keep_path, allow_outside_links
         self.name, self.outcome, self.link_hint = name, outcome, link_hint
+        self._checked: set[str] = set()  # folders found inside with no link on the way (forgotten at each symlink)
         remove_stale_temps(self.root)
 
     def inside(self, path: str) -> bool:
@@ -48,9 +50,13 @@ class Landing:
         if rel is None:
             rel = local_name(member) if self.keep_path else posixpath.basename(local_name(member))
         out = os.path.join(self.root, rel)
+        folder = os.path.dirname(out)
+        if folder in self._checked and os.path.basename(out) != ".." and not os.path.islink(out):
+            return os.path.normpath(out)  # its folder was checked, and no symlink has landed since
         if not self.inside(os.path.realpath(out)):
             raise UnsafeMember(path=member.path, why=f"it would land outside {self.name}; {self.outcome}")
         self._refuse_links_on_the_way(member, out)
+        self._checked.add(folder)
         return os.path.normpath(out)  # as a Path would show it (`a//b` -> `a/b`); a '..' was refused above
 
     def _refuse_links_on_the_way(self, member: Member, out: str) -> None:
@@ -60,10 +66,13 @@ class Landing:
                 raise UnsafeMember(path=member.path, why=f"it would be written through the symlink {folder}")
             folder = os.path.dirname(folder)
 
-    def symlink_target(self, member: Member, out: str, moved_prefix: tuple[str, str] | None = None) -> str:
+    def symlink_target(self, member: Member, out: str, moved_prefix: tuple[str, str] | None = None, *,
+                       outside_ok: bool = False) -> str:  # fmt: skip
         """The target the symlink at out gets: refused when it would resolve outside the folder (unless
-        allow_outside_links). moved_prefix (old, new): an absolute target into old, the folder's original place,
-        is checked as the path under the folder it names and moved to new (an env restored elsewhere)."""
+        allow_outside_links, or outside_ok for this one link: a venv's interpreter). moved_prefix (old, new): an
+        absolute target into old, the folder's original place, is checked as the path under the folder it names
+        and moved to new (an env restored elsewhere). The folders checked before are checked again after it."""
+        self._checked.clear()  # the link may turn a folder name seen before into a way out
         target = link_on_disk(member)
         old, new = moved_prefix or ("", "")
         into_old = bool(old) and (target == old or target.startswith(old + "/"))
@@ -72,7 +81,7 @@ class Landing:
         else:
             moved, lands = target, os.path.join(os.path.dirname(out), target)
         outside = (os.path.isabs(target) and not into_old) or not self.inside(os.path.realpath(lands))
-        if outside and not self.allow_outside_links:
+        if outside and not (self.allow_outside_links or outside_ok):
             why = f"symlink to {target!r} points outside {self.name}{self.link_hint}"
             raise UnsafeMember(path=member.path, why=why)
         return moved

@@ -189,11 +189,11 @@ def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingAre
 
 
 def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea) -> None:
-    out = area.path_for(member, rel)
+    out = area.landing.path_for(member, rel)
     folder = os.path.dirname(out)
-    if folder not in area.safe_dirs:
+    if folder not in area.made_dirs:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        area.made_folder(folder)
+        area.made_dirs.add(folder)
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:  # the same path twice in one archive: the later one wins, as with tar

@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudvault.archive.paths import unsafe_reason
 from cloudvault.errors import UnsafeMember
+from cloudvault.io.landing import Landing
 from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -42,51 +42,27 @@ def env_relative(member_path: str, folder: str) -> str | None:
 
 
 class StagingArea:
-    """The staging folder; every path written is checked to resolve inside it (links already written included)."""
+    """The staging folder: a Landing (where a member may land, which links and hardlinks it may make) and what env
+    staging keeps beside it: the env's folder in the archive, the old and new prefix, the venv's interpreter links."""
 
     def __init__(self, root: Path, folder: str, old: str, new: str, venv=None, interpreter=None) -> None:
-        self.root = os.path.realpath(root)
+        self.landing = Landing(root, name="the env", outcome="nothing was restored")
+        self.root = self.landing.root
         self.folder = folder
         self.old, self.new = old, new
         self.scan = old != new
         self.interpreter_links = set(venv.links) if venv is not None else set()  # env-relative bin/python*
         self.interpreter = interpreter  # env_venv.Interpreter: what the outside link says after --python
-        self.safe_dirs: set[str] = set()  # folders made here and found to resolve inside (forgotten at each link)
+        self.made_dirs: set[str] = set()  # folders made here: the next file in one does not make it again
 
-    def path_for(self, member: Member, rel: str) -> str:
-        reason = unsafe_reason(member.path, "file", None)
-        if reason:
-            raise UnsafeMember(path=member.path, why=reason + "; nothing was restored")
-        out = os.path.join(self.root, rel)
-        folder = os.path.dirname(out)
-        if folder in self.safe_dirs:
-            return out
-        parent = os.path.realpath(folder)
-        if parent != self.root and not parent.startswith(self.root + os.sep):
-            raise UnsafeMember(path=member.path, why="it would land outside the env; nothing was restored")
-        return out
-
-    def made_folder(self, folder: str) -> None:
-        """folder exists now and resolves inside (path_for said so): later members in it skip the walk."""
-        self.safe_dirs.add(folder)
-
-    def link_target(self, member: Member, out: str) -> str:
-        """The symlink's target, moved to the new prefix when it pointed into the old one; refused when it would
-        resolve outside the env, following the links already written (a chain `up -> ..`, `up/up2 -> ..`)."""
+    def symlink_target(self, member: Member, out: str) -> str:
+        """The symlink's target (Landing's rules, moved to the new prefix when it pointed into the old one); a
+        venv's interpreter link may point outside, to its base python (or --python's), and is never followed."""
         target = member.link_target or ""
-        rel = os.path.relpath(out, self.root)
-        if rel in self.interpreter_links and not (target == self.old or target.startswith(self.old + "/")):
-            return env_venv.link_target(target, self.interpreter)  # a venv's python: recreated, never followed
-        if os.path.isabs(target):
-            if target != self.old and not target.startswith(self.old + "/"):
-                raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
-            moved, lands = self.new + target[len(self.old) :], os.path.join(self.root, target[len(self.old) + 1 :])
-        else:
-            moved, lands = target, os.path.join(os.path.dirname(out), target)
-        real = os.path.realpath(lands)
-        if real != self.root and not real.startswith(self.root + os.sep):
-            raise UnsafeMember(path=member.path, why=f"symlink to {target!r} points outside the env")
-        return moved
+        into_old = target == self.old or target.startswith(self.old + "/")
+        if os.path.relpath(out, self.root) in self.interpreter_links and not into_old:
+            return env_venv.link_target(self.landing.symlink_target(member, out, outside_ok=True), self.interpreter)
+        return self.landing.symlink_target(member, out, (self.old, self.new))
 
 
 def stage(reader: MemberReader, members: list[Member], area: StagingArea, progress: Progress) -> Staged:
@@ -102,7 +78,7 @@ def stage(reader: MemberReader, members: list[Member], area: StagingArea, progre
 
 def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea, staged: Staged,
                progress: Progress) -> None:  # fmt: skip
-    out = area.path_for(member, rel) if rel else area.root
+    out = area.landing.path_for(member, rel) if rel else area.root
     if member.type == "dir":
         os.makedirs(out, mode=0o700, exist_ok=True)
         staged.dir_modes[rel] = member.mode & 0o7777
@@ -114,8 +90,7 @@ def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea
     if os.path.lexists(out) and not os.path.isdir(out):
         os.unlink(out)  # the same path twice in one archive: the later one wins, as with tar
     if member.type == "symlink":
-        area.safe_dirs.clear()  # a link may turn a folder name seen before into a way out
-        os.symlink(area.link_target(member, out), out)
+        os.symlink(area.symlink_target(member, out), out)
         staged.links += 1
     elif member.type == "hardlink":
         _hardlink(member, out, area, staged)
@@ -127,14 +102,7 @@ def _stage_one(reader: MemberReader, member: Member, rel: str, area: StagingArea
 
 def _hardlink(member: Member, out: str, area: StagingArea, staged: Staged) -> None:
     rel_target = env_relative(member.link_target or "", area.folder)
-    if not rel_target or unsafe_reason(member.link_target or "", "file", None):
-        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r} lies outside the env")
-    source = os.path.join(area.root, rel_target)
-    real = os.path.realpath(source)
-    if not real.startswith(area.root + os.sep):
-        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r} resolves outside the env")
-    if not os.path.isfile(source) or os.path.islink(source):
-        raise UnsafeMember(path=member.path, why=f"hardlink to {member.link_target!r}, which is not a file")
+    source = area.landing.hardlink_source(member, rel_target)
     os.link(source, out)
     rel = os.path.relpath(out, area.root)
     staged.sha256[rel] = staged.sha256.get(rel_target, "")
