@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 from cloudvault import __version__
 from cloudvault.atomic import atomic_path
@@ -188,3 +189,8 @@ def writer_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[None
         yield
     finally:
         os.close(fd)
+
+
+def catalog_file(conn: sqlite3.Connection) -> Path:
+    """The file behind the connection (shards and caches are made beside it)."""
+    return Path(conn.execute("PRAGMA database_list").fetchone()[2])
