@@ -6,6 +6,8 @@ exit-code table (`vault --help`, `EXIT_CODES`) is generated from this module and
 
 from __future__ import annotations
 
+import os
+
 OK = 0
 NOTHING_FOUND = 1
 USAGE = 2
@@ -38,6 +40,11 @@ EXIT_CODES = {
 }
 
 
+def one_line(text: str) -> str:
+    """text as one line: the lines of a wrapped docstring or of an outside tool's message joined by a space."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 class VaultError(Exception):
     """{detail}"""
 
@@ -50,7 +57,7 @@ class VaultError(Exception):
 
     @property
     def message(self) -> str:
-        return (self.__doc__ or "{detail}").strip().format(**self.fields)
+        return one_line((self.__doc__ or "{detail}").format(**self.fields))
 
 
 def exit_code_table() -> str:
@@ -135,7 +142,7 @@ class UnsafeMember(IntegrityError):
 
 
 class CatalogDamaged(IntegrityError):
-    """catalog {path} cannot be read ({detail}); restore it from a copy or rebuild it with `vault index`"""
+    """catalog {path} is damaged ({detail}); restore it from a copy or rebuild it with `vault index`"""
 
 
 class CorruptArchive(IntegrityError):
@@ -153,8 +160,41 @@ class CatalogTooNew(EnvironmentProblem):
     """catalog {path} has schema version {found}, newer than this vault ({supported}); upgrade cloudvault"""
 
 
+class CatalogTooOld(EnvironmentProblem):
+    """catalog {path} has schema version {found}, older than this vault ({supported}), and migrating it needs write
+    access: run `vault index` where the catalog can be written"""
+
+
 class CatalogBusy(EnvironmentProblem):
-    """another `vault index` (pid {pid}) is writing {path}; wait for it or pass --wait"""
+    """another `vault index` (pid {pid}) is writing {path}; {then}"""
+
+    defaults = {"then": "wait for it or pass --wait"}
+
+
+class CatalogLocked(EnvironmentProblem):
+    """catalog {path} is locked by another vault writing it ({detail}); retry when that one ends"""
+
+
+class CatalogUnusable(EnvironmentProblem):
+    """catalog {path}: {detail}"""
+
+
+class PermissionRefused(EnvironmentProblem):
+    """permission denied: {path}; check who owns it and its mode"""
+
+
+class PathMissing(EnvironmentProblem):
+    """no such file or folder: {path}"""
+
+
+class MirrorDefinitionInvalid(UsageError):
+    """mirror definition {path}: {detail}"""
+
+
+class SystemRefused(EnvironmentProblem):
+    """{detail}{where}"""
+
+    defaults = {"where": ""}
 
 
 class Prerequisite(EnvironmentProblem):
@@ -189,6 +229,10 @@ class NoSpace(EnvironmentProblem):
     defaults = {"kept": ""}
 
 
+class DiskFull(EnvironmentProblem):
+    """no space left on the device holding {path}; free some space and run it again"""
+
+
 class MirrorUnreachable(EnvironmentProblem):
     """cannot reach mirror {url}: {detail}"""
 
@@ -206,6 +250,40 @@ class Signalled(Interrupted):
     def __init__(self, signum: int) -> None:
         self.exit_code = 128 + signum  # 143 for SIGTERM, 129 for SIGHUP
         super().__init__(signal={1: "hung up (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, f"signal {signum}"))
+
+
+_DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
+_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
+
+
+def from_sqlite(exc: Exception, path: object) -> VaultError:
+    """The user-facing error for a sqlite3 error on the catalog at path, by its kind (sqlite_errorname): locked
+    (another vault writes it) is not damage, nor is a full disk or a refused permission. An error SQLite did not
+    raise (vault's own 'not a vault catalog') means the file is not a catalog."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    detail = one_line(str(exc))
+    if name.startswith(tuple(_LOCKED)):
+        return CatalogLocked(path=path, detail=detail)
+    if name == "SQLITE_FULL":
+        return DiskFull(path=path)
+    if name.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_CANTOPEN", "SQLITE_AUTH", "SQLITE_IOERR")):
+        return CatalogUnusable(path=path, detail=f"{detail}; check the file, its folder and the disk")
+    return CatalogDamaged(path=path, detail=detail)
+
+
+def from_os_error(exc: OSError) -> VaultError:
+    """The user-facing error for an OSError no check foresaw, by errno: a full disk, a refused permission and a
+    vanished path each say so; the rest name the system's words and the file."""
+    import errno
+
+    path = os.fsdecode(exc.filename) if exc.filename is not None else None
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(path=path or "vault's files")
+    if exc.errno in (errno.EACCES, errno.EPERM) and path:
+        return PermissionRefused(path=path)
+    if exc.errno == errno.ENOENT and path:
+        return PathMissing(path=path)
+    return SystemRefused(detail=one_line(exc.strerror or str(exc)), where=f": {path}" if path else "")
 
 
 def as_interrupted(exc: BaseException) -> Interrupted:

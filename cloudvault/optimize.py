@@ -18,9 +18,8 @@ from typing import BinaryIO
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private, private_folder
 from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.atomic import temp_name
-from cloudvault.catalog.copies import copy_bytes_used, copy_candidates, forget_missing_copies
+from cloudvault.catalog.copies import copy_bytes_used, copy_candidates, forget_missing_copies, record_copy
 from cloudvault.catalog.lookup import frame_table
-from cloudvault.catalog.write import record_copy
 from cloudvault.config import seekable_copy_path
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.models import Frame

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from cloudvault.archive.scan import ArchiveScan
+from cloudvault.catalog.db import catalog_file
 from cloudvault.catalog.integrity import (
     HashedFile,
     all_hashed_members,
@@ -24,15 +25,10 @@ from cloudvault.catalog.integrity import (
     unhashed_files,
     unhashed_member_count,
 )
-from cloudvault.errors import IntegrityError
+from cloudvault.errors import CatalogDamaged, IntegrityError
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
 from cloudvault.tools.mirrorfs import open_mirror
-
-
-class CatalogDamaged(IntegrityError):
-    """the catalog fails SQLite's integrity check ({detail}); its hashes cannot be trusted: restore it from a
-    backup or index the mirror into a new catalog"""
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ def check_catalog(conn: sqlite3.Connection) -> None:
     """CatalogDamaged when SQLite finds the catalog file itself damaged."""
     problem = integrity_problem(conn)
     if problem:
-        raise CatalogDamaged(detail=problem)
+        raise CatalogDamaged(path=catalog_file(conn), detail=f"it fails SQLite's integrity check: {problem}")
 
 
 def _count_unchecked(conn: sqlite3.Connection, report: VerifyReport, scope: tuple[int, str] | None) -> None:

@@ -114,8 +114,8 @@ def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(
 # The indexer, paused inside its second archive with members already in the shard: kill -9 lands mid-archive.
 MID_ARCHIVE_INDEXER = """
 import sys, time
-import cloudvault.catalog.write as write
-add = write.add_shard_members
+import cloudvault.catalog.shards as shards
+add = shards.add_shard_members
 calls = []
 def add_then_pause(shard, records):
     calls.append(1)
@@ -124,7 +124,7 @@ def add_then_pause(shard, records):
     add(shard, [next(iter(records))])
     print("inside archive 2", flush=True)
     time.sleep(60)
-write.add_shard_members = add_then_pause
+shards.add_shard_members = add_then_pause
 from cloudvault.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """

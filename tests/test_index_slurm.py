@@ -257,12 +257,12 @@ def test_an_archive_changed_after_its_task_read_it_is_read_again_by_the_merge(tm
 # The merge, killed (-9) right after its first archive's transaction.
 KILLED_MERGE = """
 import os, sys
-import cloudvault.index.shards as shards
-commit = shards.commit_archive
+import cloudvault.index.merge as merge
+commit = merge.commit_archive
 def commit_then_die(*args, **kwargs):
     commit(*args, **kwargs)
     os.kill(os.getpid(), 9)
-shards.commit_archive = commit_then_die
+merge.commit_archive = commit_then_die
 from cloudvault.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """

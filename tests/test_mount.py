@@ -329,7 +329,7 @@ def test_missing_binding_is_one_line_naming_the_extra(demo_catalog, tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{shim}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     (tmp_path / "m").mkdir()
     done = vault_subprocess("--catalog", str(demo_catalog), "mount", str(tmp_path / "m"), env=env)
-    assert done.returncode == 6
+    assert done.returncode == 7  # a missing tool or extra (errors.Prerequisite)
     assert done.stderr.strip().splitlines() == [
         "vault: error: mfusepy is not installed: install the mount extra (pip install 'cloudvault[mount]', "
         "which brings mfusepy)"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import namedtuple
+from datetime import UTC, datetime
+from pathlib import Path
 
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.integrity import files_in_scope
+from cloudvault.models import Frame
 
 Candidate = namedtuple("Candidate", "archive_id file_id path raw_path size mtime_ns blake3 root entry_id")
 
@@ -46,3 +49,40 @@ def copy_status(conn: sqlite3.Connection) -> list[dict]:
          "present": os.path.exists(c)}
         for a, n, c, cn, fc, t in rows
     ]  # fmt: skip
+
+
+def record_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
+    """Rename the copy into place and record it with its frame table, in one transaction."""
+    with transaction(conn):
+        insert_copy(conn, archive_id, tmp, final, frames)
+
+
+def insert_copy(conn: sqlite3.Connection, archive_id: int, tmp: Path, final: Path, frames: list[Frame]) -> None:
+    """The copy's rows, inside the caller's transaction; the file is renamed into place last."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    conn.execute("DELETE FROM seekable WHERE archive_id = ?", (archive_id,))
+    conn.execute(
+        "INSERT INTO seekable(archive_id, path, comp_size, frame_count, created_at) VALUES (?,?,?,?,?)",
+        (archive_id, str(final), tmp.stat().st_size, len(frames), now),
+    )
+    conn.executemany(
+        "INSERT INTO seekable_frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) "
+        "VALUES (?,?,?,?,?,?)",
+        [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(frames)],
+    )
+    os.replace(tmp, final)
+
+
+def copies_of_files(conn: sqlite3.Connection, mirror_id: int, paths: list[str]) -> list[str]:
+    """Seekable copies (paths in the cache) of these files' archives: vault's own files, to remove once the
+    rows that name them are gone."""
+    found = []
+    for path in paths:
+        found += [r[0] for r in conn.execute(
+            "SELECT s.path FROM seekable s JOIN archives a ON a.id = s.archive_id JOIN files f ON f.id = a.file_id "
+            "WHERE f.mirror_id = ? AND f.path = ?", (mirror_id, path))]  # fmt: skip
+    return found
+
+
+def copy_recorded(conn: sqlite3.Connection, path: str) -> bool:
+    return conn.execute("SELECT 1 FROM seekable WHERE path = ?", (path,)).fetchone() is not None

@@ -6,28 +6,12 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
-from cloudvault import __version__
 from cloudvault.atomic import atomic_path
-from cloudvault.errors import CatalogBusy, CatalogDamaged, CatalogMissing, CatalogTooNew, UsageError
-
-SCHEMA_VERSION = 4
-SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
-# version -> SQL that brings a catalog from version-1 to it, run before schema.sql (whose CREATE ... IF NOT
-# EXISTS adds new tables). 2: the seekable tables; 3: restores, runs, run_requests. schema.sql creates them.
-# 4: members keep link targets' raw bytes and sparse members' maps. Archives indexed before it were read with
-# sparse members as plain files and hardlinks resolved to a target's last version: their records are not
-# trusted (the recorded mtime no longer matches, so extract refuses them as stale) until `vault index` re-reads
-# them.
-MIGRATIONS: dict[int, str] = {
-    2: "",
-    3: "",
-    4: """
-ALTER TABLE members ADD COLUMN raw_link_target BLOB;
-ALTER TABLE members ADD COLUMN sparse_map TEXT;
-UPDATE files SET mtime_ns = -1 WHERE id IN (SELECT file_id FROM archives);
-""",
-}
+from cloudvault.catalog import migrations
+from cloudvault.catalog.migrations import SCHEMA_VERSION
+from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew, CatalogTooOld, UsageError, from_sqlite
 
 
 def _connect(path: str, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:
@@ -47,25 +31,14 @@ def _uri_path(path: str) -> str:
     return full.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
-def _schema_sql() -> str:
-    with open(SCHEMA_FILE, encoding="utf-8") as fh:
-        return fh.read()
-
-
 def _create(path: str) -> None:
     """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:
-            conn.executescript(f"BEGIN;\n{_schema_sql()}\nCOMMIT;")  # one commit, not one per table (~30 ms)
-            _set_meta(conn, SCHEMA_VERSION)
+            migrations.create_schema(conn)  # one commit, not one per table (~30 ms)
         finally:
             conn.close()
-
-
-def _set_meta(conn: sqlite3.Connection, version: int) -> None:
-    set_meta_value(conn, "schema_version", str(version))
-    set_meta_value(conn, "tool_version", __version__)
 
 
 def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
@@ -91,16 +64,16 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection, path: str | os.PathLike) -> None:
+    """Bring the catalog to SCHEMA_VERSION under the writer lock (taken here unless this process holds it)."""
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
         raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
     if found == SCHEMA_VERSION:
         return
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        if version in MIGRATIONS:
-            conn.executescript(MIGRATIONS[version])
-    conn.executescript(_schema_sql())
-    _set_meta(conn, SCHEMA_VERSION)
+    held = os.path.abspath(path) in _LOCKS_HELD
+    then = f"vault migrates the catalog to schema {SCHEMA_VERSION} under the same lock: retry when it ends"
+    with contextlib.nullcontext() if held else writer_lock(path, busy_then=then):
+        migrations.migrate(conn, schema_version(conn))  # read again: another vault may have migrated it meanwhile
 
 
 def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
@@ -116,8 +89,8 @@ def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: boo
         _create(path)
     try:
         return _open_existing(path, readonly)
-    except sqlite3.DatabaseError as exc:
-        raise CatalogDamaged(path=path, detail=str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # by its kind: locked, full, refused, or really damaged
+        raise from_sqlite(exc, path) from None
 
 
 def _open_existing(path: str, readonly: bool) -> sqlite3.Connection:
@@ -129,15 +102,21 @@ def _open_existing(path: str, readonly: bool) -> sqlite3.Connection:
         found = schema_version(conn)
         if found > SCHEMA_VERSION:
             raise CatalogTooNew(path=path, found=found, supported=SCHEMA_VERSION)
-        if found < SCHEMA_VERSION and os.access(path, os.W_OK) and not immutable:  # readers see the current schema
+        if found < SCHEMA_VERSION:  # readers see the current schema: a writer migrates it first, under the lock
             conn.close()
+            if immutable or not os.access(path, os.W_OK):
+                raise CatalogTooOld(path=path, found=found, supported=SCHEMA_VERSION)
             open_catalog(path).close()
             conn = _connect(path, readonly=True)
         return conn
     conn = _connect(path)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    migrate(conn, path)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        migrate(conn, path)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -162,9 +141,13 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+_LOCKS_HELD: set[str] = set()  # catalogs whose writer lock this process holds (a second flock would wait on it)
+
+
 @contextlib.contextmanager
-def writer_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[None]:
-    """One indexer per catalog: a second refuses (CatalogBusy) or, with wait, blocks until the first ends."""
+def writer_lock(path: str | os.PathLike, *, wait: bool = False, busy_then: str | None = None) -> Iterator[None]:
+    """One writer per catalog (an indexer, a merge, a migration): a second refuses (CatalogBusy) or, with wait,
+    blocks until the first ends."""
     import fcntl
     import time
     from pathlib import Path
@@ -181,11 +164,16 @@ def writer_lock(path: str | os.PathLike, *, wait: bool = False) -> Iterator[None
             except BlockingIOError:
                 if not wait:
                     pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-                    raise CatalogBusy(pid=pid, path=path) from None
+                    then = {"then": busy_then} if busy_then else {}
+                    raise CatalogBusy(pid=pid, path=path, **then) from None
                 time.sleep(0.2)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
+        _LOCKS_HELD.add(os.path.abspath(path))
+        try:
+            yield
+        finally:
+            _LOCKS_HELD.discard(os.path.abspath(path))
     finally:
         os.close(fd)
 
@@ -198,3 +186,8 @@ def open_shared_reader(path: str | os.PathLike) -> sqlite3.Connection:
     immutable = not os.access(os.path.dirname(path) or ".", os.W_OK)
     flags = "mode=ro&immutable=1" if immutable else "mode=ro"
     return sqlite3.connect(f"file:{_uri_path(path)}?{flags}", uri=True, timeout=30, check_same_thread=False)
+
+
+def catalog_file(conn: sqlite3.Connection) -> Path:
+    """The file behind the connection (shards and caches are made beside it)."""
+    return Path(conn.execute("PRAGMA database_list").fetchone()[2])

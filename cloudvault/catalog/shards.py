@@ -8,9 +8,12 @@ of rowids in `members`, recorded on its `archives` row, so they are copied with 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from cloudvault.models import FileStat, Flag, Frame
 
@@ -30,6 +33,7 @@ CREATE TABLE frames (archive INTEGER NOT NULL, idx INTEGER NOT NULL, comp_offset
 CREATE TABLE flags (archive INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL, member TEXT);
 CREATE TABLE members ({MEMBER_COLUMNS});
 """
+SHARD_BATCH = 2000
 SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 16)})"
 STAT_FIELDS = "path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode, link_target"
 
@@ -128,13 +132,6 @@ def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> di
             "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last)}  # fmt: skip
 
 
-def insert_members(conn: sqlite3.Connection, archive_id: int, alias: str, rows: tuple[int, int]) -> None:
-    """An archive's members copied from the attached shard (its run of rowids) into the catalog."""
-    conn.execute(
-        f"INSERT INTO members(archive_id, {MEMBER_COLUMNS}) SELECT ?, {MEMBER_COLUMNS} FROM {alias}.members "
-        "WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
-        (archive_id, *rows),
-    )
 
 
 def read_shard(path: str, *, check_digests: bool = False) -> tuple[dict[str, str], list[tuple]]:
@@ -159,25 +156,30 @@ def read_shard(path: str, *, check_digests: bool = False) -> tuple[dict[str, str
     return meta, archives
 
 
-def archive_signatures(conn: sqlite3.Connection, mirror_name: str) -> dict[str, tuple[int, int, int, int]]:
-    """path -> recorded signature of every file of the named mirror (empty for a mirror the catalog lacks)."""
-    from cloudvault.catalog.indexing import known_files  # indexing imports write, which imports this module
-
-    row = conn.execute("SELECT id FROM mirrors WHERE name = ?", (mirror_name,)).fetchone()
-    return known_files(conn, row[0]) if row else {}
 
 
-def recorded_archive_sizes(conn: sqlite3.Connection, mirror_names: list[str]) -> Iterator[int]:
-    """Compressed sizes of the archives the catalog records for these mirrors."""
-    marks = ",".join("?" * len(mirror_names))
-    for (size,) in conn.execute(
-        "SELECT f.size FROM files f JOIN archives a ON a.file_id = f.id JOIN mirrors m ON m.id = f.mirror_id "
-        f"WHERE m.name IN ({marks}) ORDER BY f.size DESC",
-        mirror_names,
-    ):
-        yield size
 
 
 def drop_members_from(shard: sqlite3.Connection, first: int) -> None:
     """Forget the members added from rowid first on (an archive that could not be read to its end)."""
     shard.execute("DELETE FROM members WHERE rowid >= ?", (first,))
+
+
+def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
+    """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
+    it = iter(records)
+    while batch := list(itertools.islice(it, SHARD_BATCH)):
+        shard.executemany(SHARD_INSERT, batch)
+
+
+@contextlib.contextmanager
+def attached_shard(conn: sqlite3.Connection, path: str, alias: str = "shard") -> Iterator[str | None]:
+    """The shard file attached to the catalog connection under alias (None when the worker left no file)."""
+    if not os.path.exists(path):
+        yield None
+        return
+    conn.execute("ATTACH DATABASE ? AS " + alias, (path,))
+    try:
+        yield alias
+    finally:
+        conn.execute("DETACH DATABASE " + alias)

@@ -38,7 +38,7 @@ def run_slurm(args) -> int:
 def _plan(ui, path: Path, args) -> int:
     import tempfile
 
-    from cloudvault.catalog import shards
+    from cloudvault.catalog import files as catalog_files
     from cloudvault.catalog.db import open_catalog
     from cloudvault.index.roots import roots_to_index
     from cloudvault.index.slurm import Layout, dry_run, make_plan, plan_archives, root_docs, submit
@@ -51,8 +51,8 @@ def _plan(ui, path: Path, args) -> int:
     conn = open_catalog(Path(scratch.name) / "empty.db" if scratch else path, create=True)
     try:
         mroots = roots_to_index(conn, args.mirrors, definition)
-        known = {m.definition.name: shards.archive_signatures(conn, m.definition.name) for m in mroots}
-        recorded = list(shards.recorded_archive_sizes(conn, [m.definition.name for m in mroots]))
+        known = {m.definition.name: catalog_files.archive_signatures(conn, m.definition.name) for m in mroots}
+        recorded = list(catalog_files.recorded_archive_sizes(conn, [m.definition.name for m in mroots]))
     finally:
         conn.close()
         if scratch:
@@ -74,7 +74,7 @@ def _plan(ui, path: Path, args) -> int:
 
 def _merge(ui, path: Path, wait: bool) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.index.shards import merge
+    from cloudvault.index.merge import merge
 
     report, info = merge(path, wait=wait, progress=ui.progress("merging"))
     if ui.as_json:

@@ -183,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = run_command(argv)
     except errors.VaultError as exc:
-        _report(exc.message, exc.exit_code, argv)
-        code = exc.exit_code
+        code = _report_error(exc, argv)
     except KeyboardInterrupt:
         _report(errors.Interrupted().message, errors.INTERRUPTED, argv)
         code = errors.INTERRUPTED
@@ -193,25 +192,34 @@ def main(argv: list[str] | None = None) -> int:
         code = 0
     except SystemExit as exc:  # --help and --version
         code = exc.code if isinstance(exc.code, int) else 0
-    except OSError as exc:  # the system refused something no check foresaw (permissions, a link loop, EIO)
-        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
-        _report(f"{exc.strerror or exc}{where}", errors.ENVIRONMENT, argv)
-        code = errors.ENVIRONMENT
+    except OSError as exc:  # the system refused something no check foresaw (permissions, a full disk, EIO)
+        code = _report_error(errors.from_os_error(exc), argv)
     except Exception as exc:
         if type(exc).__module__ != "sqlite3":
             code = _bug(exc, argv)
-        else:
-            _report(f"the catalog cannot be read ({exc}); restore it from a copy or rebuild it", errors.INTEGRITY, argv)
-            code = errors.INTEGRITY
+        else:  # by its kind: locked (retry), full, refused, or really damaged
+            code = _report_error(errors.from_sqlite(exc, path=_catalog_named(argv)), argv)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
     return code
 
 
+def _catalog_named(argv: list[str]) -> str:
+    from cloudvault import config
+
+    given = argv[argv.index("--catalog") + 1] if "--catalog" in argv[:-1] else None
+    return config.catalog_path(given)
+
+
+def _report_error(error: errors.VaultError, argv: list[str]) -> int:
+    _report(error.message, error.exit_code, argv)
+    return error.exit_code
+
+
 def _report(message: str, code: int, argv: list[str]) -> None:
     """One line on stderr; with --json also a JSON object on stdout, so a script always gets a document."""
-    message = " ".join(message.splitlines())
+    message = errors.one_line(message)
     sys.stderr.write(f"vault: error: {message}\n")
     if "--json" in argv:
         import json

@@ -12,8 +12,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from cloudvault import config
-    from cloudvault.catalog.browse import entry_details
     from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.details import entry_details
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
 

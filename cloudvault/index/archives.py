@@ -15,9 +15,10 @@ from pathlib import Path
 
 from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
-from cloudvault.catalog import shards, write
-from cloudvault.catalog.db import transaction
-from cloudvault.catalog.indexing import catalog_file, copies_of_files
+from cloudvault.catalog import copies, shards
+from cloudvault.catalog import files as catalog_files
+from cloudvault.catalog.copies import copies_of_files
+from cloudvault.catalog.db import catalog_file, transaction
 from cloudvault.config import seekable_copy_path
 from cloudvault.index.budget import Budget, plan_budget
 from cloudvault.index.context import MirrorContext
@@ -74,7 +75,7 @@ def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretR
         with mirror.open(st.path, st.raw_path) as fh:
             scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
                                on_raw=writer.write if writer else None, opener=opener, decoders=decoders)  # fmt: skip
-            write.add_shard_members(shard, redacted(scan, rules, scan.result))
+            shards.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
         result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
             f._replace(detail=rules.redact(f.detail), member=f.member and rules.redact(f.member)) for f in result.flags
@@ -209,17 +210,17 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     entry = ctx.entry_for(st.path)
     old_copies = copies_of_files(ctx.conn, ctx.mirror_id, [st.path])
     try:
-        with write.attached_shard(ctx.conn, shard) as alias:
+        with shards.attached_shard(ctx.conn, shard) as alias:
             scan, rows = recorded_scan(ctx.conn, alias, ctx.mirror.root, st.path)
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
             with transaction(ctx.conn):
-                file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
-                write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
-                archive_id = write.insert_archive(ctx.conn, file_id, scan, alias, rows)
+                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
+                archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)
                 if outcome.copy_tmp:
                     final = seekable_copy_path(ctx.copy_cache, scan.blake3)
-                    write.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
+                    copies.insert_copy(ctx.conn, archive_id, Path(outcome.copy_tmp), final, outcome.copy_frames)
     finally:
         if outcome.copy_tmp:
             Path(outcome.copy_tmp).unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cloudvault.archive.seekable import private_folder
-from cloudvault.catalog.indexing import copy_recorded
+from cloudvault.catalog.copies import copy_recorded
 from cloudvault.config import seekable_dir
 from cloudvault.index.definition import MirrorDefinition
 from cloudvault.index.secrets import SecretRules

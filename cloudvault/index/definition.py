@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from cloudvault.errors import MirrorDefinitionInvalid
 from cloudvault.index.secrets import DEFAULT_RULES
 from cloudvault.models import Entry
 
@@ -30,8 +31,16 @@ class MirrorDefinition:
         return re.match(self.entry_pattern, dirname) is not None
 
 
-def definition_from_toml(text: str) -> MirrorDefinition:
-    data = tomllib.loads(text)
+def definition_from_toml(text: str, source: str = "<text>") -> MirrorDefinition:
+    """The definition in text; a malformed one (user-given: catalogs/*.toml) is MirrorDefinitionInvalid naming
+    source and what is wrong, never a KeyError."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise MirrorDefinitionInvalid(path=source, detail=f"not valid TOML ({exc})") from None
+    problem = _definition_problem(data)
+    if problem:
+        raise MirrorDefinitionInvalid(path=source, detail=problem)
     return MirrorDefinition(
         name=data["name"],
         roots=tuple(data.get("roots", ())),
@@ -41,8 +50,31 @@ def definition_from_toml(text: str) -> MirrorDefinition:
     )
 
 
+def _definition_problem(data: dict) -> str | None:
+    """What is wrong with a parsed definition's keys and types, or None."""
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        return 'it needs name = "..." (a non-empty string)'
+    if not isinstance(data.get("roots", []), list) or not all(isinstance(r, str) for r in data.get("roots", [])):
+        return "roots must be a list of strings (paths or URLs)"
+    if not isinstance(data.get("manifest", ""), str) or not isinstance(data.get("entry_pattern", ""), str):
+        return "manifest and entry_pattern must be strings"
+    secrets = data.get("secrets", {})
+    if not isinstance(secrets, dict) or not all(isinstance(v, str) for v in secrets.values()):
+        return "secrets must be a table of name = regular expression"
+    for key, pattern in [("entry_pattern", data.get("entry_pattern", "")), *secrets.items()]:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{key} is not a regular expression ({exc})"
+    return None
+
+
 def load_definition(path: Path) -> MirrorDefinition:
-    return definition_from_toml(path.read_text(encoding="utf-8"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MirrorDefinitionInvalid(path=path, detail="not UTF-8 text") from None
+    return definition_from_toml(text, str(path))
 
 
 def builtin_definition(name: str) -> MirrorDefinition:

@@ -6,7 +6,7 @@ import os
 
 import blake3
 
-from cloudvault.catalog import write
+from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.db import transaction
 from cloudvault.hashing import CHUNK
 from cloudvault.index.context import MirrorContext
@@ -75,10 +75,10 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
         with transaction(ctx.conn):
             for st, digest, flags, doc in rows:
                 entry = ctx.entry_for(st.path)
-                file_id = write.insert_file(ctx.conn, ctx.mirror_id, entry, st, digest)
-                write.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, flags)
+                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, digest)
+                catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, flags)
                 if doc is not None:
-                    write.insert_doc(ctx.conn, file_id, doc)
+                    catalog_files.insert_doc(ctx.conn, file_id, doc)
                 ctx.report.count(flags)
                 ctx.report.files_read += 1
                 ctx.report.bytes_read += st.size

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from cloudvault.catalog import write
+from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.db import transaction
-from cloudvault.catalog.indexing import archive_at, member_paths
+from cloudvault.catalog.files import archive_at, member_paths
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.plan import is_archive, listing_for
 from cloudvault.models import FileStat, Flag
@@ -58,13 +58,13 @@ def check_listings(ctx: MirrorContext, walked: list[FileStat], read_now: set[str
             continue
         missing, extra = compare_listing(listed, member_paths(ctx.conn, archive_id))
         with transaction(ctx.conn):
-            write.clear_flags(ctx.conn, ctx.mirror_id, "list_mismatch", file_id)
-            write.set_list_status(ctx.conn, archive_id, "mismatch" if missing or extra else "match")
+            catalog_files.clear_flags(ctx.conn, ctx.mirror_id, "list_mismatch", file_id)
+            catalog_files.set_list_status(ctx.conn, archive_id, "mismatch" if missing or extra else "match")
             if missing or extra:
                 detail = (
                     f"{listing.rsplit('/', 1)[-1]} lists {len(missing)} path(s) not in the archive "
                     f"(e.g. {missing[:3]}) and omits {len(extra)} member(s) (e.g. {extra[:3]})"
                 )
                 flag = Flag("list_mismatch", ctx.rules.redact(detail))
-                write.insert_flags(ctx.conn, ctx.mirror_id, ctx.entry_for(path), file_id, [flag])
+                catalog_files.insert_flags(ctx.conn, ctx.mirror_id, ctx.entry_for(path), file_id, [flag])
                 ctx.report.count([flag])

@@ -5,9 +5,12 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from cloudvault.catalog import write
+from cloudvault.catalog import entries, mirrors
+from cloudvault.catalog import files as catalog_files
+from cloudvault.catalog.copies import copies_of_files
 from cloudvault.catalog.db import for_bulk_writes, transaction
-from cloudvault.catalog.indexing import copies_of_files, known_files, mirror_named
+from cloudvault.catalog.files import known_files
+from cloudvault.catalog.mirrors import mirror_named
 from cloudvault.index.archives import read_archives
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.definition import load_manifest
@@ -63,16 +66,16 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
         raise MirrorShrank(root=ctx.mirror.root, now=len(known) - len(plan.deleted), before=len(known))
     with transaction(ctx.conn):  # the mirror's row changes only once the root has passed that check
         definition = ctx.definition
-        ctx.mirror_id = write.upsert_mirror(ctx.conn, definition.name, ctx.mirror.root, definition.manifest)
+        ctx.mirror_id = mirrors.upsert_mirror(ctx.conn, definition.name, ctx.mirror.root, definition.manifest)
     ctx.report.files_seen += len(walked)
     ctx.report.files_unchanged += len(plan.unchanged)
     _delete(ctx, plan)
     with transaction(ctx.conn):
-        write.upsert_entries(ctx.conn, ctx.mirror_id, _entries(ctx, walked))
-        write.clear_flags(ctx.conn, ctx.mirror_id, "walk_error")
+        entries.upsert_entries(ctx.conn, ctx.mirror_id, _entries(ctx, walked))
+        catalog_files.clear_flags(ctx.conn, ctx.mirror_id, "walk_error")
         for problem in problems:
             flag = Flag("walk_error", ctx.rules.redact(f"{problem.path}: {problem.detail}"))
-            write.insert_flags(ctx.conn, ctx.mirror_id, ctx.entry_for(problem.path), None, [flag])
+            catalog_files.insert_flags(ctx.conn, ctx.mirror_id, ctx.entry_for(problem.path), None, [flag])
             ctx.report.count([flag])
     to_read = plan.to_read
     ctx.progress.start(sum(st.size for st in to_read), len(to_read))
@@ -80,7 +83,7 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
     read_archives(ctx, [st for st in to_read if is_archive(st.path) and st.kind == "file"], workers)
     check_listings(ctx, walked, {st.path for st in to_read})
     with transaction(ctx.conn):
-        write.mark_indexed(ctx.conn, ctx.mirror_id)
+        mirrors.mark_indexed(ctx.conn, ctx.mirror_id)
     ctx.progress.finish()
 
 
@@ -103,7 +106,7 @@ def _delete(ctx: MirrorContext, plan: Plan) -> None:
     """Files gone from the mirror leave the catalog; so do the seekable copies vault made of them."""
     copies = copies_of_files(ctx.conn, ctx.mirror_id, plan.deleted)
     with transaction(ctx.conn):
-        write.delete_files(ctx.conn, ctx.mirror_id, plan.deleted)
+        catalog_files.delete_files(ctx.conn, ctx.mirror_id, plan.deleted)
     ctx.remove_unrecorded(copies)
     ctx.report.files_deleted += len(plan.deleted)
 

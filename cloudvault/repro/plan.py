@@ -40,7 +40,7 @@ Plan = namedtuple(
 
 def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunOptions) -> Plan:
     """Resolve the recipe against the catalog: settings, staged inputs, processes with their env and cores."""
-    from cloudvault.catalog.browse import entry_details
+    from cloudvault.catalog.details import entry_details
     from cloudvault.catalog.query import known_mirrors, resolve_entry
 
     mirror_id, entry_id, mirror_name = resolve_entry(conn, recipe.entry)

@@ -55,7 +55,7 @@ def _from_folder(label: str, folder: Path) -> Results:
 
 def from_entry(conn: sqlite3.Connection, text: str, folder: str | None = None) -> Results:
     """An entry's recorded folder, read through the catalog; its settings are the entry's recorded ones."""
-    from cloudvault.catalog.browse import entry_details
+    from cloudvault.catalog.details import entry_details
     from cloudvault.catalog.query import resolve_entry
 
     head, _, rest = text.partition("/")

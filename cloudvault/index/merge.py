@@ -15,7 +15,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cloudvault.catalog import shards, write
+from cloudvault.catalog import files as catalog_files
+from cloudvault.catalog import mirrors, shards
 from cloudvault.catalog.db import open_catalog, transaction, writer_lock
 from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.archives import ShardOutcome, commit_archive
@@ -85,7 +86,7 @@ def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str
         if not same:  # a root that vanished gets no row here: the local pass refuses it
             continue
         ctx = _context(conn, mroot, report, progress)
-        recorded = shards.archive_signatures(conn, mroot.definition.name)
+        recorded = catalog_files.archive_signatures(conn, mroot.definition.name)
         for st in same:
             if recorded.get(st.path) != st.signature:  # else committed by a merge killed after it: not again
                 progress.current(st.path)
@@ -98,7 +99,7 @@ def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
     left to the local pass, which reads it and checks it then (checked once, counted once)."""
     walked = [item for item in ctx.mirror.walk() if isinstance(item, FileStat)]
     stats = {st.path: st for st in walked}
-    known = shards.archive_signatures(ctx.conn, ctx.definition.name)
+    known = catalog_files.archive_signatures(ctx.conn, ctx.definition.name)
     unchanged = {p for p in committed if (st := stats.get(listing_for(p))) and known.get(st.path) == st.signature}
     if unchanged:
         check_listings(ctx, walked, unchanged)
@@ -107,7 +108,7 @@ def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
 def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress) -> MirrorContext:
     definition = mroot.definition
     with transaction(conn):
-        mirror_id = write.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
+        mirror_id = mirrors.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
     rules = SecretRules(definition.secrets)
     return MirrorContext(conn, mirror_id, mroot.mirror, definition, rules, report, progress)
 

@@ -1,0 +1,77 @@
+"""Numbered steps that bring an older catalog to the current schema, each one transaction with its version record.
+
+Step N takes a catalog of version N-1 to version N: its own SQL, then schema.sql (whose CREATE ... IF NOT EXISTS
+adds the tables and indexes that version brought), then the new version in `meta`, all between one BEGIN
+IMMEDIATE and its COMMIT, so a crash or a failed statement leaves the catalog at N-1, whole. A step changes
+tables in place (ADD COLUMN, UPDATE) and never drops or rebuilds one: restores and runs are rows nothing can
+rebuild. Steps run under the writer lock (catalog.db.open_catalog takes it), never by a reader alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from cloudvault import __version__
+
+SCHEMA_VERSION = 4
+SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
+
+# version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
+STEPS: dict[int, str] = {
+    1: "",  # the first schema (a meta table without a version: schema.sql creates the rest)
+    2: "",  # the seekable tables (schema.sql creates them)
+    3: "",  # restores, runs, run_requests (schema.sql creates them)
+    # Members keep link targets' raw bytes and sparse members' maps. Archives indexed before it were read with
+    # sparse members as plain files and hardlinks resolved to a target's last version: their records are not
+    # trusted (the recorded mtime no longer matches, so extract refuses them as stale) until `vault index`
+    # re-reads them. Every archive, not only those with sparse or hardlink members: a version-3 catalog
+    # recorded a PAX sparse member as a plain file under its own name, so which ones they were is not known.
+    4: """
+ALTER TABLE members ADD COLUMN raw_link_target BLOB;
+ALTER TABLE members ADD COLUMN sparse_map TEXT;
+UPDATE files SET mtime_ns = -1 WHERE id IN (SELECT file_id FROM archives);
+""",
+}
+
+
+def schema_sql() -> str:
+    with open(SCHEMA_FILE, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def version_record(version: int) -> str:
+    """The SQL that records version (and the tool that wrote it) in meta."""
+    return "".join(
+        f"INSERT INTO meta(key, value) VALUES ({_quoted(key)}, {_quoted(value)}) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value;\n"
+        for key, value in (("schema_version", str(version)), ("tool_version", __version__))
+    )
+
+
+def run_in_one_transaction(conn: sqlite3.Connection, sql: str) -> None:
+    """sql (several statements) as one transaction: all of it, or, when a statement fails, none of it."""
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;\n{sql}\nCOMMIT;")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """A new catalog's tables and its version record, in one transaction."""
+    run_in_one_transaction(conn, schema_sql() + version_record(SCHEMA_VERSION))
+
+
+def migrate(conn: sqlite3.Connection, found: int) -> list[int]:
+    """Run the steps from version found to SCHEMA_VERSION, one transaction each; the versions reached."""
+    reached = []
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        run_in_one_transaction(conn, STEPS[version] + schema_sql() + version_record(version))
+        reached.append(version)
+    return reached

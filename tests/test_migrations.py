@@ -1,0 +1,153 @@
+"""Catalog migrations: a catalog of every older schema version is brought to the current one, step by step, each
+step one transaction with its version record, under the writer lock, never losing a row nothing can rebuild."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+
+import pytest
+
+from cloudvault.catalog import db, migrations, records
+from cloudvault.catalog.db import open_catalog
+from cloudvault.catalog.migrations import SCHEMA_VERSION
+from cloudvault.errors import CatalogBusy, CatalogTooOld, VaultError
+
+# What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
+# one, as vault of that version left it (the tables and columns it had, the rows it held).
+BACK_FROM = {
+    4: "ALTER TABLE members DROP COLUMN raw_link_target; ALTER TABLE members DROP COLUMN sparse_map;",
+    3: "DROP TABLE run_requests; DROP TABLE runs; DROP TABLE restores;",
+    2: "DROP TABLE seekable_frames; DROP TABLE seekable;",
+}
+
+
+def as_version(path, version: int) -> None:
+    conn = sqlite3.connect(path)
+    for newer in range(SCHEMA_VERSION, version, -1):
+        conn.executescript(BACK_FROM[newer])
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.commit()
+    conn.close()
+
+
+def shape(path) -> dict[str, object]:
+    """Every table's columns (name, type, not null, default, key) and every index and trigger, by name."""
+    conn = sqlite3.connect(path)
+    try:
+        objects = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall()
+        found = {name: kind for kind, name in objects}
+        for kind, name in objects:
+            if kind == "table":
+                found[name] = [tuple(c[1:6]) for c in conn.execute(f"PRAGMA table_xinfo('{name}')")]
+        return found
+    finally:
+        conn.close()
+
+
+def version_of(path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def count(path, table: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def with_records(path) -> None:
+    """A restore and a finished run with its per-request rows: what no `vault index` can rebuild."""
+    conn = open_catalog(path)
+    records.record_restore(conn, kind="env", mirror_id=1, entry_id="015", name="env", source="015/env.tar.zst",
+                           source_hash="ab" * 32, target="/opt/env", status="ok", detail={"files": 3},
+                           started_at=records.now())  # fmt: skip
+    records.start_run(conn, run_id="r1", recipe="standin", recipe_hash="cd" * 32, mirror_id=1, entry_id="014",
+                      executor="local", folder="/runs/r1")  # fmt: skip
+    records.finish_run(conn, "r1", status="done", verdict="reproduced", requests=[("q1", "same", None, {})])
+    conn.close()
+
+
+def dump(path, table: str) -> list[tuple]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_a_catalog_of_every_older_version_is_migrated_to_the_schema_a_new_one_has(demo_catalog, tmp_path, version):
+    fresh = tmp_path / "fresh.db"
+    open_catalog(fresh, create=True).close()
+    members, files = count(demo_catalog, "members"), count(demo_catalog, "files")
+    as_version(demo_catalog, version)
+    assert shape(demo_catalog) != shape(fresh)
+    open_catalog(demo_catalog).close()
+    assert version_of(demo_catalog) == SCHEMA_VERSION
+    assert shape(demo_catalog) == shape(fresh)
+    assert (count(demo_catalog, "members"), count(demo_catalog, "files")) == (members, files)
+
+
+def test_restores_and_runs_survive_a_migration(demo_catalog):
+    """Version 3 brought them: from it on, every step keeps them as they were."""
+    with_records(demo_catalog)
+    kept = {table: dump(demo_catalog, table) for table in ("restores", "runs", "run_requests")}
+    as_version(demo_catalog, 3)
+    open_catalog(demo_catalog).close()
+    assert {table: dump(demo_catalog, table) for table in kept} == kept
+    assert all(kept.values())
+
+
+def test_a_step_that_fails_leaves_the_catalog_whole_at_the_last_version_it_reached(demo_catalog, monkeypatch):
+    """From version 2, step 3 commits; step 4 fails on its last statement: nothing of step 4 stays."""
+    as_version(demo_catalog, 2)
+    mtimes = dump(demo_catalog, "files")
+    monkeypatch.setitem(migrations.STEPS, 4, migrations.STEPS[4] + "SELECT no_such_column FROM members;")
+    with pytest.raises(VaultError):
+        open_catalog(demo_catalog)
+    assert version_of(demo_catalog) == 3
+    assert "raw_link_target" not in {c[0] for c in shape(demo_catalog)["members"]}
+    assert dump(demo_catalog, "files") == mtimes  # step 4's UPDATE was rolled back with it
+    monkeypatch.undo()
+    open_catalog(demo_catalog).close()
+    assert version_of(demo_catalog) == SCHEMA_VERSION
+
+
+def test_a_migration_waits_for_no_one_it_refuses_while_another_vault_holds_the_writer_lock(demo_catalog, vault):
+    as_version(demo_catalog, 3)
+    fd = os.open(f"{demo_catalog}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running `vault index` holds it
+        os.pwrite(fd, b"4242", 0)
+        with pytest.raises(CatalogBusy):
+            open_catalog(demo_catalog)
+        r = vault("--catalog", str(demo_catalog), "search", "granite")  # a reader asks for the lock, too
+        assert r.code == 6 and "pid 4242" in r.err and "schema 4" in r.err and "retry" in r.err, r.err
+        assert version_of(demo_catalog) == 3
+    finally:
+        os.close(fd)
+    assert vault("--catalog", str(demo_catalog), "search", "granite").code == 0
+    assert version_of(demo_catalog) == SCHEMA_VERSION
+
+
+def test_a_reader_that_cannot_write_an_old_catalog_says_in_one_line_what_to_run(demo_catalog, monkeypatch):
+    as_version(demo_catalog, 3)
+    monkeypatch.setattr(db.os, "access", lambda path, mode: False)  # a shared copy this user cannot write
+    with pytest.raises(CatalogTooOld) as refused:
+        open_catalog(demo_catalog, readonly=True)
+    assert "\n" not in refused.value.message and "vault index" in refused.value.message
+    assert refused.value.exit_code == 6 and version_of(demo_catalog) == 3
+
+
+def test_a_catalog_indexed_under_this_process_s_writer_lock_migrates_without_taking_it_twice(demo_catalog):
+    as_version(demo_catalog, 3)
+    with db.writer_lock(demo_catalog):
+        open_catalog(demo_catalog).close()
+    assert version_of(demo_catalog) == SCHEMA_VERSION
