@@ -12,6 +12,17 @@ import pytest
 
 from cloudvault.cli.main import main
 
+# Fixtures that start or reach a real service (dockerd and a registry, Slurm, sshd, an S3 server): a test using one
+# is in the integration layer, which `pytest -m "not integration"` leaves out. Tests that reach a service
+# without such a fixture (a real Slurm, a browser) carry @pytest.mark.integration themselves.
+SERVICE_FIXTURES = frozenset({"services", "docker_host", "slurm", "sshd", "s3_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):

@@ -404,6 +404,7 @@ def test_bad_port_is_a_usage_error(vault):
 
 
 # -- in a real browser -------------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_lab_member_searches_opens_014_and_its_run_in_chromium(served, tmp_path):
     require_module("playwright")
     chromium = require("chromium")

@@ -308,6 +308,7 @@ def _wait_for(vault, db: Path, done, timeout: float = 60) -> dict:
     raise AssertionError(f"Slurm did not get there in {timeout} s: {doc}")
 
 
+@pytest.mark.integration
 def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog_of_the_demo_mirror(demo_mirror, tmp_path, vault):
     _slurm()
     mirror = demo_mirror
@@ -334,6 +335,7 @@ def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog_of_the_demo_mir
     assert again.code == 0 and "nothing for Slurm" in again.out
 
 
+@pytest.mark.integration
 def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_path, vault):
     _slurm()
     mirror = _mirror(tmp_path)
@@ -360,6 +362,7 @@ def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_pa
     assert catalog_rows(db) == _rows(local)
 
 
+@pytest.mark.integration
 def test_a_task_stopped_by_scancel_leaves_no_shard_and_no_scratch_file(tmp_path):
     root = tmp_path / "m" / "018_big" / "data"
     (tmp_path / "src").mkdir()

@@ -6,6 +6,7 @@ Exit 0 when something is listed, 1 when nothing matches.
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import with_catalog
 
 
 def add_arguments(parser) -> None:
@@ -14,14 +15,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
-def run(args) -> int:
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
+@with_catalog(readonly=True)
+def run(args, conn) -> int:
     from cloudvault.catalog.details import list_entry
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI, human_size
 
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
     hits = list_entry(conn, mirror_id, entry_id, args.pattern)
     ui = UI(as_json=args.json)

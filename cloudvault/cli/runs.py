@@ -9,6 +9,7 @@ are compared with the record and its verdict recorded, as if vault had waited.
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import with_catalog
 
 
 def add_arguments(parser) -> None:
@@ -17,15 +18,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args) -> int:
+@with_catalog(readonly=True)
+def run(args, conn) -> int:
     from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.catalog.records import run_requests, runs
     from cloudvault.cli.ui import UI
 
     ui = UI(as_json=args.json)
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     if args.requests:
         rows = run_requests(conn, args.requests)
         if args.json:

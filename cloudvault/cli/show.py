@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import with_catalog
 
 
 def add_arguments(parser) -> None:
@@ -10,14 +11,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
-def run(args) -> int:
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
+@with_catalog(readonly=True)
+def run(args, conn) -> int:
     from cloudvault.catalog.details import entry_details
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
 
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     details = entry_details(conn, *resolve_entry(conn, args.entry)[:2])
     ui = UI(as_json=args.json)
     if args.json:

@@ -7,6 +7,7 @@ does not, when the catalog is damaged, or when files or members were never hashe
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import with_catalog
 
 
 def fraction(text: str) -> float:
@@ -29,14 +30,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
-def run(args) -> int:
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
+@with_catalog(readonly=True)
+def run(args, conn) -> int:
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI, human_size
     from cloudvault.verify import verify_entries, verify_sample
 
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
     ui = UI(as_json=args.json)
     if args.sample is not None:
         if args.entry:
