@@ -138,3 +138,21 @@ def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path
         _write(tmp_path, None, None, None, None, ())
     assert "--force" not in raised.value.message and "name a new --out folder" in raised.value.message
     assert (tmp_path / "compare.csv").read_text() == "x\n"
+
+
+
+def test_extracting_a_member_flagged_as_a_secret_warns_on_stderr(vault, demo_mirror, demo_catalog, tmp_path):
+    import tarfile
+
+    import zstandard
+
+    result = vault("--catalog", str(demo_catalog), "extract", "019", "saturate_env.log", "-o", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    warning = [line for line in result.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "saturate_env.log" in warning[0] and "hf_token_assignment" in warning[0]
+    archive = demo_mirror / "019_aicluster_dump_debugger" / "data" / "saturate_logs_n61.tar.zst"
+    with zstandard.open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+        original = next(tar.extractfile(m).read() for m in tar if m.name.endswith("logs/saturate_env.log"))
+    assert (tmp_path / "d" / "saturate_env.log").read_bytes() == original  # the bytes as they are
+    plain = vault("--catalog", str(demo_catalog), "extract", "018", "dumps", "-o", str(tmp_path / "e"))
+    assert plain.code == 0 and "warning" not in plain.err
