@@ -156,3 +156,23 @@ def test_extracting_a_member_flagged_as_a_secret_warns_on_stderr(vault, demo_mir
     assert (tmp_path / "d" / "saturate_env.log").read_bytes() == original  # the bytes as they are
     plain = vault("--catalog", str(demo_catalog), "extract", "018", "dumps", "-o", str(tmp_path / "e"))
     assert plain.code == 0 and "warning" not in plain.err
+
+
+def test_a_damaged_archive_on_extract_is_named(vault, demo_mirror, tmp_path):
+    import shutil
+
+    mirror = tmp_path / "Marvell_cloud"
+    shutil.copytree(demo_mirror / "019_aicluster_dump_debugger", mirror / "019_aicluster_dump_debugger")
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(mirror)).code == 0
+    archive = mirror / "019_aicluster_dump_debugger" / "data" / "saturate_logs_n61.tar.zst"
+    st = archive.stat()
+    data = bytearray(archive.read_bytes())
+    for i in range(40, len(data) - 20, 7):  # damage inside, same size and mtime: not a changed archive
+        data[i] ^= 0x55
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    result = vault("--catalog", str(db), "extract", "019", "saturate_env.log", "-o", str(tmp_path / "d"))
+    assert result.code == errors.INTEGRITY
+    error = result.err.splitlines()[-1]
+    assert "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst" in error and "damaged archive" in error
