@@ -158,7 +158,8 @@ def test_extracting_a_member_flagged_as_a_secret_warns_on_stderr(vault, demo_mir
     assert plain.code == 0 and "warning" not in plain.err
 
 
-def test_a_damaged_archive_on_extract_is_named(vault, demo_mirror, tmp_path):
+def _damaged_019(vault, demo_mirror, tmp_path) -> Path:
+    """A catalog of entry 019 alone whose archive was then damaged inside (same size and mtime: not changed)."""
     import shutil
 
     mirror = tmp_path / "Marvell_cloud"
@@ -168,11 +169,23 @@ def test_a_damaged_archive_on_extract_is_named(vault, demo_mirror, tmp_path):
     archive = mirror / "019_aicluster_dump_debugger" / "data" / "saturate_logs_n61.tar.zst"
     st = archive.stat()
     data = bytearray(archive.read_bytes())
-    for i in range(40, len(data) - 20, 7):  # damage inside, same size and mtime: not a changed archive
+    for i in range(40, len(data) - 20, 7):
         data[i] ^= 0x55
     archive.write_bytes(bytes(data))
     os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return db
+
+
+def test_a_damaged_archive_on_extract_is_named(vault, demo_mirror, tmp_path):
+    db = _damaged_019(vault, demo_mirror, tmp_path)
     result = vault("--catalog", str(db), "extract", "019", "saturate_env.log", "-o", str(tmp_path / "d"))
     assert result.code == errors.INTEGRITY
     error = result.err.splitlines()[-1]
     assert "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst" in error and "damaged archive" in error
+
+
+def test_verify_of_a_damaged_archive_does_not_say_nothing_was_written(vault, demo_mirror, tmp_path):
+    db = _damaged_019(vault, demo_mirror, tmp_path)
+    result = vault("--catalog", str(db), "verify", "019")
+    assert result.code == errors.INTEGRITY
+    assert "damaged archive" in result.out and "written" not in result.out + result.err
