@@ -189,3 +189,11 @@ def test_verify_of_a_damaged_archive_does_not_say_nothing_was_written(vault, dem
     result = vault("--catalog", str(db), "verify", "019")
     assert result.code == errors.INTEGRITY
     assert "damaged archive" in result.out and "written" not in result.out + result.err
+
+
+def test_optimize_with_nothing_to_copy_says_why_and_reports_no_folder_it_never_made(vault, demo_catalog, tmp_path):
+    cache = tmp_path / "cache"
+    result = vault("--catalog", str(demo_catalog), "optimize", "021", "--to", str(cache))
+    assert result.code == 0, result.err
+    assert not cache.exists()
+    assert result.out == "nothing written: 2 archive(s) with no frame over 8.0 MB (read whole): no copy needed\n"
