@@ -140,7 +140,6 @@ def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path
     assert (tmp_path / "compare.csv").read_text() == "x\n"
 
 
-
 def test_extracting_a_member_flagged_as_a_secret_warns_on_stderr(vault, demo_mirror, demo_catalog, tmp_path):
     import tarfile
 
@@ -197,3 +196,17 @@ def test_optimize_with_nothing_to_copy_says_why_and_reports_no_folder_it_never_m
     assert result.code == 0, result.err
     assert not cache.exists()
     assert result.out == "nothing written: 2 archive(s) with no frame over 8.0 MB (read whole): no copy needed\n"
+
+
+def test_the_gpu_recipe_without_torch_names_the_pip_install_before_anything_starts(vault, demo_catalog, tmp_path,
+                                                                                    monkeypatch):  # fmt: skip
+    bare = tmp_path / "python-without-site"  # the runner's Python, its site-packages (torch) hidden
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bare))
+    monkeypatch.setenv("VAULT_RECIPES", str(Path(__file__).parent.parent / "recipes"))  # this checkout's recipe
+    runs = tmp_path / "runs"
+    result = vault("--catalog", str(demo_catalog), "repro", "gpu_greedy_smoke", "--standin", "--out", str(runs))
+    assert result.code == errors.PREREQUISITE == 7, result.err
+    assert "pip install torch 'transformers>=5,<6'" in result.err and result.err.count("\n") == 1
+    assert not runs.exists()  # neither the stand-in nor a run folder was started
