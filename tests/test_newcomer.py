@@ -210,3 +210,30 @@ def test_the_gpu_recipe_without_torch_names_the_pip_install_before_anything_star
     assert result.code == errors.PREREQUISITE == 7, result.err
     assert "pip install torch 'transformers>=5,<6'" in result.err and result.err.count("\n") == 1
     assert not runs.exists()  # neither the stand-in nor a run folder was started
+
+
+def test_the_docker_executor_reports_how_long_each_container_ran():
+    from types import SimpleNamespace
+
+    from cloudvault.repro.executors.base import Job
+    from cloudvault.repro.executors.docker import DockerExecutor
+
+    states = {"a": {"Status": "exited", "ExitCode": 0, "StartedAt": "2026-12-04T04:31:00.123456789Z",
+                    "FinishedAt": "2026-12-04T04:31:03.623456789Z"}}  # fmt: skip
+    executor = DockerExecutor.__new__(DockerExecutor)
+    executor._client = SimpleNamespace(inspect_container=lambda cid: {"State": states[cid]})
+    plan = SimpleNamespace(processes=[SimpleNamespace(name="gpu0")])
+    told = []
+    assert executor.wait(Job(plan, ["a"]), lambda name, code, s: told.append((name, code, s))) == [0]
+    assert told == [("gpu0", 0, 3.5)]  # the container's own time, though it had ended before the wait began
+
+
+def test_repro_dry_run_has_no_placeholder_and_pins_no_core_this_machine_lacks(vault, demo_catalog, tmp_path,
+                                                                               monkeypatch):  # fmt: skip
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a 2-core machine
+    result = vault("--catalog", str(demo_catalog), "repro", "014", "--dry-run", "--standin", "--out",
+                   str(tmp_path / "runs"))  # fmt: skip
+    assert result.code == 0, result.err
+    assert "{gpu}" not in result.out and "8 (one GPU each)" in result.out
+    assert "cores 0-23" not in result.out
+    assert "the recipe pins cores 0-191; this machine has 2: not pinned" in result.out
