@@ -11,7 +11,15 @@ from collections import namedtuple
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog.lookup import EntryMembers
-from cloudvault.errors import AmbiguousMember, MemberNotFound, NoSpace, UnsafeMember, UsageError
+from cloudvault.errors import (
+    AmbiguousMember,
+    CorruptArchive,
+    IntegrityError,
+    MemberNotFound,
+    NoSpace,
+    UnsafeMember,
+    UsageError,
+)
 from cloudvault.io.landing import Landing, write_symlink
 from cloudvault.io.members import MemberReader, MemberStream, read_order
 from cloudvault.models import Member
@@ -117,7 +125,12 @@ def extract(
                 if where is not None and keep_path and member.path != ".":
                     os.makedirs(where.path_for(member), exist_ok=True)
                 continue
-            report.written.append(_extract_one(reader, member, where, force))
+            try:
+                report.written.append(_extract_one(reader, member, where, force))
+            except IntegrityError as exc:
+                if not member.archive or member.archive in exc.message or type(exc) is not IntegrityError:
+                    raise
+                raise CorruptArchive(path=member.archive, detail=f"{member.path}: {exc.message}") from None
     except NoSpace as exc:
         kept = [w.dest for w in report.written]
         if kept:

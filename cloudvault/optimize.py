@@ -45,6 +45,8 @@ class OptimizeReport:
     written: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
     forgotten: int = 0  # rows of copies whose file had been deleted by hand
+    multi_frame: int = 0  # archives of the scope already entered at a frame: no copy needed
+    small: int = 0  # single-frame archives small enough to read whole: no copy needed
     bytes_used: int = 0
 
     def to_json(self) -> dict:
@@ -67,6 +69,10 @@ def optimize(
     for c in copy_candidates(conn, scope):
         frames = frame_table(conn, c.archive_id)
         if not needs_copy(frames):
+            if len(frames) > 1:
+                report.multi_frame += 1
+            else:
+                report.small += 1
             continue
         if max_bytes is not None and used + c.size > max_bytes:
             report.skipped.append({"archive": c.path, "why": f"--max-gb budget ({used} of {max_bytes} bytes used)"})

@@ -106,6 +106,11 @@ def _check_archive_members(conn: sqlite3.Connection, report: VerifyReport, f: Ha
     _read_members(conn, report, unreached)
 
 
+def _as_check(exc: Exception) -> str:
+    """The reader's words for an extract, less what only an extract can say: a check writes nothing."""
+    return str(exc).replace("; nothing was written", "")
+
+
 def _read_members(conn: sqlite3.Connection, report: VerifyReport, members: list[Member]) -> None:
     """Each member read and hashed through MemberReader (the mirror's archive, entered at the member's frame);
     a changed or unreadable archive is named for its members and the check goes on."""
@@ -120,14 +125,14 @@ def _read_members(conn: sqlite3.Connection, report: VerifyReport, members: list[
             try:
                 stream = reader.open(member)
             except (IntegrityError, OSError) as exc:
-                broken[member.file_id] = str(exc)
-                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None, str(exc)))
+                broken[member.file_id] = _as_check(exc)
+                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None, _as_check(exc)))
                 continue
             try:
                 for _ in stream:
                     pass
             except IntegrityError as exc:
-                why = "member damaged" if stream.blake3 else str(exc)
+                why = "member damaged" if stream.blake3 else _as_check(exc)
                 report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, stream.blake3, why))
                 continue
             report.bytes_hashed += stream.size

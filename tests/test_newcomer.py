@@ -138,3 +138,102 @@ def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path
         _write(tmp_path, None, None, None, None, ())
     assert "--force" not in raised.value.message and "name a new --out folder" in raised.value.message
     assert (tmp_path / "compare.csv").read_text() == "x\n"
+
+
+def test_extracting_a_member_flagged_as_a_secret_warns_on_stderr(vault, demo_mirror, demo_catalog, tmp_path):
+    import tarfile
+
+    import zstandard
+
+    result = vault("--catalog", str(demo_catalog), "extract", "019", "saturate_env.log", "-o", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    warning = [line for line in result.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "saturate_env.log" in warning[0] and "hf_token_assignment" in warning[0]
+    archive = demo_mirror / "019_aicluster_dump_debugger" / "data" / "saturate_logs_n61.tar.zst"
+    with zstandard.open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
+        original = next(tar.extractfile(m).read() for m in tar if m.name.endswith("logs/saturate_env.log"))
+    assert (tmp_path / "d" / "saturate_env.log").read_bytes() == original  # the bytes as they are
+    plain = vault("--catalog", str(demo_catalog), "extract", "018", "dumps", "-o", str(tmp_path / "e"))
+    assert plain.code == 0 and "warning" not in plain.err
+
+
+def _damaged_019(vault, demo_mirror, tmp_path) -> Path:
+    """A catalog of entry 019 alone whose archive was then damaged inside (same size and mtime: not changed)."""
+    import shutil
+
+    mirror = tmp_path / "Marvell_cloud"
+    shutil.copytree(demo_mirror / "019_aicluster_dump_debugger", mirror / "019_aicluster_dump_debugger")
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(mirror)).code == 0
+    archive = mirror / "019_aicluster_dump_debugger" / "data" / "saturate_logs_n61.tar.zst"
+    st = archive.stat()
+    data = bytearray(archive.read_bytes())
+    for i in range(40, len(data) - 20, 7):
+        data[i] ^= 0x55
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return db
+
+
+def test_a_damaged_archive_on_extract_is_named(vault, demo_mirror, tmp_path):
+    db = _damaged_019(vault, demo_mirror, tmp_path)
+    result = vault("--catalog", str(db), "extract", "019", "saturate_env.log", "-o", str(tmp_path / "d"))
+    assert result.code == errors.INTEGRITY
+    error = result.err.splitlines()[-1]
+    assert "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst" in error and "damaged archive" in error
+
+
+def test_verify_of_a_damaged_archive_does_not_say_nothing_was_written(vault, demo_mirror, tmp_path):
+    db = _damaged_019(vault, demo_mirror, tmp_path)
+    result = vault("--catalog", str(db), "verify", "019")
+    assert result.code == errors.INTEGRITY
+    assert "damaged archive" in result.out and "written" not in result.out + result.err
+
+
+def test_optimize_with_nothing_to_copy_says_why_and_reports_no_folder_it_never_made(vault, demo_catalog, tmp_path):
+    cache = tmp_path / "cache"
+    result = vault("--catalog", str(demo_catalog), "optimize", "021", "--to", str(cache))
+    assert result.code == 0, result.err
+    assert not cache.exists()
+    assert result.out == "nothing written: 2 archive(s) with no frame over 8.0 MB (read whole): no copy needed\n"
+
+
+def test_the_gpu_recipe_without_torch_names_the_pip_install_before_anything_starts(vault, demo_catalog, tmp_path,
+                                                                                    monkeypatch):  # fmt: skip
+    bare = tmp_path / "python-without-site"  # the runner's Python, its site-packages (torch) hidden
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bare))
+    monkeypatch.setenv("VAULT_RECIPES", str(Path(__file__).parent.parent / "recipes"))  # this checkout's recipe
+    runs = tmp_path / "runs"
+    result = vault("--catalog", str(demo_catalog), "repro", "gpu_greedy_smoke", "--standin", "--out", str(runs))
+    assert result.code == errors.PREREQUISITE == 7, result.err
+    assert "pip install torch 'transformers>=5,<6'" in result.err and result.err.count("\n") == 1
+    assert not runs.exists()  # neither the stand-in nor a run folder was started
+
+
+def test_the_docker_executor_reports_how_long_each_container_ran():
+    from types import SimpleNamespace
+
+    from cloudvault.repro.executors.base import Job
+    from cloudvault.repro.executors.docker import DockerExecutor
+
+    states = {"a": {"Status": "exited", "ExitCode": 0, "StartedAt": "2026-12-04T04:31:00.123456789Z",
+                    "FinishedAt": "2026-12-04T04:31:03.623456789Z"}}  # fmt: skip
+    executor = DockerExecutor.__new__(DockerExecutor)
+    executor._client = SimpleNamespace(inspect_container=lambda cid: {"State": states[cid]})
+    plan = SimpleNamespace(processes=[SimpleNamespace(name="gpu0")])
+    told = []
+    assert executor.wait(Job(plan, ["a"]), lambda name, code, s: told.append((name, code, s))) == [0]
+    assert told == [("gpu0", 0, 3.5)]  # the container's own time, though it had ended before the wait began
+
+
+def test_repro_dry_run_has_no_placeholder_and_pins_no_core_this_machine_lacks(vault, demo_catalog, tmp_path,
+                                                                               monkeypatch):  # fmt: skip
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a 2-core machine
+    result = vault("--catalog", str(demo_catalog), "repro", "014", "--dry-run", "--standin", "--out",
+                   str(tmp_path / "runs"))  # fmt: skip
+    assert result.code == 0, result.err
+    assert "{gpu}" not in result.out and "8 (one GPU each)" in result.out
+    assert "cores 0-23" not in result.out
+    assert "the recipe pins cores 0-191; this machine has 2: not pinned" in result.out

@@ -12,3 +12,15 @@ def secret_holders(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> s
         (mirror_id, entry_id),
     )
     return {(file_id, member) for file_id, member in rows}
+
+
+def secret_flags(conn: sqlite3.Connection, targets) -> list[tuple[str, str]]:
+    """(member label, flag detail) of each target flagged 'secret': a plain file is flagged with member NULL."""
+    found = []
+    for t in targets:
+        member = t.path if t.archive else None
+        rows = conn.execute(
+            "SELECT detail FROM flags WHERE file_id = ? AND kind = 'secret' AND member IS ?", (t.file_id, member)
+        ).fetchall()
+        found += [(t.label, detail) for (detail,) in rows]
+    return found

@@ -28,6 +28,7 @@ def run(args) -> int:
 
     from cloudvault import config
     from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.flagged import secret_flags
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI, human_size
     from cloudvault.extract import extract, find_targets
@@ -39,6 +40,8 @@ def run(args) -> int:
     targets = find_targets(conn, mirror_id, entry_id, args.path, args.archive)
     dest = None if args.output == "-" else args.output or "."
     ui = UI(as_json=args.json and dest is not None)
+    for label, detail in secret_flags(conn, targets):
+        sys.stderr.write(f"vault: warning: {label} is flagged as holding a secret ({detail}); keep it private\n")
     total = sum(t.size for t in targets)
     progress = ui.progress("extracting") if total > PROGRESS_OVER else None
     if progress:

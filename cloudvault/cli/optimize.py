@@ -58,8 +58,26 @@ def run(args) -> int:
             ui.line(f"{w['archive']} -> {w['copy']} ({human_size(w['bytes'])}, {w['frames']} frames)")
         for s in report.skipped:
             ui.line(f"skipped {s['archive']}: {s['why']}")
-        ui.line(f"{len(report.written)} copies written; {human_size(report.bytes_used)} used in {cache}")
+        if not report.written and not report.skipped:
+            ui.line(f"nothing written: {_why_none(report)}")
+        if report.written or cache.exists():  # never a figure for a folder that was not made
+            ui.line(f"{len(report.written)} copies written; {human_size(report.bytes_used)} used in {cache}")
     return errors.OK
+
+
+def _why_none(report) -> str:
+    """One line on why optimize had nothing to copy (and so created no cache folder)."""
+    from cloudvault.archive.seekable import FRAME_RAW
+    from cloudvault.cli.ui import human_size
+
+    reasons = []
+    if report.multi_frame:
+        reasons.append(f"{report.multi_frame} archive(s) already multi-frame (seekable)")
+    if report.small:
+        reasons.append(f"{report.small} archive(s) with no frame over {human_size(2 * FRAME_RAW)} (read whole)")
+    if not reasons:
+        return "no archive in scope lacks a seekable copy"
+    return "; ".join(reasons) + ": no copy needed"
 
 
 def _status(ui, conn, cache) -> int:

@@ -256,9 +256,18 @@ def _print_plan(ui, doc: dict, commands: list[str]) -> None:
     ui.line("  settings   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     ui.line("  env vars   " + (" ".join(f"{k}={v}" for k, v in doc["env"].items()) or "-"))
     ui.line(f"  command    {commands[0].split(': ', 1)[1]}")
+    from cloudvault.repro.plan import cores_here, pinnable
+
+    spans = [tuple(map(int, p["cpu_cores"].split("-"))) for p in doc["processes"] if p["cpu_cores"]]
+    pinned = all(pinnable(list(range(a, b + 1))) for a, b in spans)
     where = [f"{p['name']} ({' '.join(f'{k}={v}' for k, v in p['env'].items())}"
-             f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] else ''})" for p in doc["processes"]]  # fmt: skip
-    ui.line(f"  processes  {len(where)} ({{gpu}} per process): {'; '.join(where)}")
+             f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] and pinned else ''})"
+             for p in doc["processes"]]  # fmt: skip
+    each = " (one GPU each)" if any(p["gpu"] is not None for p in doc["processes"]) else ""
+    ui.line(f"  processes  {len(where)}{each}: {'; '.join(where)}")
+    if not pinned:
+        ui.line(f"  cores      the recipe pins cores {min(a for a, _ in spans)}-{max(b for _, b in spans)}; this "
+                f"machine has {cores_here()}: not pinned")  # fmt: skip
     ui.line(
         f"  outputs    {', '.join(doc['outputs'])}"
         + (f" (merged from {', '.join(doc['merge'].values())})" if doc["merge"] else "")

@@ -38,6 +38,20 @@ Plan = namedtuple(
 )
 
 
+def pinnable(cores: list[int]) -> bool:
+    """Whether this machine has every core of a process's pin (the lab's 24g..24g+23 would not fit a 2-core one:
+    there the process runs unpinned)."""
+    import os
+
+    return bool(cores) and hasattr(os, "sched_getaffinity") and set(cores) <= os.sched_getaffinity(0)
+
+
+def cores_here() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def build(conn: sqlite3.Connection, recipe: Recipe, run_dir: Path, options: RunOptions) -> Plan:
     """Resolve the recipe against the catalog: settings, staged inputs, processes with their env and cores."""
     from cloudvault.catalog.details import entry_details

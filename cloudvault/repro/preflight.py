@@ -9,7 +9,7 @@ import sqlite3
 from collections import namedtuple
 from pathlib import Path
 
-from cloudvault.errors import EnvironmentProblem
+from cloudvault.errors import EnvironmentProblem, Prerequisite
 from cloudvault.repro.plan import Plan
 
 Check = namedtuple("Check", "name ok detail")
@@ -22,12 +22,33 @@ class PreflightFailed(EnvironmentProblem):
 
 
 def run_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list[Check]:
+    require_modules(plan)
     return [
         _gpus_free(plan),
         _environment(conn, plan),
         _persistent(plan.run_dir, out_explicit),
         _instrumentation(plan),
     ]
+
+
+def require_modules(plan: Plan) -> None:
+    """Prerequisite (exit 7) naming the pip install when the runner's Python cannot import the recipe's
+    [preflight] python_modules: before the runner or the stand-in starts, not a failed run with the cause in a log."""
+    import subprocess
+
+    needs = plan.recipe.section("preflight")
+    modules = list(needs.get("python_modules", []))
+    python = plan.processes[0].argv[0] if plan.processes else ""
+    if not modules or not os.path.basename(python).startswith("python"):
+        return  # not run by a Python here (e.g. inside an image): nothing this machine can check
+    probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+    env = {**os.environ, **plan.processes[0].env}
+    found = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, env=env, check=False)
+    missing = found.stdout.split() if found.returncode == 0 else modules
+    if missing:
+        hint = needs.get("install", "pip install " + " ".join(missing))
+        raise Prerequisite(detail=f"{plan.recipe.name} needs {', '.join(missing)}, which {python} cannot import; "
+                                  f"install: {hint}")  # fmt: skip
 
 
 def _gpus_free(plan: Plan) -> Check:

@@ -52,7 +52,8 @@ SCHEMA = {
         False,
     ),
     "preflight": (
-        {"gpu_free_mib": (int, False), "instrumentation": (list, False), "persistent_output": (bool, False)},
+        {"gpu_free_mib": (int, False), "instrumentation": (list, False), "persistent_output": (bool, False),
+         "python_modules": (list, False), "install": (str, False)},  # fmt: skip
         False,
     ),
     "slurm": (  # per array task, for --executor slurm (repro/executors/slurm.py)

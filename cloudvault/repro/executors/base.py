@@ -27,6 +27,7 @@ class Job:
     def __init__(self, plan: Plan, handles: list, job_id: str | None = None) -> None:
         self.plan, self.handles, self.job_id = plan, handles, job_id
         self.codes: list[int | None] = [None] * len(handles)
+        self.seconds: list[float | None] = [None] * len(handles)  # how long each ran, where the executor knows
         self.state: str | None = None
 
 
@@ -71,7 +72,8 @@ class Executor(ABC):
                     if code is not None and i not in told:
                         told.add(i)
                         if on_exit:
-                            on_exit(job.plan.processes[i].name, code, time.monotonic() - began)
+                            took = job.seconds[i] if job.seconds[i] is not None else time.monotonic() - began
+                            on_exit(job.plan.processes[i].name, code, took)
                 if codes is not None:
                     return codes
                 time.sleep(self.poll_s)

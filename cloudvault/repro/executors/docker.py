@@ -110,6 +110,7 @@ class DockerExecutor(Executor):
             state = self._client.inspect_container(cid)["State"]
             if job.codes[i] is None and state["Status"] in ("exited", "dead"):
                 job.codes[i] = int(state["ExitCode"])
+                job.seconds[i] = ran_for(state)
         return None if None in job.codes else [int(c) for c in job.codes]
 
     def collect(self, job: Job) -> Path:
@@ -213,6 +214,21 @@ def _start(client, plan: Plan, p, image: str) -> str:
     return created["Id"]
 
 
+def ran_for(state: dict) -> float | None:
+    """Seconds from a container's StartedAt to its FinishedAt (dockerd's RFC 3339 times, in nanoseconds): the
+    process's own time, not the wait's (a short process ends while later containers are still being started)."""
+    from datetime import datetime
+
+    def parse(stamp: str) -> datetime:
+        head, _, frac = stamp.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00")
+
+    try:
+        return max(0.0, (parse(state["FinishedAt"]) - parse(state["StartedAt"])).total_seconds())
+    except (KeyError, ValueError):
+        return None
+
+
 def _running(client, cid: str) -> bool:
     try:
         return client.inspect_container(cid)["State"]["Running"]
@@ -232,7 +248,9 @@ def _uses_gpu(plan: Plan, p) -> bool:
 
 def _cpuset(p) -> bool:
     """Pin only to cores this host has (the lab's 24g..24g+23 on a 2-core test machine would not start)."""
-    return bool(p.cpu_cores) and set(p.cpu_cores) <= os.sched_getaffinity(0)
+    from cloudvault.repro.plan import pinnable
+
+    return pinnable(p.cpu_cores)
 
 
 def _docker_recipe(plan: Plan):

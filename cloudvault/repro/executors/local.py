@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from cloudvault.repro.executors.base import Executor, Job
-from cloudvault.repro.plan import Plan
+from cloudvault.repro.plan import Plan, pinnable
 
 GRACE_S = 5.0
 
@@ -23,7 +23,7 @@ class LocalExecutor(Executor):
     def describe(self, plan: Plan) -> list[str]:
         lines = []
         for p in plan.processes:
-            pin = f" on cores {p.cpu_cores[0]}-{p.cpu_cores[-1]}" if p.cpu_cores else ""
+            pin = f" on cores {p.cpu_cores[0]}-{p.cpu_cores[-1]}" if pinnable(p.cpu_cores) else ""
             lines.append(f"{p.name}: cd {p.cwd} && {shlex.join(p.argv)}{pin}")
         return lines
 
@@ -75,6 +75,6 @@ def _signal_group(pid: int, sig: int) -> None:
 
 def _pin(pid: int, cores: list[int]) -> None:
     """The recipe's cores (24g..24g+23 on the lab's nodes) when this machine has all of them; else unpinned."""
-    if cores and hasattr(os, "sched_setaffinity") and set(cores) <= os.sched_getaffinity(0):
+    if pinnable(cores) and hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(ProcessLookupError):
             os.sched_setaffinity(pid, cores)
