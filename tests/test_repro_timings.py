@@ -50,7 +50,8 @@ def test_a_knob_inflating_tpot_is_caught_against_identical_runs_every_time(seed,
     cmp = compare_runs(a, b, RULES, baselines=baselines)
     assert cmp.verdict == TIMINGS_CHANGED
     assert cmp.timings["tpot"].verdict == timings.SLOWER
-    assert cmp.timings["ttft"].verdict == timings.WITHIN_NOISE  # the knob is TPOT's: TTFT is not named
+    # the knob is TPOT's: TTFT is never called changed (a jittered TTFT may be inconclusive, never slower/faster)
+    assert cmp.timings["ttft"].verdict in (timings.WITHIN_NOISE, timings.INCONCLUSIVE)
     line = report.headline(cmp)
     assert line.startswith("TIMINGS_CHANGED: outputs 18/18 identical; timings changed: ") and "TPOT slower x1." in line
 
