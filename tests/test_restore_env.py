@@ -337,7 +337,7 @@ def test_kill_or_ctrl_c_mid_restore_leaves_no_env_and_a_rerun_starts_clean(env_v
 def test_not_enough_space_is_exit_6_before_anything_is_written(env_vault, tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from cloudvault.restore import env_restore
+    from cloudvault.restore.env import restore as env_restore
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(env_restore.shutil, "disk_usage", lambda p: usage(10 << 20, 9 << 20, 1 << 20))
@@ -364,7 +364,7 @@ def test_small_tmpfs_is_refused_with_exit_6(env_vault, tmp_path):
         # past the free-space check (told there is room), the disk really fills mid-write: same outcome
         from collections import namedtuple
 
-        from cloudvault.restore import env_restore
+        from cloudvault.restore.env import restore as env_restore
 
         roomy = namedtuple("usage", "total used free")(1 << 40, 0, 1 << 40)
         with pytest.MonkeyPatch.context() as patch:
@@ -469,7 +469,7 @@ def test_nothing_is_written_through_a_symlink_an_earlier_env_member_made(tmp_pat
     """lib/sub -> real lies inside the env, but a later member lib/sub/x would be written through it (io.landing)."""
     import io
 
-    from cloudvault.restore import env_bulk
+    from cloudvault.restore.env import bulk as env_bulk
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:

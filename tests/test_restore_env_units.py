@@ -14,8 +14,9 @@ from conftest import require
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cloudvault.restore import elf, env_meta
-from cloudvault.restore.prefix import PrefixScanner, fix_shebang, patch_binary, rewrite_text
+from cloudvault.restore.env import elf
+from cloudvault.restore.env import meta as env_meta
+from cloudvault.restore.env.prefix import PrefixScanner, fix_shebang, patch_binary, rewrite_text
 from cloudvault.tools import cuda
 
 OLD = b"/mnt/filesystem-h8/miniforge3/envs/neo"
@@ -226,7 +227,7 @@ def test_a_pypi_torch_gets_its_cuda_from_the_nvidia_runtime_wheel():
 
 
 def test_relocate_keeps_sourceless_byte_code_and_drops_stale_caches(tmp_path):
-    from cloudvault.restore.env_rewrite import relocate
+    from cloudvault.restore.env.rewrite import relocate
 
     old, new = "/old/env", "/new/place/env"
     files = {
@@ -253,7 +254,7 @@ def test_relocate_keeps_sourceless_byte_code_and_drops_stale_caches(tmp_path):
 
 def test_a_target_that_appears_during_a_restore_is_never_replaced_without_force(tmp_path):
     from cloudvault.errors import DestinationExists
-    from cloudvault.restore.env_restore import swap_into_place
+    from cloudvault.restore.env.restore import swap_into_place
 
     (tmp_path / "env").mkdir()
     (tmp_path / "env/theirs").write_text("placed by another restore meanwhile")

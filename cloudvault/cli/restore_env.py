@@ -55,7 +55,7 @@ def run(args) -> int:
     from cloudvault import config
     from cloudvault.catalog.db import open_catalog
     from cloudvault.cli.ui import UI
-    from cloudvault.restore.env import EnvRecipe, local_caps
+    from cloudvault.restore.env.source import EnvRecipe, local_caps
 
     for option in ("prefix", "to", "move", "python"):
         if getattr(args, option) is not None and not getattr(args, option).strip():
@@ -88,7 +88,7 @@ def run(args) -> int:
 
 def _list(ui, recipe, conn, envs, caps) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env import describe
+    from cloudvault.restore.env.source import describe
 
     rows = [describe(conn, env, caps) for env in envs]
     if ui.as_json:
@@ -115,8 +115,8 @@ def _list(ui, recipe, conn, envs, caps) -> int:
 
 def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env import target_for
-    from cloudvault.restore.env_restore import plan
+    from cloudvault.restore.env.restore import plan
+    from cloudvault.restore.env.source import target_for
 
     if args.move:
         return _dry_run_move(ui, recipe, envs[0], args)
@@ -148,8 +148,8 @@ def _dry_run_move(ui, recipe, env, args) -> int:
     from pathlib import Path
 
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env import target_for
-    from cloudvault.restore.env_move import plan_move
+    from cloudvault.restore.env.move import plan_move
+    from cloudvault.restore.env.source import target_for
 
     p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target_for(env, args.prefix, args.to))
     if ui.as_json:
@@ -168,9 +168,9 @@ def _dry_run_move(ui, recipe, env, args) -> int:
 def _restore(ui, recipe, conn, envs, args) -> int:
     from pathlib import Path
 
-    from cloudvault.restore.env import ChecksFailed, target_for
-    from cloudvault.restore.env_move import move
-    from cloudvault.restore.env_restore import Choices, restore
+    from cloudvault.restore.env.move import move
+    from cloudvault.restore.env.restore import Choices, restore
+    from cloudvault.restore.env.source import ChecksFailed, target_for
 
     choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
                       python=args.python)  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 from cloudvault import errors
 from cloudvault.archive.scan import venv_interpreter_root
 from cloudvault.models import Member
-from cloudvault.restore import env_meta
+from cloudvault.restore.env import meta as env_meta
 
 VERSION_KEYS = ("version_info", "version")
 PROBE = "import json, sys; print(json.dumps([list(sys.version_info[:3]), sys.base_prefix, sys.base_exec_prefix]))"

@@ -17,8 +17,12 @@ from cloudvault.atomic import fsync_dir, process_gone
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.io.members import MemberReader
 from cloudvault.progress import Progress
-from cloudvault.restore import env_bulk, env_meta, env_venv
-from cloudvault.restore.env import (
+from cloudvault.restore.env import bulk as env_bulk
+from cloudvault.restore.env import meta as env_meta
+from cloudvault.restore.env import venv as env_venv
+from cloudvault.restore.env.checks import run_checks
+from cloudvault.restore.env.rewrite import Relocation, relocate
+from cloudvault.restore.env.source import (
     MARKER,
     SPACE_MARGIN,
     EnvRecipe,
@@ -31,9 +35,7 @@ from cloudvault.restore.env import (
     read_documents,
     read_marker,
 )
-from cloudvault.restore.env_checks import run_checks
-from cloudvault.restore.env_rewrite import Relocation, relocate
-from cloudvault.restore.env_stage import Staged, StagingArea, finish_dirs, stage
+from cloudvault.restore.env.stage import Staged, StagingArea, finish_dirs, stage
 
 STAGING_MARK = ".vault-restore-"
 REPLACED_MARK = ".vault-replaced-"
@@ -299,7 +301,7 @@ def _count_how(rewritten: list[dict]) -> dict[str, int]:
 def installed_gpu_fit(prefix: Path) -> dict | None:
     """The restored env's torch build from torch/version.py; its arch list read from libtorch_cuda.so's fat
     binaries (else cuobjdump's listing, else inferred from the CUDA version)."""
-    from cloudvault.restore.env import local_caps
+    from cloudvault.restore.env.source import local_caps
     from cloudvault.tools import cuda
 
     found = sorted(prefix.glob("lib/python*/site-packages/torch/version.py"))

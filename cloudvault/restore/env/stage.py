@@ -13,8 +13,8 @@ from cloudvault.io.landing import Landing
 from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
-from cloudvault.restore import env_venv
-from cloudvault.restore.prefix import PrefixScanner
+from cloudvault.restore.env import venv as env_venv
+from cloudvault.restore.env.prefix import PrefixScanner
 
 SKIPPED_TYPES = ("fifo",)
 

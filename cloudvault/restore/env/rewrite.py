@@ -13,9 +13,9 @@ from pathlib import Path
 
 import blake3
 
-from cloudvault.restore import elf
-from cloudvault.restore.env_meta import CondaPath
-from cloudvault.restore.prefix import patch_binary, rewrite_text, shebang_runs
+from cloudvault.restore.env import elf
+from cloudvault.restore.env.meta import CondaPath
+from cloudvault.restore.env.prefix import patch_binary, rewrite_text, shebang_runs
 
 
 @dataclass

@@ -21,7 +21,7 @@ from cloudvault.catalog.query import resolve_entry
 from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.recipe import ANY, load_recipe
-from cloudvault.restore import env_meta
+from cloudvault.restore.env import meta as env_meta
 
 CHECKS = {ANY: (str, False)}
 SCHEMA = {

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from cloudvault import errors
 from cloudvault.catalog.records import now
-from cloudvault.restore import env_meta
-from cloudvault.restore.env import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
-from cloudvault.restore.env_checks import run_checks
-from cloudvault.restore.env_restore import (
+from cloudvault.restore.env import meta as env_meta
+from cloudvault.restore.env.checks import run_checks
+from cloudvault.restore.env.prefix import PrefixScanner
+from cloudvault.restore.env.restore import (
     Choices,
     conda_documents,
     discard_staging,
@@ -23,8 +23,8 @@ from cloudvault.restore.env_restore import (
     recorded,
     swap_into_place,
 )
-from cloudvault.restore.env_rewrite import relocate
-from cloudvault.restore.prefix import PrefixScanner
+from cloudvault.restore.env.rewrite import relocate
+from cloudvault.restore.env.source import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
 
 CHUNK = 1 << 20
 
@@ -129,7 +129,7 @@ def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices
 
 def plan_move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path) -> dict:
     """What --move would do: the prefix its files speak (the marker's), bytes to copy, space, risks."""
-    from cloudvault.restore.env import free_space
+    from cloudvault.restore.env.source import free_space
 
     marker = read_marker(source)
     if marker is None:

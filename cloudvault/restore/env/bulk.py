@@ -22,8 +22,8 @@ from cloudvault.errors import HashMismatch, IntegrityError
 from cloudvault.io.members import archive_source
 from cloudvault.models import Member
 from cloudvault.progress import Progress
-from cloudvault.restore.env_stage import SKIPPED_TYPES, Staged, StagingArea, _stage_one, env_relative
-from cloudvault.restore.prefix import PrefixScanner
+from cloudvault.restore.env.prefix import PrefixScanner
+from cloudvault.restore.env.stage import SKIPPED_TYPES, Staged, StagingArea, _stage_one, env_relative
 
 SMALL = 64 << 10  # a smaller file's bytes are copied to its writer; a larger one's views are pinned
 IO_CHUNK = 1 << 20

@@ -8,7 +8,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from cloudvault.restore.env_rewrite import env_python
+from cloudvault.restore.env.rewrite import env_python
 
 TIMEOUT = 300
 PREFIX_CHECK = "python -c 'import sys; print(sys.prefix)'"
