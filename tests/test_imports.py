@@ -90,3 +90,12 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         failed = [problem for problem in pool.map(imported_alone, names) if problem]
     assert failed == []
+
+
+def test_every_package_folder_is_in_the_packages_a_plain_install_ships():
+    """pyproject lists its packages by hand: a folder missing there is missing from `pip install .` (not editable)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert folders - listed == set()
