@@ -1,1 +1,2 @@
-"""Rebuild what the mirror holds: conda envs (env.py) and docker images (docker.py), verified."""
+"""Rebuild what the mirror holds, verified: one subpackage per kind, conda envs and venvs (env/) and docker
+images (docker/)."""
