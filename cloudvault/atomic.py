@@ -54,6 +54,23 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def sync_filesystem(folder: str | os.PathLike) -> None:
+    """Every dirty page of the file system holding folder on disk (syncfs(2)), not the whole machine's (sync(2));
+    os.sync() where the C library has no syncfs."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if not hasattr(libc, "syncfs"):
+            os.sync()
+        elif libc.syncfs(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno), os.fspath(folder))
+    finally:
+        os.close(fd)
+
+
 def commit(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     """fsync tmp, rename it over final, fsync the folder."""
     with open(tmp, "rb") as fh:

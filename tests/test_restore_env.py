@@ -158,12 +158,18 @@ def test_restore_at_a_shorter_prefix_rewrites_every_trace_of_the_old_one(lab, en
     r = env_vault("sparsespec", "--prefix", str(prefix), "--json")
     assert r.code == 0, r.err
     done = json.loads(r.out)["restored"][0]
-    assert done["pyc_removed"] > 100 and done["pyc_recompiled"] == done["pyc_removed"]
+    # byte-code moved in place (its header kept), compiled again only where its source was rewritten
+    assert done["pyc_moved"] > 100 and done["pyc_recompiled"] == done["pyc_removed"] < done["pyc_moved"]
     assert _files_holding(prefix, old) == ["conda-meta/vault-restore.json"]  # the marker names where it came from
     assert _files_holding(prefix, b".vault-restore-") == []  # byte-code names the prefix, never the staging folder
-    pyc = next(prefix.glob("lib/python*/site-packages/charset_normalizer/__pycache__/api.*.pyc")).read_bytes()
+    api = next(prefix.glob("lib/python*/site-packages/charset_normalizer/__pycache__/api.*.pyc"))
+    pyc = api.read_bytes()
     assert f"{prefix}/lib/".encode() in pyc
     _assert_runs(prefix)
+    # still valid for its source: importing it with byte-code writing on leaves it as it is
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run([str(prefix / "bin/python"), "-c", "import charset_normalizer.api"], env=env, check=True, cwd="/")
+    assert api.read_bytes() == pyc
     padded = (prefix / "lib/libvaultpad.so").read_bytes()
     assert (prefix / "lib/libvaultpad.so").stat().st_mode & 0o777 == 0o444  # patched, its mode kept
     original = subprocess.run(

@@ -264,3 +264,44 @@ def test_a_target_that_appears_during_a_restore_is_never_replaced_without_force(
     assert (tmp_path / "env/theirs").exists()
     swap_into_place(tmp_path / ".env.vault-restore-1", tmp_path / "env", force=True)
     assert list((tmp_path / "env").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["env", "home"]
+
+
+def test_byte_code_is_moved_in_place_unless_a_constant_holds_the_old_prefix(tmp_path):
+    """A .pyc whose only trace of the old prefix is its file name is moved in place (header kept, still valid for
+    its source); one whose constants hold it (folded from a source that does not) is compiled again."""
+    import importlib.util
+    import marshal
+    import os
+    import py_compile
+    import sys
+    from pathlib import Path
+
+    from cloudvault.restore.env_rewrite import relocate
+
+    old_root, new_root = tmp_path / "old", tmp_path / "new-place"
+    old, new = str(old_root / "env"), str(new_root / "env")
+    root = tmp_path / "staged"
+    (root / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, root / "bin/python")
+    lib = root / "lib"
+    lib.mkdir()
+    half = len(old) // 2
+    sources = {"plain.py": "def f():\n    return 1\n", "folded.py": f"X = {old[:half]!r} + {old[half:]!r}\n"}
+    holding = {}
+    for name, text in sources.items():
+        (lib / name).write_text(text)
+        cfile = importlib.util.cache_from_source(str(lib / name))
+        py_compile.compile(str(lib / name), cfile=cfile, dfile=f"{old}/lib/{name}", doraise=True)
+        assert old.encode() in Path(cfile).read_bytes()
+        holding[os.path.relpath(cfile, root)] = True
+    before = {n: Path(importlib.util.cache_from_source(str(lib / n))).read_bytes() for n in sources}
+    moved = relocate(root, holding, old, new, {})
+    assert (moved.pyc_moved, moved.pyc_removed, moved.pyc_recompiled) == (1, 1, 1), moved
+    for name in sources:
+        data = Path(importlib.util.cache_from_source(str(lib / name))).read_bytes()
+        code = marshal.loads(data[16:])
+        assert code.co_filename == f"{new}/lib/{name}"
+    plain = Path(importlib.util.cache_from_source(str(lib / "plain.py"))).read_bytes()
+    assert old.encode() not in plain.replace(new.encode(), b"")
+    assert plain[:16] == before["plain.py"][:16]  # magic, flags, source mtime and size: still valid
+    assert marshal.loads(plain[16:]).co_consts == marshal.loads(before["plain.py"][16:]).co_consts

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from cloudvault import errors
+from cloudvault.atomic import sync_filesystem
 from cloudvault.catalog.records import now
 from cloudvault.restore.env import meta as env_meta
 from cloudvault.restore.env.checks import run_checks
@@ -100,7 +101,7 @@ def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices
     staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), choices.force)
     try:
         moved = _relocated_copy(source, staging, marker, new, env.name, choices.allow_unpatched)
-        os.sync()
+        sync_filesystem(staging)
         swap_into_place(staging, target, choices.force)
     except BaseException as exc:
         discard_staging(staging, target, exc)
@@ -119,7 +120,7 @@ def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices
         "rewritten": len(moved.rewritten),
         "unpatched": moved.unpatched,
         "pyc_removed": moved.pyc_removed,
-        "pyc_recompiled": moved.pyc_recompiled,
+        "pyc_recompiled": moved.pyc_recompiled, "pyc_moved": moved.pyc_moved,
         "pyc_note": moved.pyc_note,
         "checks": checks,
         "gpu": installed_gpu_fit(target),

@@ -13,7 +13,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from cloudvault import __version__, errors
-from cloudvault.atomic import fsync_dir, process_gone
+from cloudvault.atomic import fsync_dir, process_gone, sync_filesystem
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.io.members import MemberReader
 from cloudvault.progress import Progress
@@ -168,7 +168,7 @@ def _write_marker(root: Path, env: EnvSource, recipe: EnvRecipe, old: str, new: 
         "source": env.archive.path, "source_blake3": env.archive.blake3, "original_prefix": env.prefix,
         "old_prefix": old, "prefix": new, "restored_at": now(), "rewritten": moved.rewritten,
         "unpatched": moved.unpatched, "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled,
-        "verified": verified,
+        "pyc_moved": moved.pyc_moved, "verified": verified,
     }  # fmt: skip
     (root / "conda-meta").mkdir(exist_ok=True)
     (root / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -249,7 +249,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         conda = env_meta.conda_paths(conda_documents(staging))
         verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
         seconds["verify"] = time.monotonic() - clock - seconds["stage"]
-        progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, compiling byte-code")
+        progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, moving byte-code")
         moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
         seconds["relocate"] = time.monotonic() - clock - sum(seconds.values())
         if moved.unpatched and not choices.allow_unpatched:
@@ -258,7 +258,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         _write_marker(staging, env, recipe, old, new, moved, verified)
         finish_dirs(staging, staged)
         mark = time.monotonic()
-        os.sync()  # every file durable before the rename makes the env visible
+        sync_filesystem(staging)  # every file durable before the rename makes the env visible
         seconds["sync"] = time.monotonic() - mark
         swap_into_place(staging, target, choices.force)
     except BaseException as exc:
@@ -272,7 +272,8 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         "archive_blake3": env.archive.blake3, "files": staged.files, "links": staged.links, "bytes": staged.bytes,
         "rewritten": len(moved.rewritten), "rewritten_how": _count_how(moved.rewritten),
         "unpatched": moved.unpatched,
-        "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled, "pyc_note": moved.pyc_note,
+        "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled,
+        "pyc_moved": moved.pyc_moved, "pyc_note": moved.pyc_note,
         "verified": verified, "checks": checks, "gpu": installed_gpu_fit(target),
         "pitfalls": recipe.pitfalls_for(env.name), "python": _python_said(interpreter),
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
