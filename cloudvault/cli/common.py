@@ -1,6 +1,7 @@
-"""What the commands share: the catalog a command opens, closed when it ends, however it ends (borg's with_repository).
+"""What the commands share: the catalog a command opens, closed when it ends, however it ends (borg's
+with_repository), and the output options --json and --quiet, defined once.
 
-Imported by every command module at start-up: it imports the catalog layer only when a command runs.
+Imported by every command module at start-up: it imports the catalog layer only when a command opens a catalog.
 """
 
 from __future__ import annotations
@@ -9,18 +10,38 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 
+JSON_HELP = "print one JSON document on stdout"
+QUIET_HELP = "no progress bar or warnings"
+
+
+def add_output_options(parser, *, quiet: bool = False) -> None:
+    """--json (every command that has it) and, with quiet, -q/--quiet: one definition, one help text."""
+    if quiet:
+        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+
 
 @contextlib.contextmanager
-def opened_catalog(args, *, readonly: bool, create: bool = False) -> Iterator:
-    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, closed when the block ends."""
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
+def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
+                   shared: bool = False) -> Iterator:  # fmt: skip
+    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path; closed when the
+    block ends, by an error or Ctrl-C too. optional: a missing catalog is None, not CatalogMissing. shared: a
+    read-only connection any thread may use (`vault mount` answers from many FUSE threads)."""
+    from cloudvault import config, errors
+    from cloudvault.catalog.db import open_catalog, open_shared_reader
 
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=readonly, create=create)
+    where = config.catalog_path(args.catalog) if path is None else path
+    try:
+        conn = open_shared_reader(where) if shared else open_catalog(where, readonly=readonly, create=create)
+    except errors.CatalogMissing:
+        if not optional:
+            raise
+        conn = None
     try:
         yield conn
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def with_catalog(*, readonly: bool | Callable[[object], bool], create: bool = False) -> Callable:

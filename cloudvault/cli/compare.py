@@ -17,6 +17,7 @@ one (a check that a known divergence, like 014's rep2, is still exactly what it 
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 VERDICTS = ("REPRODUCED", "OUTPUTS_DIVERGED", "TIMINGS_CHANGED", "NOT_COMPARABLE", "DIVERGED")  # DIVERGED: alias
 
@@ -30,26 +31,33 @@ def add_arguments(parser) -> None:
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     parser.add_argument("--out", help="write compare.csv and REPORT.md into this (new or empty) folder")
     parser.add_argument("--expect", choices=VERDICTS, help="exit 0 when the verdict is this one (a known divergence)")
-    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON document")
+    add_output_options(parser)
 
 
 def run(args) -> int:
+    import contextlib
+
+    from cloudvault.cli.ui import UI
+
+    ui = UI(as_json=args.json)
+    with contextlib.ExitStack() as opened:  # the catalog, opened only when a run names an entry or a run id
+        conns = []
+
+        def connect():
+            if not conns:
+                conns.append(opened.enter_context(opened_catalog(args, readonly=True)))
+            return conns[0]
+
+        return _compare(args, ui, connect)
+
+
+def _compare(args, ui, connect) -> int:
     import os
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
-    from cloudvault.cli.ui import UI
     from cloudvault.repro import report, sources
     from cloudvault.repro.compare import ALIASES, DEFAULT_RULES, PASSING, compare_runs, settings_differences
-
-    ui = UI(as_json=args.json)
-    conns = []
-
-    def connect():
-        if not conns:
-            conns.append(open_catalog(config.catalog_path(args.catalog), readonly=True))
-        return conns[0]
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--dir", dest="directory", help="where to build the demo (default: the XDG data dir)")
-    parser.add_argument("--json", action="store_true", help="print JSON documents on stdout")
+    add_output_options(parser)
 
 
 def run(args) -> int:
@@ -52,23 +53,17 @@ def run(args) -> int:
 
 def _claim_catalog(db) -> None:
     """The demo writes only into a catalog it created: never into the user's real one."""
-    from cloudvault.catalog.db import meta_value, open_catalog, set_meta_value
+    from cloudvault.catalog.db import meta_value, set_meta_value
 
     if db.exists():
-        conn = open_catalog(db, readonly=True)
-        try:
+        with opened_catalog(path=db, readonly=True) as conn:
             ours = meta_value(conn, "demo") == "1"
-        finally:
-            conn.close()
         if not ours:
             raise errors.UsageError(detail=f"{db} is a catalog that `vault demo` did not create; refusing to write "
                                     "the demo into it (leave out --catalog, or name a new file)")  # fmt: skip
         return
-    conn = open_catalog(db, create=True)
-    try:
+    with opened_catalog(path=db, readonly=False, create=True) as conn:
         set_meta_value(conn, "demo", "1")
-    finally:
-        conn.close()
 
 
 def _walk(ui, db: str, argv: list[str], as_json: bool) -> dict:
@@ -105,13 +100,7 @@ def _run_one(run_command, db: str, argv: list[str]) -> int:
 
 def _last_member(db: str) -> str:
     """The file member stored last in the single-frame demo archive: the worst case for a plain extract."""
-    from pathlib import Path
-
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.lookup import last_member
 
-    conn = open_catalog(Path(db), readonly=True)
-    try:
+    with opened_catalog(path=db, readonly=True) as conn:
         return last_member(conn, "breakdown_b8_n81.tar.zst")
-    finally:
-        conn.close()

@@ -8,6 +8,7 @@ end. Exit 5 on a hash mismatch or a changed archive (nothing is left behind).
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 PROGRESS_OVER = 8 << 20  # a bar only when there is something to wait for
 
@@ -20,14 +21,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--keep-path", action="store_true", help="keep the member's folders under the output")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     parser.add_argument("--allow-outside-links", action="store_true", help="create symlinks pointing outside")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 def run(args) -> int:
     import sys
 
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.flagged import secret_flags
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI, human_size
@@ -35,19 +34,19 @@ def run(args) -> int:
 
     if not args.path.strip():
         raise errors.UsageError(detail="give a member path to extract")
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
-    mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
-    targets = find_targets(conn, mirror_id, entry_id, args.path, args.archive)
     dest = None if args.output == "-" else args.output or "."
     ui = UI(as_json=args.json and dest is not None)
-    for label, detail in secret_flags(conn, targets):
-        sys.stderr.write(f"vault: warning: {label} is flagged as holding a secret ({detail}); keep it private\n")
-    total = sum(t.size for t in targets)
-    progress = ui.progress("extracting") if total > PROGRESS_OVER else None
-    if progress:
-        progress.start(total, len(targets))
-    report = extract(conn, targets, dest, keep_path=args.keep_path, force=args.force,
-                     allow_outside_links=args.allow_outside_links, progress=progress)  # fmt: skip
+    with opened_catalog(args, readonly=True) as conn:
+        mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
+        targets = find_targets(conn, mirror_id, entry_id, args.path, args.archive)
+        for label, detail in secret_flags(conn, targets):
+            sys.stderr.write(f"vault: warning: {label} is flagged as holding a secret ({detail}); keep it private\n")
+        total = sum(t.size for t in targets)
+        progress = ui.progress("extracting") if total > PROGRESS_OVER else None
+        if progress:
+            progress.start(total, len(targets))
+        report = extract(conn, targets, dest, keep_path=args.keep_path, force=args.force,
+                         allow_outside_links=args.allow_outside_links, progress=progress)  # fmt: skip
     if ui.as_json:
         ui.emit(report.to_json())
     elif dest is not None:

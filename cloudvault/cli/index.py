@@ -4,12 +4,13 @@ MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). Wit
 mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,
 corrupt, unreadable, changed while read, unsafe member paths, listing mismatch), 6 when a known mirror root
 vanished, is empty or lost over half its files (unmounted?) and --prune was not given. Secrets found are
-flagged, never stored.
+flagged, never stored. With --quiet, no summary either.
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 MAX_WORKERS = 256
 
@@ -46,15 +47,14 @@ def add_arguments(parser) -> None:
     slurm.add_argument("--status", action="store_true", help="per task: archives and bytes done, MB/s, state")
     slurm.add_argument("--resume", action="store_true", help="resubmit the tasks whose shards are missing or bad")
     slurm.add_argument("--merge", action="store_true", help="merge the finished plan's shards into the catalog")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser, quiet=True)
 
 
 def run(args) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import open_catalog, writer_lock
+    from cloudvault.catalog.db import writer_lock
     from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.cli.ui import UI
     from cloudvault.index.roots import roots_to_index
@@ -73,21 +73,18 @@ def run(args) -> int:
     ui = UI(as_json=args.json, quiet=args.quiet)
     path = Path(config.catalog_path(args.catalog, writing=True))
     with writer_lock(path, wait=args.wait):
-        existed = path.exists()
-        conn = open_catalog(path, create=True)
+        existed, indexing = path.exists(), False
         try:
-            cache = config.cache_dir(path) if args.optimize else None
-            roots = roots_to_index(conn, args.mirrors, args.definition)
-            options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)
+            with opened_catalog(path=path, readonly=False, create=True) as conn:
+                cache = config.cache_dir(path) if args.optimize else None
+                roots = roots_to_index(conn, args.mirrors, args.definition)
+                options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)
+                indexing = True
+                report = index_mirrors(conn, roots, options, progress=ui.progress())
         except BaseException:
-            conn.close()
-            if not existed:  # a run that failed before indexing anything leaves no (empty) catalog behind
+            if not (existed or indexing):  # a run that failed before indexing anything leaves no (empty) catalog
                 _remove_new_catalog(path)
             raise
-        try:
-            report = index_mirrors(conn, roots, options, progress=ui.progress())
-        finally:
-            conn.close()
     if args.json:
         ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
     elif not args.quiet:

@@ -36,10 +36,11 @@ def run_slurm(args) -> int:
 
 
 def _plan(ui, path: Path, args) -> int:
+    import contextlib
     import tempfile
 
     from cloudvault.catalog import files as catalog_files
-    from cloudvault.catalog.db import open_catalog
+    from cloudvault.cli.common import opened_catalog
     from cloudvault.index.roots import roots_to_index
     from cloudvault.index.slurm import Layout, dry_run, make_plan, plan_archives, root_docs, submit
 
@@ -47,16 +48,14 @@ def _plan(ui, path: Path, args) -> int:
     if definition and definition.endswith(".toml"):  # the merge job resolves it from another folder
         definition = str(Path(definition).resolve())
     # a dry run before the first index leaves no catalog behind: it plans against an empty one
-    scratch = tempfile.TemporaryDirectory(prefix="vault-plan-") if args.dry_run and not path.exists() else None
-    conn = open_catalog(Path(scratch.name) / "empty.db" if scratch else path, create=True)
-    try:
+    fresh = args.dry_run and not path.exists()
+    with (
+        tempfile.TemporaryDirectory(prefix="vault-plan-") if fresh else contextlib.nullcontext() as folder,
+        opened_catalog(path=Path(folder) / "empty.db" if folder else path, readonly=False, create=True) as conn,
+    ):
         mroots = roots_to_index(conn, args.mirrors, definition)
         known = {m.definition.name: catalog_files.archive_signatures(conn, m.definition.name) for m in mroots}
         recorded = list(catalog_files.recorded_archive_sizes(conn, [m.definition.name for m in mroots]))
-    finally:
-        conn.close()
-        if scratch:
-            scratch.cleanup()
     to_read, every = plan_archives(mroots, known)
     plan = make_plan(path, root_docs(mroots), to_read, args.slurm, definition)
     lay = Layout(path)

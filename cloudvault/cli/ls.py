@@ -6,13 +6,13 @@ Exit 0 when something is listed, 1 when nothing matches.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import with_catalog
+from cloudvault.cli.common import add_output_options, with_catalog
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("entry", help="entry ID or unique prefix")
     parser.add_argument("pattern", nargs="?", help="glob over paths, e.g. 'dumps/*.json'")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 @with_catalog(readonly=True)

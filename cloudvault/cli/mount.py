@@ -50,33 +50,29 @@ def run(args) -> int:
 
 
 def _check_catalog(catalog: str, entry: str | None) -> None:
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.common import opened_catalog
 
-    conn = open_catalog(catalog, readonly=True)
-    try:
+    with opened_catalog(path=catalog, readonly=True) as conn:
         if entry:
             resolve_entry(conn, entry)
-    finally:
-        conn.close()
 
 
 def _serve(args, catalog: str, mountpoint) -> int:
-    from cloudvault.catalog.db import open_shared_reader
     from cloudvault.catalog.query import resolve_entry
+    from cloudvault.cli.common import opened_catalog
     from cloudvault.mount import session
     from cloudvault.mount.frames import FrameCache, Sources
     from cloudvault.mount.tree import build_tree
 
-    conn = open_shared_reader(catalog)
-    mirror_id = entry_id = None
-    if args.entry:
-        mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
-    tree = build_tree(conn, mirror_id, entry_id)
-    sources = Sources(conn, FrameCache(args.cache_mb << 20), tree.lock)
-    try:
-        session.serve(tree, sources, mountpoint, allow_flagged=args.allow_flagged, debug=args.debug)
-    finally:
-        sources.close()
-        conn.close()
+    with opened_catalog(path=catalog, readonly=True, shared=True) as conn:
+        mirror_id = entry_id = None
+        if args.entry:
+            mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
+        tree = build_tree(conn, mirror_id, entry_id)
+        sources = Sources(conn, FrameCache(args.cache_mb << 20), tree.lock)
+        try:
+            session.serve(tree, sources, mountpoint, allow_flagged=args.allow_flagged, debug=args.debug)
+        finally:
+            sources.close()
     return errors.OK

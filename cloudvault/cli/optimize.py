@@ -7,6 +7,7 @@ same BLAKE3, and falls back to the original archive if a copy is gone.
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 
 def gib(text: str) -> float:
@@ -27,14 +28,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--to", help="cache folder (default: beside the catalog)")
     parser.add_argument("--max-gb", type=gib, help="most cache space to use, in GiB")
     parser.add_argument("--status", action="store_true", help="show the copies and the space they use")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 def run(args) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import open_catalog, writer_lock
+    from cloudvault.catalog.db import writer_lock
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
     from cloudvault.optimize import optimize
@@ -42,8 +43,7 @@ def run(args) -> int:
     path = Path(config.catalog_path(args.catalog))
     cache = Path(args.to) if args.to else config.cache_dir(path)
     ui = UI(as_json=args.json)
-    with writer_lock(path):
-        conn = open_catalog(path)
+    with writer_lock(path), opened_catalog(path=path, readonly=False) as conn:
         if args.status:
             return _status(ui, conn, cache)
         scope = resolve_entry(conn, args.entry)[:2] if args.entry else None

@@ -21,6 +21,7 @@ verdict has two axes, outputs and timings: exit 0 when REPRODUCED (every run, wi
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 from cloudvault.repro.executors import EXECUTORS  # names only: the executor modules load when one runs
 
 
@@ -39,7 +40,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (timing noise: docs/repro.md)")
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_output_options(parser)
 
 
 def run(args) -> int:
@@ -53,22 +54,21 @@ def run(args) -> int:
         raise errors.UsageError(detail="vault repro: name a recipe, or --list (see `vault repro --help`)")
     from pathlib import Path
 
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.repro.plan import RunOptions
     from cloudvault.repro.recipe import load
 
     recipe = load(args.name)
     base = Path(args.out).expanduser().resolve() if args.out else config.data_home() / "cloudvault" / "runs"
     options = RunOptions(base, bool(args.out), args.standin, dict(_pair(t) for t in args.env), args.force_preflight)
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=args.dry_run)
-    if args.dry_run:
-        return _dry_run(conn, recipe, options, args, ui)
-    chosen = _executor(args)
-    if args.detach and not chosen.queues:
-        raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
-    if args.repeat < 1 or (args.repeat > 1 and args.detach):
-        raise errors.UsageError(detail="--repeat wants N >= 1, and a detached run is one run (no --repeat)")
-    return _runs(conn, recipe, chosen, options, args, ui)
+    with opened_catalog(args, readonly=args.dry_run) as conn:
+        if args.dry_run:
+            return _dry_run(conn, recipe, options, args, ui)
+        chosen = _executor(args)
+        if args.detach and not chosen.queues:
+            raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
+        if args.repeat < 1 or (args.repeat > 1 and args.detach):
+            raise errors.UsageError(detail="--repeat wants N >= 1, and a detached run is one run (no --repeat)")
+        return _runs(conn, recipe, chosen, options, args, ui)
 
 
 def _runs(conn, recipe, chosen, options, args, ui) -> int:
@@ -157,16 +157,12 @@ def _list(args, ui) -> int:
 
 def _last_runs(catalog) -> dict:
     """recipe name -> its latest run, when there is a catalog."""
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.records import runs
 
     if not catalog.exists():
         return {}
-    conn = open_catalog(catalog, readonly=True)
-    try:
+    with opened_catalog(path=catalog, readonly=True) as conn:
         return {r.recipe: r for r in runs(conn)}
-    finally:
-        conn.close()
 
 
 def _dry_run(conn, recipe, options, args, ui) -> int:

@@ -19,6 +19,7 @@ root, and tags held by other images (exit 6 unless --retag). Every restore is re
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 
 def add_arguments(parser) -> None:
@@ -35,8 +36,7 @@ def add_arguments(parser) -> None:
                         help="also list every CUDA library's device code (cuobjdump; reads all layers)")  # fmt: skip
     parser.add_argument("--retag", action="store_true", help="move tags that other images hold to this one")
     parser.add_argument("--timeout", type=float, help="seconds to wait on the daemon (default: sized to the image)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser, quiet=True)
 
 
 def run(args) -> int:
@@ -52,17 +52,18 @@ def run(args) -> int:
 
     recipe = load_docker_recipe(args.name)
     checking = args.dry_run or args.check_gpu
-    conn = _catalog(args, optional=args.check_gpu)
-    choices = Choices(recipe, args.source, require_gpu=args.require_gpu, ignore_gpu=args.ignore_gpu, retag=args.retag)
-    plan = preflight(conn, choices, digest=args.digest, gpu_only=args.check_gpu, scan=args.scan_kernels)
-    if checking:
-        return _show_plan(ui, plan, args.check_gpu)
-    for note in plan.notes:
-        ui.warn(note)
-    if plan.problems:
-        raise plan.problems[0]
-    progress = ui.progress("pulling" if args.source == "registry" else "loading")
-    done = restore(conn, plan, timeout=args.timeout, progress=progress)
+    with _catalog(args, optional=args.check_gpu) as conn:
+        choices = Choices(recipe, args.source, require_gpu=args.require_gpu, ignore_gpu=args.ignore_gpu,
+                          retag=args.retag)  # fmt: skip
+        plan = preflight(conn, choices, digest=args.digest, gpu_only=args.check_gpu, scan=args.scan_kernels)
+        if checking:
+            return _show_plan(ui, plan, args.check_gpu)
+        for note in plan.notes:
+            ui.warn(note)
+        if plan.problems:
+            raise plan.problems[0]
+        progress = ui.progress("pulling" if args.source == "registry" else "loading")
+        done = restore(conn, plan, timeout=args.timeout, progress=progress)
     if ui.as_json:
         ui.emit({"restored": done.to_json(), "gpu": done.gpu.to_json()})
         return errors.OK
@@ -71,46 +72,17 @@ def run(args) -> int:
 
 
 def _catalog(args, *, optional: bool):
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
-
-    try:
-        return open_catalog(config.catalog_path(args.catalog), readonly=args.dry_run or args.check_gpu)
-    except errors.CatalogMissing:
-        if optional:
-            return None
-        raise
+    """The catalog, read-only for a check; with optional, None when there is none (a GPU check, a listing)."""
+    return opened_catalog(args, readonly=args.dry_run or args.check_gpu, optional=optional)
 
 
 def _list(args, ui) -> int:
     from cloudvault.cli.ui import human_size
-    from cloudvault.restore.docker.fit import arch_source
-    from cloudvault.restore.docker.restore import READ_BUDGET
-    from cloudvault.restore.docker.source import archive_info, load_docker_recipe, recipe_names
+    from cloudvault.restore.docker.source import load_docker_recipe, recipe_names
 
-    conn = _catalog(args, optional=True)
-    names = [args.name] if args.name else recipe_names()
-    rows = []
-    for name in names:
-        recipe = load_docker_recipe(name)
-        info, problem = None, None
-        if conn is not None:
-            try:
-                info = archive_info(conn, recipe, budget=READ_BUDGET)
-            except errors.VaultError as exc:
-                problem = str(exc)
-        config = info.config if info else None
-        arch, where = arch_source(recipe, config)
-        rows.append({
-            "name": recipe.name, "archive": f"{recipe.entry}/{recipe.archive}",
-            "size": info.file.size if info else None, "raw_size": info.raw_size if info else None,
-            "tags": list(dict.fromkeys([*(info.repo_tags if info else ()), *recipe.tags])),
-            "config_digest": config.digest if config else recipe.config_digest,
-            "cuda_version": (config.cuda_version if config else None) or recipe.cuda_version,
-            "arch_list": arch, "arch_source": where, "registry": recipe.repository,
-            "manifest_digest": recipe.manifest_digest, "problem": problem or (info.problem if info else None),
-            "unread": info.unread if info else None,
-        })  # fmt: skip
+    with _catalog(args, optional=True) as conn:
+        names = [args.name] if args.name else recipe_names()
+        rows = [_list_row(conn, load_docker_recipe(name)) for name in names]
     if ui.as_json:
         ui.emit({"images": rows})
         return errors.OK
@@ -126,6 +98,32 @@ def _list(args, ui) -> int:
         if r["unread"]:
             ui.line(f"  {'':<11} config not read: {r['unread']}")
     return errors.OK
+
+
+def _list_row(conn, recipe) -> dict:
+    """What --list shows of one image recipe: its archive as the catalog (when there is one) records it."""
+    from cloudvault.restore.docker.fit import arch_source
+    from cloudvault.restore.docker.restore import READ_BUDGET
+    from cloudvault.restore.docker.source import archive_info
+
+    info, problem = None, None
+    if conn is not None:
+        try:
+            info = archive_info(conn, recipe, budget=READ_BUDGET)
+        except errors.VaultError as exc:
+            problem = str(exc)
+    config = info.config if info else None
+    arch, where = arch_source(recipe, config)
+    return {
+        "name": recipe.name, "archive": f"{recipe.entry}/{recipe.archive}",
+        "size": info.file.size if info else None, "raw_size": info.raw_size if info else None,
+        "tags": list(dict.fromkeys([*(info.repo_tags if info else ()), *recipe.tags])),
+        "config_digest": config.digest if config else recipe.config_digest,
+        "cuda_version": (config.cuda_version if config else None) or recipe.cuda_version,
+        "arch_list": arch, "arch_source": where, "registry": recipe.repository,
+        "manifest_digest": recipe.manifest_digest, "problem": problem or (info.problem if info else None),
+        "unread": info.unread if info else None,
+    }  # fmt: skip
 
 
 def _gpu_line(fit) -> str:

@@ -25,6 +25,7 @@ or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 5: da
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 
 def add_arguments(parser) -> None:
@@ -48,12 +49,10 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--python", metavar="PATH", help="run a venv on this python (same major.minor as its own)")
     parser.add_argument("--no-checks", action="store_true", help="skip the recipe's smoke checks")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 def run(args) -> int:
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.cli.ui import UI
     from cloudvault.restore.env.source import EnvRecipe, local_caps
 
@@ -62,9 +61,7 @@ def run(args) -> int:
             raise errors.UsageError(detail=f"--{option} needs a path")
     recipe = EnvRecipe(args.recipe)
     ui = UI(as_json=args.json)
-    read_only = args.list or args.dry_run
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=read_only)
-    try:
+    with opened_catalog(args, readonly=args.list or args.dry_run) as conn:
         envs = recipe.pick(recipe.discover(conn), args.envs)
         if not envs:
             raise errors.NotFound(
@@ -82,8 +79,6 @@ def run(args) -> int:
         if args.dry_run:
             return _dry_run(ui, recipe, conn, envs, args, local_caps())
         return _restore(ui, recipe, conn, envs, args)
-    finally:
-        conn.close()
 
 
 def _list(ui, recipe, conn, envs, caps) -> int:

@@ -9,18 +9,17 @@ are compared with the record and its verdict recorded, as if vault had waited.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import with_catalog
+from cloudvault.cli.common import add_output_options, opened_catalog, with_catalog
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("entry", nargs="?", metavar="ENTRY", help="only the runs reproducing this entry")
     parser.add_argument("--requests", metavar="RUN_ID", help="the per-request verdicts of one run")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_output_options(parser)
 
 
 @with_catalog(readonly=True)
 def run(args, conn) -> int:
-    from cloudvault import config
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.catalog.records import run_requests, runs
     from cloudvault.cli.ui import UI
@@ -43,7 +42,7 @@ def run(args, conn) -> int:
         scope = {"mirror_id": mirror_id, "entry_id": entry_id}
     found = runs(conn, **scope)
     if any(_detached(r) for r in found):
-        _collect(config.catalog_path(args.catalog), [r for r in found if _detached(r)], ui)
+        _collect(args, [r for r in found if _detached(r)], ui)
         found = runs(conn, **scope)
     if args.json:
         ui.emit([r._asdict() for r in found])
@@ -62,15 +61,13 @@ def _detached(run) -> bool:
     return run.executor == "slurm" and run.status in ("queued", "running") and bool(run.job_id)
 
 
-def _collect(catalog, pending: list, ui) -> None:
+def _collect(args, pending: list, ui) -> None:
     """Each detached Slurm run whose job has ended: collected and recorded (needs the catalog writable)."""
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.errors import VaultError
     from cloudvault.repro.executors import executor
     from cloudvault.repro.run import collect_detached
 
-    conn = open_catalog(catalog)
-    try:
+    with opened_catalog(args, readonly=False) as conn:
         for run in pending:
             try:
                 status = collect_detached(conn, run, executor("slurm", ask_timeout=10))  # a listing: ask briefly
@@ -79,5 +76,3 @@ def _collect(catalog, pending: list, ui) -> None:
                 continue
             if status != run.status:
                 ui.warn(f"collected {run.run_id} (Slurm job {run.job_id}): {status}")
-    finally:
-        conn.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cloudvault import errors
 from cloudvault.catalog.query import KINDS
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members", "restore": "restores",
             "run": "runs"}
@@ -18,12 +19,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--entry", help="only this entry (ID or unique prefix)")
     parser.add_argument("--kind", action="append", default=[], choices=KINDS, help="only this kind; repeatable")
     parser.add_argument("--limit", type=int, default=20, help="at most this many results per kind; 0 for all")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 def run(args) -> int:
-    from cloudvault import config
-    from cloudvault.catalog.db import open_catalog
     from cloudvault.catalog.query import resolve_entry, search
     from cloudvault.cli.ui import UI
 
@@ -33,9 +32,9 @@ def run(args) -> int:
     terms = [t for t in args.terms if t.strip()]
     if not terms:
         raise errors.UsageError(detail="give a search term")
-    conn = open_catalog(config.catalog_path(args.catalog), readonly=True)
-    scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
-    result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=limit)
+    with opened_catalog(args, readonly=True) as conn:
+        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
+        result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=limit)
     ui = UI(as_json=args.json)
     if args.json:
         ui.emit(result.to_json())

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import with_catalog
+from cloudvault.cli.common import add_output_options, with_catalog
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("entry", help="entry ID or unique prefix, e.g. 014")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_options(parser)
 
 
 @with_catalog(readonly=True)
