@@ -324,6 +324,25 @@ def test_a_root_keeps_its_mirror_name_and_two_roots_never_share_one(demo_mirror,
     assert conn.execute("SELECT count(*) FROM files WHERE path = '030_new/notes.txt'").fetchone()[0] == 1
 
 
+def test_a_subfolder_or_parent_of_a_known_mirror_is_refused_naming_the_mirror_to_reindex(demo_mirror, tmp_path, vault):
+    mirror = tmp_path / "shelf" / "Marvell_cloud"
+    shutil.copytree(demo_mirror, mirror, symlinks=True)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", "--mirror", "marvell_cloud", str(mirror)).code == 0
+    before = sqlite3.connect(db).execute("SELECT count(*) FROM files").fetchone()[0]
+    sub = next(mirror.glob("019_*"))
+    for path, says in ((sub, "is inside the mirror marvell_cloud"), (mirror.parent, "holds the mirror marvell_cloud")):
+        result = vault("--catalog", db, "index", str(path))
+        assert result.code == 2, result.err
+        assert says in result.err and f"vault index {mirror}" in result.err
+        assert len(result.err.strip().splitlines()) == 1
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT name, root FROM mirrors").fetchall() == [("marvell_cloud", str(mirror))]
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == before
+    assert conn.execute("SELECT count(*) FROM entries WHERE entry_id = ?", (sub.name,)).fetchone()[0] == 1
+    assert vault("--catalog", db, "index", "-q", str(sub / "..")).code == 0  # the known root itself, spelled so
+
+
 def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault):
     mirror = tmp_path / "m"
     (mirror / "018_x").mkdir(parents=True)

@@ -200,6 +200,7 @@ def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, 
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 6 and f"tag {NEO_TAG} is held by image {config_digest(other)[:19]}" in result.err
     assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(other)
+    assert_failure_recorded(db, vault, f"tag {NEO_TAG} is held by image")
     moved = vault("--catalog", str(db), "restore", "docker", "neo", "--retag")
     assert moved.code == 0 and "moves from image" in moved.out
     assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(images.demo_image("neo"))
@@ -247,6 +248,20 @@ def test_daemon_down_exits_6_naming_the_socket(tmp_path, vault, daemon, monkeypa
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/stopped.sock")
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 6 and f"unix://{tmp_path}/stopped.sock" in result.err and "DOCKER_HOST" in result.err
+    assert_failure_recorded(db, vault, "stopped.sock")
+
+
+def assert_failure_recorded(db: Path, vault, error: str) -> None:
+    """A refused restore is a failed restores row (its error and exit code), as a failed env restore is, and
+    `vault show` lists it with its error."""
+    import sqlite3
+
+    rows = sqlite3.connect(db).execute("SELECT kind, name, status, detail, target FROM restores").fetchall()
+    assert [(kind, name, status) for kind, name, status, _, _ in rows] == [("docker", "neo", "failed")]
+    detail = json.loads(rows[0][3])
+    assert error in detail["error"] and detail["exit_code"] == 6 and rows[0][4] == ""
+    shown = vault("--catalog", str(db), "show", "_docker")
+    assert "restore  docker neo: failed (" in shown.out and error in shown.out
 
 
 @pytest.fixture

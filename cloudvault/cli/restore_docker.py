@@ -60,8 +60,6 @@ def run(args) -> int:
             return _show_plan(ui, plan, args.check_gpu)
         for note in plan.notes:
             ui.warn(note)
-        if plan.problems:
-            raise plan.problems[0]
         progress = ui.progress("pulling" if args.source == "registry" else "loading")
         done = restore(conn, plan, timeout=args.timeout, progress=progress)
     if ui.as_json:

@@ -62,7 +62,11 @@ def _print_cautions(ui, d) -> None:
 def _print_records(ui, d) -> None:
     """What vault did with this entry: restores and reproduction runs."""
     for r in d.restores:
-        ui.line(f"  restored {r['kind']} {r['name']} -> {r['target']}: {r['status']} at {r['finished_at']}")
+        if r["target"]:
+            ui.line(f"  restored {r['kind']} {r['name']} -> {r['target']}: {r['status']} at {r['finished_at']}")
+        else:  # failed before anything was placed: the error says why
+            why = r["detail"].get("error", "") if isinstance(r["detail"], dict) else ""
+            ui.line(f"  restore  {r['kind']} {r['name']}: {r['status']} ({why}) at {r['finished_at']}")
     for r in d.runs:
         ui.line(f"  run      {r['run_id']} ({r['executor']}): {r['status']} {r['verdict'] or ''}".rstrip())
 

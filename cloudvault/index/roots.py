@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudvault import errors
+from cloudvault.catalog.mirror_guard import mirror_holding
 from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.definition import MirrorDefinition, builtin_definition, guess_manifest, load_definition
 from cloudvault.tools.mirrorfs import LocalMirror, is_url, open_mirror, require_mirror
@@ -23,6 +24,16 @@ Mount it, or pass --prune to drop them"""
 class MirrorShrank(errors.EnvironmentProblem):
     """mirror root {root} now has {now} of the {before} files indexed last time (emptied or half-mounted?); \
 nothing was changed. Pass --prune if they really are gone"""
+
+
+class InsideKnownMirror(errors.UsageError):
+    """{path} is inside the mirror {name} ({root}) that the catalog already knows; nothing was indexed. \
+Re-index that mirror instead: vault index {root}"""
+
+
+class HoldsKnownMirror(errors.UsageError):
+    """{path} holds the mirror {name} ({root}) that the catalog already knows; nothing was indexed. \
+Re-index that mirror (vault index {root}), or index {path} into another catalog (--catalog FILE)"""
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ def resolve_root(
     known = known or {}
     if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
         require_mirror(mirror)
+        _refuse_overlap(mirror.root, known)
     taken = {n for r, (n, _) in known.items() if r != mirror.root}
     if definition is None and mirror.root in known:
         name, manifest = known[mirror.root]
@@ -55,6 +67,18 @@ def resolve_root(
         name = known[mirror.root][0] if mirror.root in known else unique_name(definition.name, taken)
         definition = dataclasses.replace(definition, name=name)
     return MirrorRoot(mirror, definition)
+
+
+def _refuse_overlap(root: str, known: dict[str, tuple[str, str | None]]) -> None:
+    """A new root inside a known mirror, or holding one, would catalog the same files twice under two mirrors
+    (and make a bogus entry of a subfolder's name): refused, naming the known mirror to re-index instead."""
+    if is_url(root):
+        return
+    if (inside := mirror_holding(root, known)) is not None:
+        raise InsideKnownMirror(path=root, name=known[inside][0], root=inside)
+    for other, (name, _) in known.items():
+        if not is_url(other) and mirror_holding(other, [root]) is not None:
+            raise HoldsKnownMirror(path=root, name=name, root=other)
 
 
 def unique_name(base: str, taken: set[str]) -> str:

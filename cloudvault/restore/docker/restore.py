@@ -270,12 +270,13 @@ class Loading:
 
 
 def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> Restored:
-    """Load (or pull) the planned image, prove it, tag it, and record the restore (failed ones too)."""
-    if plan.problems:
-        raise plan.problems[0]
+    """Load (or pull) the planned image, prove it, tag it, and record the restore (failed ones too: one that
+    preflight refused, as the daemon down or a tag held by another image, is a failed restore like any other)."""
     started, clock = now(), time.monotonic()
-    source = plan.archive.mirror_path if plan.source == "archive" else plan.ref
+    source = (plan.archive.mirror_path if plan.archive else "") if plan.source == "archive" else plan.ref or ""
     try:
+        if plan.problems:
+            raise plan.problems[0]
         if plan.source == "archive":
             done = _from_archive(conn, plan, timeout, progress)
         else:
