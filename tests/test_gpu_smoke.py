@@ -15,6 +15,9 @@ import pytest
 
 from cloudvault.repro import results
 
+# runs the GPU smoke runner end to end
+pytestmark = pytest.mark.integration
+
 RECIPE = "gpu_greedy_smoke"
 RECORDED = "_repro/gpu_greedy_smoke/recorded"
 

@@ -17,6 +17,9 @@ import pytest
 from cloudvault.mount.session import mounted
 from tests.conftest import require, vault_subprocess
 
+# mounts through FUSE
+pytestmark = pytest.mark.integration
+
 ENV_LOG = "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst/logs/saturate_env.log"
 
 
