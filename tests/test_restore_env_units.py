@@ -276,7 +276,7 @@ def test_byte_code_is_moved_in_place_unless_a_constant_holds_the_old_prefix(tmp_
     import sys
     from pathlib import Path
 
-    from cloudvault.restore.env_rewrite import relocate
+    from cloudvault.restore.env.rewrite import relocate
 
     old_root, new_root = tmp_path / "old", tmp_path / "new-place"
     old, new = str(old_root / "env"), str(new_root / "env")
