@@ -235,6 +235,21 @@ def test_flags_restores_and_archives_pages(served):
     assert sorted((a["archive"], a["blake3"]) for a in archives) == sorted(want)
 
 
+def test_pages_are_titled_by_their_journey_not_their_sql(served):
+    """Datasette titles a query page with its SQL (kilobytes on the search page): each page says what it is."""
+    _, url = served
+    want = {
+        "search?q=granite": "Search everything: granite · cloudvault catalog",
+        "entry?entry=014": "One entry: 014 · cloudvault catalog",
+        "flags": "Flags and damage · cloudvault catalog",
+        f"run?run={RUN_ID}": f"One run: {RUN_ID} · cloudvault catalog",
+    }
+    for page, title in want.items():
+        status, body = get(f"{url}/{page}")
+        assert status == 200, body
+        assert body.split("<title>", 1)[1].split("</title>", 1)[0] == title
+
+
 # -- safety ------------------------------------------------------------------------------------------------------
 def test_no_served_page_holds_the_demo_secret(served):
     db, url = served

@@ -16,6 +16,16 @@ def test_search_granite_finds_004_and_012_with_their_cautions(demo_catalog, vaul
     assert "LOG_SS=2 inflates TPOT and E2E: do not use" in r.out
 
 
+def test_search_lines_name_entries_whole_and_paths_once(demo_catalog, vault):
+    """Entry IDs are never cut short, and a path that starts with its entry is not preceded by it again."""
+    out = vault("--catalog", str(demo_catalog), "search", "granite").out.splitlines()
+    files = out[out.index("files (6)") + 1 :]
+    assert files[0] == "  004_granite_30b_batch_sweep/ENVIRONMENT.md  181 B"
+    assert not any(line.split()[0] == "004_granite_" for line in out if line.strip())
+    members = vault("--catalog", str(demo_catalog), "search", "accept_meta", "--kind", "member").out.splitlines()
+    assert "  dumps/accept_meta.json  33 B  in 018_aicluster_breakdown_debugger/data/accept_g07.tar.zst" in members
+
+
 def test_search_json_results_carry_the_documented_fields(demo_catalog, vault):
     r = vault("--catalog", str(demo_catalog), "search", "--json", "run10")
     doc = json.loads(r.out)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cloudvault.errors import EnvironmentProblem, ToolMissing
 
+TEMPLATES = Path(__file__).with_name("templates")
 INSTALL_HINT = "install the browse extra: pip install 'cloudvault[browse]' (in a checkout: pip install -e '.[browse]')"
 
 
@@ -41,7 +42,11 @@ def build_app(catalog: Path):
     importlib.import_module("datasette.handle_exception").rich = None
     if not pm.is_registered(plugin):
         pm.register(plugin, name="cloudvault-browse")
-    ds = Datasette(metadata=metadata(plugin.DATABASE, f"/{plugin.DATABASE}"), settings={"sql_time_limit_ms": 3000})
+    ds = Datasette(
+        metadata=metadata(plugin.DATABASE, f"/{plugin.DATABASE}"),
+        settings={"sql_time_limit_ms": 3000},
+        template_dir=str(TEMPLATES),  # query pages titled by their journey, not by kilobytes of SQL
+    )
     # same rule as catalog.db: no -shm can be made in a read-only folder, and nobody can write there either
     mutable = os.access(catalog.parent, os.W_OK)
     ds.add_database(plugin.CatalogDatabase(ds, path=str(catalog.absolute()), is_mutable=mutable), name=plugin.DATABASE)

@@ -61,12 +61,17 @@ def _print(ui, result) -> None:
                 ui.line(f"  {h.path}")
                 ui.line(f"      {' '.join(h.text.split())}")
             elif kind == "file":
-                ui.line(f"  {h.entry or '-':<12.12} {h.path}  {human_size(h.size)}")
+                ui.line(f"  {_in_entry(h.entry, h.path)}  {human_size(h.size)}")
             elif kind == "member":
-                ui.line(f"  {h.entry or '-':<12.12} {h.path}  {human_size(h.size)}  in {h.archive}")
+                ui.line(f"  {h.path}  {human_size(h.size)}  in {_in_entry(h.entry, h.archive)}")
             else:
-                ui.line(f"  {h.entry or '-':<12.12} {h.path}  {h.text}")
+                ui.line(f"  {h.entry or '-'}  {h.path}  {h.text}")
     if result.cautions:
         ui.heading("cautions")
         for entry, notes in result.cautions.items():
             ui.line(f"  ! {entry}: {'; '.join(notes)}")
+
+
+def _in_entry(entry: str | None, path: str) -> str:
+    """A mirror path, with its entry named in front only where the path does not already start with it."""
+    return path if not entry or path == entry or path.startswith(f"{entry}/") else f"{entry}: {path}"
