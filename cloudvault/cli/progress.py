@@ -44,6 +44,10 @@ class RichProgress(BaseProgress):
         if self._task is not None:
             self._bar.update(self._task, current=path[-60:])
 
+    def phase(self, what: str) -> None:
+        if self._task is not None:
+            self._bar.update(self._task, current=what if len(what) <= 60 else f"{what[:28]}…{what[-31:]}")
+
     def finish(self) -> None:
         if self._task is not None:
             self._bar.stop()

@@ -212,6 +212,7 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     try:
         with shards.attached_shard(ctx.conn, shard) as alias:
             scan, rows = recorded_scan(ctx.conn, alias, ctx.mirror.root, st.path)
+            ctx.progress.phase(f"writing {scan.member_count:,} members to the catalog and search index: {st.path}")
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
             with transaction(ctx.conn):
