@@ -7,7 +7,6 @@ user's own, searched first), or a path to a .toml file. Validation names the bad
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -62,6 +61,8 @@ def find_recipe(kind: str, name: str) -> Path:
 
 def load_recipe(kind: str, name: str, schema: dict) -> tuple[Path, dict]:
     """The recipe's path and its data, checked against schema (see check)."""
+    import tomllib  # here: the modules that declare a schema import this one, and need no parser until a load
+
     path = find_recipe(kind, name)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
