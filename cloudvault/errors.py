@@ -51,6 +51,13 @@ class VaultError(Exception):
     exit_code = USAGE
     defaults: dict = {}
 
+    def __init_subclass__(cls, exit_code: int | None = None, **kwargs: object) -> None:
+        """`class NotFound(VaultError, exit_code=NOT_FOUND)`: a group names its exit code once, in its class line;
+        every error under it inherits the code."""
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
+
     def __init__(self, **fields: object) -> None:
         self.fields = {**self.defaults, **fields}
         super().__init__(self.message)
@@ -65,13 +72,32 @@ def exit_code_table() -> str:
     return "\n".join(f"  {code:>3}  {what}" for code, what in EXIT_CODES.items())
 
 
-# -- usage (2) ---------------------------------------------------------------------------------------------------
-class UsageError(VaultError):
+# -- the groups: an error is a subclass of one and exits with its code (EXIT_CODES says what each means) -------
+class UsageError(VaultError, exit_code=USAGE):
     """{detail}"""
 
-    exit_code = USAGE
+
+class NotFound(VaultError, exit_code=NOT_FOUND):
+    """{detail}"""
 
 
+class Ambiguous(VaultError, exit_code=AMBIGUOUS):
+    """{detail}"""
+
+
+class IntegrityError(VaultError, exit_code=INTEGRITY):
+    """{detail}"""
+
+
+class EnvironmentProblem(VaultError, exit_code=ENVIRONMENT):
+    """{detail}"""
+
+
+class Prerequisite(EnvironmentProblem, exit_code=PREREQUISITE):
+    """{detail}"""
+
+
+# -- usage (2) ---------------------------------------------------------------------------------------------------
 class DestinationExists(UsageError):
     """{path} exists; pass --force to overwrite it"""
 
@@ -81,12 +107,6 @@ class RecipeInvalid(UsageError):
 
 
 # -- not found (3) -----------------------------------------------------------------------------------------------
-class NotFound(VaultError):
-    """{detail}"""
-
-    exit_code = NOT_FOUND
-
-
 class EntryNotFound(NotFound):
     """no entry matches {query!r} in the catalog{hint}"""
 
@@ -108,12 +128,6 @@ class RecipeNotFound(NotFound):
 
 
 # -- ambiguous (4) -----------------------------------------------------------------------------------------------
-class Ambiguous(VaultError):
-    """{detail}"""
-
-    exit_code = AMBIGUOUS
-
-
 class AmbiguousEntry(Ambiguous):
     """{query!r} names {count} entries: {candidates}; give a longer prefix"""
 
@@ -123,12 +137,6 @@ class AmbiguousMember(Ambiguous):
 
 
 # -- integrity (5) -----------------------------------------------------------------------------------------------
-class IntegrityError(VaultError):
-    """{detail}"""
-
-    exit_code = INTEGRITY
-
-
 class StaleArchive(IntegrityError):
     """{path} changed since it was indexed ({what}); re-index {entry} with `vault index`"""
 
@@ -150,12 +158,6 @@ class CorruptArchive(IntegrityError):
 
 
 # -- environment (6) ---------------------------------------------------------------------------------------------
-class EnvironmentProblem(VaultError):
-    """{detail}"""
-
-    exit_code = ENVIRONMENT
-
-
 class CatalogTooNew(EnvironmentProblem):
     """catalog {path} has schema version {found}, newer than this vault ({supported}); upgrade cloudvault"""
 
@@ -197,12 +199,6 @@ class SystemRefused(EnvironmentProblem):
     defaults = {"where": ""}
 
 
-class Prerequisite(EnvironmentProblem):
-    """{detail}"""
-
-    exit_code = PREREQUISITE
-
-
 class ToolMissing(Prerequisite):
     """{tool} is not installed: {hint}"""
 
@@ -238,10 +234,8 @@ class MirrorUnreachable(EnvironmentProblem):
 
 
 # -- interrupted (130) -------------------------------------------------------------------------------------------
-class Interrupted(VaultError):
+class Interrupted(VaultError, exit_code=INTERRUPTED):
     """interrupted; what was finished is kept, nothing half-written was left behind"""
-
-    exit_code = INTERRUPTED
 
 
 class Signalled(Interrupted):

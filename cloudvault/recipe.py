@@ -7,7 +7,7 @@ user's own, searched first), or a path to a .toml file. Validation names the bad
 from __future__ import annotations
 
 import os
-import tomllib
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -15,6 +15,13 @@ from cloudvault.errors import RecipeInvalid, RecipeNotFound
 
 RECIPES_ENV = "VAULT_RECIPES"
 ANY = "*"  # in a schema: a table whose keys are free, each value checked against the schema under ANY
+
+
+@dataclass(frozen=True)
+class Required:
+    """In a schema: a key the table must have, its value checked against spec (a key not wrapped is optional)."""
+
+    spec: object
 
 
 def recipe_dirs(kind: str) -> list[Path]:
@@ -54,6 +61,8 @@ def find_recipe(kind: str, name: str) -> Path:
 
 def load_recipe(kind: str, name: str, schema: dict) -> tuple[Path, dict]:
     """The recipe's path and its data, checked against schema (see check)."""
+    import tomllib  # here: the modules that declare a schema import this one, and need no parser until a load
+
     path = find_recipe(kind, name)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -64,8 +73,9 @@ def load_recipe(kind: str, name: str, schema: dict) -> tuple[Path, dict]:
 
 
 def check(data: dict, schema: dict, path: Path | str, where: str = "") -> None:
-    """schema maps key -> (type or nested schema dict, required). Unknown keys, missing required keys and values
-    of the wrong type are RecipeInvalid naming the key."""
+    """schema maps key -> spec: a type, a tuple of types, or a nested schema dict (a table), wrapped in Required
+    where the key must be there. Unknown keys, missing required keys and values of the wrong type are
+    RecipeInvalid naming the key."""
     for key, value in data.items():
         spec = schema.get(key, schema.get(ANY))
         name = f"{where}{key}"
@@ -73,7 +83,7 @@ def check(data: dict, schema: dict, path: Path | str, where: str = "") -> None:
             raise RecipeInvalid(
                 path=path, detail=f"unknown key {name!r} (known: {', '.join(k for k in schema if k != ANY)})"
             )
-        kind = spec[0]
+        kind = spec.spec if isinstance(spec, Required) else spec
         if isinstance(kind, dict):
             if not isinstance(value, dict):
                 raise RecipeInvalid(path=path, detail=f"{name!r} must be a table")
@@ -84,5 +94,5 @@ def check(data: dict, schema: dict, path: Path | str, where: str = "") -> None:
             wanted = getattr(kind, "__name__", None) or " or ".join(k.__name__ for k in kind)
             raise RecipeInvalid(path=path, detail=f"{name!r} must be {wanted}, not {type(value).__name__}")
     for key, spec in schema.items():
-        if key != ANY and spec[1] and key not in data:
+        if key != ANY and isinstance(spec, Required) and key not in data:
             raise RecipeInvalid(path=path, detail=f"missing required key {where}{key!r}")

@@ -116,3 +116,19 @@ def test_a_malformed_mirror_definition_is_one_line_naming_it(tmp_path, vault, te
     r = vault("--catalog", str(tmp_path / "c.db"), "index", "--mirror", str(definition), "-q")
     assert r.code == errors.USAGE and words in r.err and str(definition) in r.err, r.err
     assert "Traceback" not in r.err and r.err.count("\n") == 1
+
+
+def test_every_error_exits_with_its_groups_code_and_every_code_is_in_the_table():
+    """A group names its exit code in its class line; each error under it (and its own subgroups') inherits it."""
+    groups = {errors.UsageError: errors.USAGE, errors.NotFound: errors.NOT_FOUND, errors.Ambiguous: errors.AMBIGUOUS,
+              errors.IntegrityError: errors.INTEGRITY, errors.EnvironmentProblem: errors.ENVIRONMENT,
+              errors.Prerequisite: errors.PREREQUISITE, errors.Interrupted: errors.INTERRUPTED}  # fmt: skip
+    assert {group: group.exit_code for group in groups} == groups
+    assert (errors.RecipeInvalid.exit_code, errors.MemberNotFound.exit_code, errors.CatalogDamaged.exit_code,
+            errors.CatalogLocked.exit_code, errors.ExtraMissing.exit_code) == (2, 3, 5, 6, 7)  # fmt: skip
+    assert errors.VaultError.exit_code == errors.USAGE and errors.Signalled(15).exit_code == errors.TERMINATED
+
+    def every(cls):
+        return [cls] + [c for sub in cls.__subclasses__() for c in every(sub)]
+
+    assert {c.exit_code for c in every(errors.VaultError)} <= set(errors.EXIT_CODES)

@@ -132,3 +132,13 @@ def test_a_bad_noise_floor_is_refused(tmp_path):
     bad.write_text(text.replace("noise = 0.05 ", "noise = { tpot = 0.05, latency = 0.1 }"))
     with pytest.raises(RecipeInvalid, match="timings.noise"):
         load(str(bad))
+
+
+def test_each_profile_builds_the_model_its_shipped_record_was_made_with():
+    """The configs are the records' settings: BOUND_CONFIG derived from MODEL_CONFIG must stay what rep1 ran."""
+    from cloudvault.repro import gpu_smoke
+
+    tree = Path(__file__).parents[1] / "recipes/repro/recorded"
+    for profile, record in (("smoke", "gpu_greedy_smoke"), ("bound", "gpu_bound_decode/rep1")):
+        about = json.loads((tree / record / "run.json").read_text())["settings"]
+        assert about["model_config"] == json.dumps(gpu_smoke.PROFILES[profile]["config"], sort_keys=True)

@@ -401,3 +401,22 @@ def test_a_job_staging_out_is_still_queued_for_index_and_repro_alike(monkeypatch
     answer["text"] = answer["text"].replace("PENDING", "COMPLETED").replace("Reason=Dependency", "Reason=None")
     assert client.queued("45") is None
     assert not client.is_active("CANCELLED by 0") and client.is_active("COMPLETING")
+
+
+def test_whether_a_job_started_and_how_it_ended_are_read_in_the_slurm_client_alone(monkeypatch):
+    """The repro executor asks tools.slurm (has_started, outcome), as it asks is_active: no second state rule."""
+    import cloudvault.tools.slurm as client
+    from cloudvault.repro.executors.slurm import SlurmExecutor
+
+    assert not client.has_started({0: ("PENDING", 0), 1: ("PENDING", 0)})
+    assert client.has_started({0: ("PENDING", 0), 1: ("RUNNING", 0)})
+    assert client.outcome({0: ("COMPLETED", 0), 1: ("COMPLETED", 0)}) == "COMPLETED"
+    assert client.outcome({0: ("TIMEOUT", 0), 1: ("COMPLETED", 0), 2: ("FAILED", 1)}) == "FAILED,TIMEOUT"
+    assert client.outcome({}) == "ended (Slurm no longer lists it)"
+    lines = "".join(f"JobId=4{i} ArrayJobId=45 ArrayTaskId={i} JobState={s} Reason=None ExitCode={c}:0\n"
+                    for i, (s, c) in enumerate((("PENDING", 0), ("RUNNING", 0))))  # fmt: skip
+    monkeypatch.setattr(client, "run", lambda argv, **_: lines)
+    job = type("J", (), {"job_id": "45"})()
+    assert SlurmExecutor().started(job)
+    lines = lines.replace("RUNNING", "PENDING")
+    assert not SlurmExecutor().started(job)

@@ -343,10 +343,10 @@ def test_kill_or_ctrl_c_mid_restore_leaves_no_env_and_a_rerun_starts_clean(env_v
 def test_not_enough_space_is_exit_6_before_anything_is_written(env_vault, tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from cloudvault.restore.env import restore as env_restore
+    from cloudvault.restore.env import place as env_place
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(env_restore.shutil, "disk_usage", lambda p: usage(10 << 20, 9 << 20, 1 << 20))
+    monkeypatch.setattr(env_place.shutil, "disk_usage", lambda p: usage(10 << 20, 9 << 20, 1 << 20))
     r = env_vault("sparsespec", "--prefix", str(tmp_path / "full/sparsespec"))
     assert r.code == 6 and "needs about" in r.err
     assert list((tmp_path / "full").iterdir()) == []
@@ -370,11 +370,11 @@ def test_small_tmpfs_is_refused_with_exit_6(env_vault, tmp_path):
         # past the free-space check (told there is room), the disk really fills mid-write: same outcome
         from collections import namedtuple
 
-        from cloudvault.restore.env import restore as env_restore
+        from cloudvault.restore.env import place as env_place
 
         roomy = namedtuple("usage", "total used free")(1 << 40, 0, 1 << 40)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(env_restore.shutil, "disk_usage", lambda p: roomy)
+            patch.setattr(env_place.shutil, "disk_usage", lambda p: roomy)
             r = env_vault("sparsespec", "--prefix", str(mount / "sparsespec"))
         assert r.code == 6 and f"no space left writing {mount / 'sparsespec'}" in r.err, r.err
         assert list(mount.iterdir()) == []

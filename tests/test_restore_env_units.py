@@ -254,7 +254,7 @@ def test_relocate_keeps_sourceless_byte_code_and_drops_stale_caches(tmp_path):
 
 def test_a_target_that_appears_during_a_restore_is_never_replaced_without_force(tmp_path):
     from cloudvault.errors import DestinationExists
-    from cloudvault.restore.env.restore import swap_into_place
+    from cloudvault.restore.env.place import swap_into_place
 
     (tmp_path / "env").mkdir()
     (tmp_path / "env/theirs").write_text("placed by another restore meanwhile")
@@ -264,6 +264,37 @@ def test_a_target_that_appears_during_a_restore_is_never_replaced_without_force(
     assert (tmp_path / "env/theirs").exists()
     swap_into_place(tmp_path / ".env.vault-restore-1", tmp_path / "env", force=True)
     assert list((tmp_path / "env").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["env", "home"]
+
+
+def test_a_restore_and_a_move_land_an_env_whole_or_leave_nothing(tmp_path, monkeypatch):
+    """place.placed, the one staging -> sync -> rename for both: what the block built appears at the target only
+    once it ended; a block that fails (Ctrl-C too) leaves no staging folder, and a full disk is NoSpace (exit 6)."""
+    import errno
+    import os
+
+    from cloudvault import errors
+    from cloudvault.restore.env import place
+
+    synced = []
+    monkeypatch.setattr(place, "sync_filesystem", lambda folder: synced.append(os.path.basename(folder)))
+    target = tmp_path / "envs/neo"
+    for failure in (KeyboardInterrupt(), errors.HashMismatch(path="x", expected="a", found="b"),
+                    OSError(errno.ENOSPC, "No space left on device")):  # fmt: skip
+        with pytest.raises((type(failure), errors.NoSpace)) as raised, place.placed("neo", target, 0, False) as staging:
+            (staging.path / "bin").mkdir()
+            raise failure
+        assert list(target.parent.iterdir()) == [] and synced == []
+        assert isinstance(raised.value, errors.NoSpace) == isinstance(failure, OSError)
+    with place.placed("neo", target, 0, force=False) as staging:
+        (staging.path / "bin").mkdir()
+        assert not target.exists()
+    assert synced == [f".neo{place.STAGING_MARK}{os.getpid()}"] and staging.sync_seconds >= 0
+    assert [p.name for p in target.parent.iterdir()] == ["neo"] and (target / "bin").is_dir()
+    with pytest.raises(errors.DestinationExists), place.placed("neo", target, 0, force=False):
+        pass
+    with pytest.raises(place.NotEnoughSpace), place.placed("neo", target, 1 << 62, force=True):
+        pass
+    assert [p.name for p in target.parent.iterdir()] == ["neo"]
 
 
 def test_byte_code_is_moved_in_place_unless_a_constant_holds_the_old_prefix(tmp_path):

@@ -309,3 +309,29 @@ def test_big_files_hash_the_same_by_mmap_and_by_stream(tmp_path):
     for i in range(0, len(data), 777_777):
         background.update(data[i : i + 777_777])
     assert background.hexdigest() == want
+
+
+def test_a_recipe_schema_names_the_bad_key_in_one_line_required_or_not():
+    """cloudvault.recipe.check, the one schema check every recipe kind's loader uses (Required marks a key that
+    must be there; a nested dict is a table; ANY a table of free keys)."""
+    import pytest
+
+    from cloudvault.errors import RecipeInvalid
+    from cloudvault.recipe import ANY, Required, check
+
+    schema = {"entry": Required(str), "gpus": int, "margin": float, "run": Required({"program": Required(str)}),
+              "env": {ANY: str}, "noise": (int, float, dict)}  # fmt: skip
+    check({"entry": "015", "run": {"program": "p"}, "margin": 1, "env": {"A": "1"}, "noise": {}}, schema, "r.toml")
+    for data, said in [
+        ({"run": {"program": "p"}}, "missing required key 'entry'"),
+        ({"entry": "015"}, "missing required key 'run'"),
+        ({"entry": "015", "run": {}}, "missing required key run.'program'"),
+        ({"entry": "015", "run": {"program": "p"}, "gpu": 1}, "unknown key 'gpu' (known: entry, gpus, margin"),
+        ({"entry": "015", "run": {"program": "p"}, "gpus": True}, "'gpus' must be int, not bool"),
+        ({"entry": "015", "run": "p"}, "'run' must be a table"),
+        ({"entry": "015", "run": {"program": "p"}, "env": {"A": 1}}, "'env.A' must be str, not int"),
+        ({"entry": "015", "run": {"program": "p"}, "noise": "x"}, "'noise' must be int or float or dict, not str"),
+    ]:
+        with pytest.raises(RecipeInvalid) as refused:
+            check(data, schema, "r.toml")
+        assert refused.value.message.startswith(f"recipe r.toml: {said}"), refused.value.message

@@ -218,3 +218,25 @@ def test_verify_names_missing_files_and_archives(tmp_path, vault):
     assert r.code == 5 and doc["checked_files"] == 2
     assert {(m["path"], m["why"]) for m in doc["mismatches"]} == {("018_x/notes.txt", "missing"),
                                                                    ("018_x/a.tar.zst", "missing")}  # fmt: skip
+
+
+def test_the_scoped_file_reads_keep_one_entry_by_path_in_their_own_row_shape(demo_catalog):
+    """hashed_files, unhashed_files (verify) and copy_candidates (optimize) share one scoped read of files."""
+    from cloudvault.catalog.copies import Candidate, copy_candidates
+    from cloudvault.catalog.integrity import HashedFile, hashed_files, unhashed_files
+
+    conn = sqlite3.connect(demo_catalog)
+    conn.execute("UPDATE files SET blake3 = NULL WHERE path LIKE '%/ENVIRONMENT.md'")  # as if unreadable when indexed
+    scope = conn.execute("SELECT mirror_id, entry_id FROM files WHERE path LIKE '%inputs.tar.zst'").fetchone()
+    ordered = "SELECT id, path, mirror_id, entry_id, blake3 FROM files WHERE kind = 'file' ORDER BY path"
+    archives = {r[0] for r in conn.execute("SELECT file_id FROM archives WHERE status = 'ok'")}
+    for within in (None, scope):
+        files = [r for r in conn.execute(ordered) if within is None or (r[2], r[3]) == tuple(within)]
+        hashed = hashed_files(conn, within)
+        assert hashed and all(isinstance(f, HashedFile) for f in hashed)
+        assert [f.file_id for f in hashed] == [r[0] for r in files if r[4] is not None]
+        assert unhashed_files(conn, within) == [r[1] for r in files if r[4] is None]
+        candidates = copy_candidates(conn, within)
+        assert candidates and all(isinstance(c, Candidate) for c in candidates)
+        assert [c.file_id for c in candidates] == [r[0] for r in files if r[0] in archives]
+    assert len(unhashed_files(conn, None)) > 1 and len(copy_candidates(conn, None)) > len(candidates)

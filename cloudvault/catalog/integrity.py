@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import namedtuple
+from collections.abc import Callable
 
 from cloudvault.catalog.query import entry_filter
 from cloudvault.models import Member
@@ -18,10 +19,13 @@ _MEMBERS = (
 )
 
 
-def files_in_scope(conn: sqlite3.Connection, sql: str, scope: tuple[int, str] | None) -> list[tuple]:
-    """Rows of sql (over files aliased f, ending in a WHERE clause) kept to one entry when scoped, by path."""
+def files_in_scope(conn: sqlite3.Connection, row: Callable, columns: str, rest: str,
+                   scope: tuple[int, str] | None) -> list:  # fmt: skip
+    """row(*columns) for each file of the scope (one entry when scoped), by path: files f joined to its mirror m,
+    then rest (more joins and a WHERE clause)."""
     where, args = entry_filter("f", scope)
-    return conn.execute(sql + where + " ORDER BY f.path", args).fetchall()
+    sql = f"SELECT {columns} FROM files f JOIN mirrors m ON m.id = f.mirror_id {rest}{where} ORDER BY f.path"
+    return [row(*r) for r in conn.execute(sql, args)]
 
 
 def integrity_problem(conn: sqlite3.Connection) -> str | None:
@@ -32,19 +36,15 @@ def integrity_problem(conn: sqlite3.Connection) -> str | None:
 
 def hashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[HashedFile]:
     """Plain files and archives of the scope with a recorded BLAKE3, by path; archive_id set for archives."""
-    sql = (
-        "SELECT f.id, m.root, f.path, f.raw_path, f.size, f.blake3, a.id FROM files f "
-        "JOIN mirrors m ON m.id = f.mirror_id LEFT JOIN archives a ON a.file_id = f.id "
-        "WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
-    )
-    return [HashedFile(*r) for r in files_in_scope(conn, sql, scope)]
+    columns = "f.id, m.root, f.path, f.raw_path, f.size, f.blake3, a.id"
+    rest = "LEFT JOIN archives a ON a.file_id = f.id WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
+    return files_in_scope(conn, HashedFile, columns, rest, scope)
 
 
 def unhashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[str]:
     """Regular files of the scope that were never hashed (unreadable when indexed, or a name that held a
     credential): verify cannot check them."""
-    sql = "SELECT f.path FROM files f WHERE f.kind = 'file' AND f.blake3 IS NULL"
-    return [r[0] for r in files_in_scope(conn, sql, scope)]
+    return files_in_scope(conn, str, "f.path", "WHERE f.kind = 'file' AND f.blake3 IS NULL", scope)
 
 
 def hashed_members(conn: sqlite3.Connection, archive_id: int) -> list[Member]:

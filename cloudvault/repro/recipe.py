@@ -14,58 +14,46 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cloudvault.errors import RecipeInvalid
-from cloudvault.recipe import ANY, load_recipe
+from cloudvault.recipe import ANY, Required, load_recipe
 
 KIND = "repro"
 # via: copy (the default: verified copies) or mount (links into a `vault mount`: cloudvault/mount/staging.py)
-INPUT = {"entry": (str, False), "path": (str, True), "archive": (str, False), "to": (str, False),
-         "via": (str, False)}  # fmt: skip
-RULE = ((str, dict), True)
+INPUT = {"entry": str, "path": Required(str), "archive": str, "to": str, "via": str}
 SCHEMA = {
-    "description": (str, False),
-    "entry": (str, True),
-    "kind": (str, False),  # harness (per-request compare, the default) | files (byte compare of outputs)
-    "record": ({"folder": (str, True), "files": (list, False), "repetitions": (list, False)}, True),
+    "description": str,
+    "entry": Required(str),
+    "kind": str,  # harness (per-request compare, the default) | files (byte compare of outputs)
+    "record": Required({"folder": Required(str), "files": list, "repetitions": list}),
     # noise floor of the timing judgment: one fraction for every metric, or per metric (ttft, tpot, e2e, throughput)
-    "timings": ({"noise": ((int, float, dict), False)}, False),
-    "environment": ({"env_recipe": (str, False), "env_name": (str, False), "docker": (str, False)}, False),
-    "code": ({"entry": (str, False), "path": (str, True), "commit": (str, False)}, False),
-    "model": ({"entry": (str, False), "path": (str, True)}, False),
-    "inputs": ({ANY: (INPUT, False)}, False),
-    "run": (
+    "timings": {"noise": (int, float, dict)},
+    "environment": {"env_recipe": str, "env_name": str, "docker": str},
+    "code": {"entry": str, "path": Required(str), "commit": str},
+    "model": {"entry": str, "path": Required(str)},
+    "inputs": {ANY: INPUT},
+    "run": Required(
         {
-            "program": (str, True),
-            "args": (str, True),
-            "cwd": (str, False),
-            "gpus": (int, False),
-            "processes_per_gpu": (int, False),
-            "cpu_cores_per_gpu": (int, False),
-            "env_from_record": (bool, False),
-            "env": ({ANY: (str, False)}, False),
-        },
-        True,
+            "program": Required(str),
+            "args": Required(str),
+            "cwd": str,
+            "gpus": int,
+            "processes_per_gpu": int,
+            "cpu_cores_per_gpu": int,
+            "env_from_record": bool,
+            "env": {ANY: str},
+        }
     ),
-    "standin": ({"program": (str, True), "model": (INPUT, False), "note": (str, False)}, False),
-    "outputs": ({"files": (list, True), "merge": ({ANY: (str, False)}, False)}, False),  # files kind: record.files
-    "compare": (
-        {"settings": (list, False), "near_tie_margin": (float, False), "rules": ({ANY: RULE}, False)},
-        False,
-    ),
-    "preflight": (
-        {"gpu_free_mib": (int, False), "instrumentation": (list, False), "persistent_output": (bool, False),
-         "python_modules": (list, False), "install": (str, False)},  # fmt: skip
-        False,
-    ),
-    "slurm": (  # per array task, for --executor slurm (repro/executors/slurm.py)
-        {
-            "partition": (str, False),
-            "time": (str, False),
-            "mem": (str, False),
-            "cpus_per_task": (int, False),
-            "gres": (str, False),
-        },
-        False,
-    ),
+    "standin": {"program": Required(str), "model": INPUT, "note": str},
+    "outputs": {"files": Required(list), "merge": {ANY: str}},  # files kind: record.files
+    "compare": {"settings": list, "near_tie_margin": float, "rules": {ANY: (str, dict)}},
+    "preflight": {
+        "gpu_free_mib": int,
+        "instrumentation": list,
+        "persistent_output": bool,
+        "python_modules": list,
+        "install": str,
+    },
+    # per array task, for --executor slurm (repro/executors/slurm.py)
+    "slurm": {"partition": str, "time": str, "mem": str, "cpus_per_task": int, "gres": str},
 }
 KINDS = ("harness", "files")
 TEMPLATE = re.compile(r"\{([A-Za-z_][\w.]*)\}")

@@ -128,6 +128,18 @@ def task_states(job: str, *, timeout: float = 60, hint: str = CLIENT_HINT) -> di
             for index, fields in job_tasks(job, timeout=timeout, hint=hint).items()}  # fmt: skip
 
 
+def has_started(states: dict[int, tuple[str, int]]) -> bool:
+    """Whether any task of task_states' answer has left the queue (PENDING): a detached run is running, not queued."""
+    return any(state != "PENDING" for state, _ in states.values())
+
+
+def outcome(states: dict[int, tuple[str, int | None]]) -> str:
+    """An ended job's word on itself from task_states' answer: 'COMPLETED' when every task completed, else the other
+    states its tasks ended in ('FAILED,TIMEOUT'); a job Slurm has forgotten says so."""
+    bad = sorted({s for s, _ in states.values() if s != "COMPLETED"})
+    return ",".join(bad) if bad else ("COMPLETED" if states else "ended (Slurm no longer lists it)")
+
+
 def queued(job: str | None, *, timeout: float = 60, hint: str = CLIENT_HINT) -> str | None:
     """The state of a task of the job that is still active ('PENDING (Dependency)'), else None: ended, or forgotten."""
     if not job:

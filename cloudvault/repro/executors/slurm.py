@@ -106,12 +106,11 @@ class SlurmExecutor(Executor):
             else:  # killed before the command ended (cancelled, out of time or memory): Slurm's word only
                 state, code = states.get(i, ("UNKNOWN", None))
                 job.codes[i] = code if code else 1
-        job.state = _overall(states)
+        job.state = slurm_client.outcome(states)
         return [int(c) for c in job.codes]
 
     def started(self, job: Job) -> bool:
-        states = slurm_client.task_states(job.job_id, timeout=self.ask_timeout, hint=HINT)
-        return any(state != "PENDING" for state, _ in states.values())
+        return slurm_client.has_started(slurm_client.task_states(job.job_id, timeout=self.ask_timeout, hint=HINT))
 
     def collect(self, job: Job) -> Path:
         return job.plan.run_dir / "work"  # the tasks wrote there, on shared storage
@@ -187,11 +186,6 @@ def render(plan: Plan, partition: str | None = None) -> str:
     tail = ["code=$?", f'echo "$code" >{where}/"$name".exit.tmp && mv {where}/"$name".exit.tmp {where}/"$name".exit',
             'exit "$code"']  # fmt: skip
     return "\n".join([*head, "", "set -u", *body, *tail]) + "\n"
-
-
-def _overall(states: dict[int, tuple[str, int | None]]) -> str:
-    bad = sorted({s for s, _ in states.values() if s != "COMPLETED"})
-    return ",".join(bad) if bad else ("COMPLETED" if states else "ended (Slurm no longer lists it)")
 
 
 def _gpu_processes(plan: Plan) -> list:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cloudvault.errors import RecipeInvalid, VaultError
 from cloudvault.models import Member
+from cloudvault.recipe import Required
 from cloudvault.restore.docker.errors import ArchiveNotIndexed, ArchiveNotInSums
 from cloudvault.restore.docker.oci import ImageConfig, parse_config, parse_manifest, parse_sha256sums, sums_entry
 from cloudvault.tools import gpu
@@ -20,16 +21,16 @@ from cloudvault.tools import gpu
 KIND = "docker"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 SCHEMA = {
-    "description": (str, False),
-    "entry": (str, True),
-    "archive": (str, True),
-    "sha256sums": (str, False),
-    "tags": (list, True),
-    "config_digest": (str, False),
-    "cuda_version": (str, False),
-    "arch_list": (str, False),
-    "built_on": (str, False),
-    "registry": ({"repository": (str, True), "tag": (str, False), "manifest_digest": (str, False)}, False),
+    "description": str,
+    "entry": Required(str),
+    "archive": Required(str),
+    "sha256sums": str,
+    "tags": Required(list),
+    "config_digest": str,
+    "cuda_version": str,
+    "arch_list": str,
+    "built_on": str,
+    "registry": {"repository": Required(str), "tag": str, "manifest_digest": str},
 }
 
 

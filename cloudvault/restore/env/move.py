@@ -10,20 +10,12 @@ import sqlite3
 from pathlib import Path
 
 from cloudvault import errors
-from cloudvault.atomic import sync_filesystem
 from cloudvault.catalog.records import now
 from cloudvault.restore.env import meta as env_meta
 from cloudvault.restore.env.checks import run_checks
+from cloudvault.restore.env.place import placed
 from cloudvault.restore.env.prefix import PrefixScanner
-from cloudvault.restore.env.restore import (
-    Choices,
-    conda_documents,
-    discard_staging,
-    installed_gpu_fit,
-    prepare_staging,
-    recorded,
-    swap_into_place,
-)
+from cloudvault.restore.env.restore import Choices, conda_documents, installed_gpu_fit, recorded
 from cloudvault.restore.env.rewrite import relocate
 from cloudvault.restore.env.source import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
 
@@ -98,14 +90,8 @@ def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices
     if os.path.realpath(source) == os.path.realpath(target):
         raise errors.UsageError(detail=f"{source} is already at {target}")
     old, new = marker["prefix"], str(target)
-    staging = prepare_staging(env, target, int(_tree_size(source) * 1.05), choices.force)
-    try:
-        moved = _relocated_copy(source, staging, marker, new, env.name, choices.allow_unpatched)
-        sync_filesystem(staging)
-        swap_into_place(staging, target, choices.force)
-    except BaseException as exc:
-        discard_staging(staging, target, exc)
-        raise
+    with placed(env.name, target, int(_tree_size(source) * 1.05), choices.force) as staging:
+        moved = _relocated_copy(source, staging.path, marker, new, env.name, choices.allow_unpatched)
     shutil.rmtree(source)
     checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []
     return {

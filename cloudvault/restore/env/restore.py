@@ -3,17 +3,14 @@ relocation, hash checks against conda-meta and pip RECORD, marker, rename into p
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import shutil
 import sqlite3
 import time
 from collections import namedtuple
 from pathlib import Path
 
 from cloudvault import __version__, errors
-from cloudvault.atomic import fsync_dir, process_gone, sync_filesystem
 from cloudvault.catalog.records import now, record_restore
 from cloudvault.io.members import MemberReader
 from cloudvault.progress import Progress
@@ -21,14 +18,13 @@ from cloudvault.restore.env import bulk as env_bulk
 from cloudvault.restore.env import meta as env_meta
 from cloudvault.restore.env import venv as env_venv
 from cloudvault.restore.env.checks import run_checks
+from cloudvault.restore.env.place import placed
 from cloudvault.restore.env.rewrite import Relocation, relocate
 from cloudvault.restore.env.source import (
     MARKER,
     SPACE_MARGIN,
     EnvRecipe,
     EnvSource,
-    NotEnoughSpace,
-    PrefixUnusable,
     Unpatched,
     conda_meta_members,
     free_space,
@@ -36,9 +32,6 @@ from cloudvault.restore.env.source import (
     read_marker,
 )
 from cloudvault.restore.env.stage import Staged, StagingArea, finish_dirs, stage
-
-STAGING_MARK = ".vault-restore-"
-REPLACED_MARK = ".vault-replaced-"
 
 
 def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, caps: list | None = None) -> dict:
@@ -74,69 +67,6 @@ def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Pa
         "package_cache": recipe.data.get("package_cache"), "checks": list(recipe.checks_for(env.name)),
         "risks": risks,
     }  # fmt: skip
-
-
-def remove_stale_staging(target: Path) -> None:
-    """Staging folders (and envs set aside by --force) of a restore that was killed, its pid gone, are vault's
-    own: removed before a new one starts."""
-    if not target.parent.is_dir():
-        return
-    for mark in (STAGING_MARK, REPLACED_MARK):
-        for path in target.parent.glob(f".{target.name}{mark}*"):
-            pid = path.name.rsplit(mark, 1)[1]
-            if pid.isdigit() and int(pid) != os.getpid() and process_gone(int(pid)):
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-def prepare_staging(env: EnvSource, target: Path, need: int, force: bool) -> Path:
-    """The staging folder beside target, after the checks that must pass before anything is written."""
-    if os.path.lexists(target) and not force:
-        raise errors.DestinationExists(path=target)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PrefixUnusable(path=target.parent, why=exc.strerror or str(exc)) from None
-    remove_stale_staging(target)
-    free = shutil.disk_usage(target.parent).free
-    if free < need:
-        raise NotEnoughSpace(path=target.parent, free=_gib(free), name=env.name, need=_gib(need))
-    staging = target.parent / f".{target.name}{STAGING_MARK}{os.getpid()}"
-    try:
-        staging.mkdir(mode=0o700)
-    except OSError as exc:
-        raise PrefixUnusable(path=staging, why=exc.strerror or str(exc)) from None
-    return staging
-
-
-def discard_staging(staging: Path, target: Path, exc: BaseException) -> None:
-    """A failed or interrupted restore leaves nothing: staging removed; a full disk becomes NoSpace (exit 6)."""
-    shutil.rmtree(staging, ignore_errors=True)
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise errors.NoSpace(path=target) from None
-
-
-def swap_into_place(staging: Path, target: Path, force: bool) -> None:
-    """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed.
-    Without force, a target that appeared since the start (another restore) is theirs: DestinationExists."""
-    aside = None
-    if os.path.lexists(target) and not force:
-        raise errors.DestinationExists(path=target)
-    if os.path.lexists(target):
-        aside = target.with_name(f".{target.name}{REPLACED_MARK}{os.getpid()}")
-        os.rename(target, aside)
-    try:
-        os.rename(staging, target)
-    except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another restore placed it meanwhile: theirs stays
-            raise errors.DestinationExists(path=target) from None
-        raise
-    fsync_dir(target.parent)
-    if aside is not None:
-        shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
 
 
 def check_recorded(root: Path, staged: Staged, conda: dict) -> dict:
@@ -230,40 +160,35 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         raise errors.UsageError(detail=f"--python is for venvs; {env.name} has no pyvenv.cfg")
     interpreter = env_venv.choose_interpreter(env.name, venv, choices.python) if venv else None
     need = int(sum(m.size for m in members if m.type == "file") * SPACE_MARGIN)
-    staging = prepare_staging(env, target, need, choices.force)
     try:
-        progress.start(need, sum(m.type == "file" for m in members))
-        area = StagingArea(staging, env.folder, old, new, venv, interpreter)
-        clock = time.monotonic()
-        if env_bulk.can_stage_in_parallel(members):
-            staged = env_bulk.stage_parallel(conn, members, area, progress)
-        else:
-            with MemberReader(conn, on_data=progress.advance) as reader:
-                staged = stage(reader, members, area, progress)
-        seconds = {"stage": time.monotonic() - clock}
-        if venv and interpreter:
-            env_venv.load_config(venv, staging)
-            env_venv.check_version(env.name, venv, interpreter)  # the version_info pyvenv.cfg records
-            env_venv.retarget_config(staging, interpreter)  # --python: pyvenv.cfg names the new interpreter
-        progress.current("checking conda-meta and pip RECORD hashes")
-        conda = env_meta.conda_paths(conda_documents(staging))
-        verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
-        seconds["verify"] = time.monotonic() - clock - seconds["stage"]
-        progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, moving byte-code")
-        moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
-        seconds["relocate"] = time.monotonic() - clock - sum(seconds.values())
-        if moved.unpatched and not choices.allow_unpatched:
-            files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
-            raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
-        _write_marker(staging, env, recipe, old, new, moved, verified)
-        finish_dirs(staging, staged)
-        mark = time.monotonic()
-        sync_filesystem(staging)  # every file durable before the rename makes the env visible
-        seconds["sync"] = time.monotonic() - mark
-        swap_into_place(staging, target, choices.force)
-    except BaseException as exc:
-        discard_staging(staging, target, exc)
-        raise
+        with placed(env.name, target, need, choices.force) as placing:
+            staging = placing.path
+            progress.start(need, sum(m.type == "file" for m in members))
+            area = StagingArea(staging, env.folder, old, new, venv, interpreter)
+            clock = time.monotonic()
+            if env_bulk.can_stage_in_parallel(members):
+                staged = env_bulk.stage_parallel(conn, members, area, progress)
+            else:
+                with MemberReader(conn, on_data=progress.advance) as reader:
+                    staged = stage(reader, members, area, progress)
+            seconds = {"stage": time.monotonic() - clock}
+            if venv and interpreter:
+                env_venv.load_config(venv, staging)
+                env_venv.check_version(env.name, venv, interpreter)  # the version_info pyvenv.cfg records
+                env_venv.retarget_config(staging, interpreter)  # --python: pyvenv.cfg names the new interpreter
+            progress.current("checking conda-meta and pip RECORD hashes")
+            conda = env_meta.conda_paths(conda_documents(staging))
+            verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+            seconds["verify"] = time.monotonic() - clock - seconds["stage"]
+            progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, moving byte-code")
+            moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
+            seconds["relocate"] = time.monotonic() - clock - sum(seconds.values())
+            if moved.unpatched and not choices.allow_unpatched:
+                files = ", ".join(f"{u['path']} ({u['why']})" for u in moved.unpatched[:5])
+                raise Unpatched(count=len(moved.unpatched), name=env.name, prefix=new, files=files)
+            _write_marker(staging, env, recipe, old, new, moved, verified)
+            finish_dirs(staging, staged)
+        seconds["sync"] = placing.sync_seconds
     finally:
         progress.finish()
     checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []

@@ -20,19 +20,19 @@ from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
-from cloudvault.recipe import ANY, load_recipe
+from cloudvault.recipe import ANY, Required, load_recipe
 from cloudvault.restore.env import meta as env_meta
 
-CHECKS = {ANY: (str, False)}
+CHECKS = {ANY: str}
 SCHEMA = {
-    "description": (str, False),
-    "entry": (str, True),  # the mirror entry holding the archives: 015
-    "archives": (str, True),  # glob within the entry: data/miniforge3_tar/*.tar.zst
-    "root": (str, False),  # the folder the archives were packed from: /mnt/filesystem-h8/miniforge3
-    "package_cache": (str, False),  # where the conda package cache lies in the entry (named in the plan)
-    "checks": (CHECKS, False),  # name -> command run inside every restored env
-    "pitfalls": (list, False),  # printed with every plan and restore
-    "envs": ({ANY: ({"prefix": (str, False), "checks": (CHECKS, False), "pitfalls": (list, False)}, False)}, False),
+    "description": str,
+    "entry": Required(str),  # the mirror entry holding the archives: 015
+    "archives": Required(str),  # glob within the entry: data/miniforge3_tar/*.tar.zst
+    "root": str,  # the folder the archives were packed from: /mnt/filesystem-h8/miniforge3
+    "package_cache": str,  # where the conda package cache lies in the entry (named in the plan)
+    "checks": CHECKS,  # name -> command run inside every restored env
+    "pitfalls": list,  # printed with every plan and restore
+    "envs": {ANY: {"prefix": str, "checks": CHECKS, "pitfalls": list}},
 }
 MARKER = "conda-meta/vault-restore.json"
 SPACE_MARGIN = 1.05  # rewrites and byte-code need a little more than the members' bytes
