@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,16 +13,41 @@ import pytest
 
 from cloudvault.cli.main import main
 
-# Fixtures that start or reach a real service (dockerd and a registry, Slurm, sshd, an S3 server): a test using one
-# is in the integration layer, which `pytest -m "not integration"` leaves out. Tests that reach a service
-# without such a fixture (a real Slurm, a browser) carry @pytest.mark.integration themselves.
-SERVICE_FIXTURES = frozenset({"services", "docker_host", "slurm", "sshd", "s3_server"})
+REPO = Path(__file__).parents[1]
+TESTS = Path(__file__).parent
+
+# The layers, by folder: `pytest -m "not integration"` runs tests/unit and tests/cli alone (the fast layers); every
+# other folder (integration, faults, docs) carries `integration` as well as its own marker, so it runs in the whole
+# suite (CI, the README's test command) and is left out of the fast run.
+LAYERS = {
+    "unit": ("unit",),
+    "cli": ("cli",),
+    "integration": ("integration",),
+    "faults": ("faults", "integration"),
+    "docs": ("docs", "integration"),
+}
+FAST_LAYERS = frozenset({"unit", "cli"})
+# Fixtures that start or reach a real service, and the service's marker: a test using one (directly or through
+# another fixture) is marked with it and with `integration`, and must live outside the fast layers.
+SERVICE_FIXTURES = {"services": "docker", "docker_host": "docker", "slurm": "slurm", "sshd": "ssh", "s3_server": "s3"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    misplaced = []
     for item in items:
-        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.integration)
+        layer = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else None
+        if layer not in LAYERS:
+            misplaced.append(f"{item.nodeid}: not in a layer folder ({', '.join(LAYERS)})")
+            continue
+        for name in LAYERS[layer]:
+            item.add_marker(name)
+        services = sorted({SERVICE_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in SERVICE_FIXTURES})
+        for name in services:
+            item.add_marker(name)
+        if layer in FAST_LAYERS and (services or item.get_closest_marker("integration")):
+            misplaced.append(f"{item.nodeid}: reaches a service or is marked integration; it belongs outside {layer}/")
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong layer:\n  " + "\n  ".join(misplaced))
 
 
 @pytest.fixture(autouse=True)
@@ -73,9 +99,22 @@ def demo_mirror(tmp_path_factory) -> Path:
     return build_demo(tmp_path_factory.mktemp("demo"))
 
 
+@pytest.fixture(scope="session")
+def indexed_demo(demo_mirror, tmp_path_factory) -> Path:
+    """The demo mirror indexed once a session (by `vault index`, as a user would); demo_catalog copies it."""
+    db = tmp_path_factory.mktemp("demo-catalog") / "catalog.db"
+    assert main(["--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(demo_mirror)]) == 0
+    return db
+
+
 @pytest.fixture
-def demo_catalog(demo_mirror, tmp_path, vault) -> Path:
+def demo_catalog(indexed_demo, tmp_path) -> Path:
+    """A test's own copy of the indexed demo catalog (SQLite's backup: whole pages, whatever the journal holds)."""
     db = tmp_path / "catalog.db"
-    result = vault("--catalog", str(db), "index", "--mirror", "marvell_cloud", "--quiet", str(demo_mirror))
-    assert result.code == 0, result.err
+    source, copy = sqlite3.connect(indexed_demo), sqlite3.connect(db)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
     return db

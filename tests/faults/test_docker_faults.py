@@ -10,8 +10,8 @@ import json
 import tarfile
 
 import pytest
-from test_restore_docker import docker_mirror
-from test_restore_docker_daemon import NEO_TAG, daemon, image_ids, services  # noqa: F401 (fixtures)
+from cli.test_restore_docker import docker_mirror
+from integration.test_restore_docker import NEO_TAG, daemon, image_ids, services  # noqa: F401 (fixtures)
 
 from cloudvault.demo import images
 from cloudvault.restore.docker.errors import ArchiveDamaged
@@ -103,7 +103,7 @@ def test_a_second_linked_or_unnormalised_metadata_member_is_damage_and_docker_ge
     assert b"manifest.json" not in sent and b"index.json" not in sent, kind
 
 
-@pytest.mark.integration
+@pytest.mark.docker
 def test_a_second_manifest_with_another_tag_loads_nothing_into_the_real_daemon(tmp_path, vault, daemon, tally):  # noqa: F811
     db = docker_mirror(tmp_path, vault, {"neo": images.compress(hostile("second manifest.json"))})
     tally("hostile_input")
@@ -114,7 +114,7 @@ def test_a_second_manifest_with_another_tag_loads_nothing_into_the_real_daemon(t
     assert found == set()
 
 
-@pytest.mark.integration
+@pytest.mark.docker
 def test_an_image_or_tag_docker_moved_without_proof_is_undone_and_reported(tmp_path, vault, daemon, monkeypatch,  # noqa: F811
                                                                            tally):  # fmt: skip
     """Should docker load more than the stream proved (a layout vault does not know), the daemon's images and tags

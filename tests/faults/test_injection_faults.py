@@ -10,7 +10,8 @@ import sys
 import time
 
 import pytest
-from test_index_slurm import _run_tasks, _slurm, _write_plan
+from cli.test_index_slurm import _run_tasks, _write_plan
+from integration.test_index_slurm import _slurm
 
 from cloudvault.index.slurm import Layout
 from faults.hostile import hostile_recipe
@@ -65,7 +66,7 @@ def test_a_run_folder_with_a_space_and_an_apostrophe_runs_locally(demo_catalog, 
     assert r.code == 0 and "REPRODUCED" in r.out, r.err
 
 
-@pytest.mark.integration
+@pytest.mark.slurm
 def test_a_run_folder_with_a_space_and_an_apostrophe_runs_under_slurm(demo_catalog, vault, tmp_path, tally):
     _slurm()
     out = tmp_path / "it's a run" / "runs"
@@ -93,7 +94,7 @@ def test_a_shard_whose_flag_rows_are_gone_is_refused_at_merge(demo_mirror, tmp_p
     assert merged == 0
 
 
-@pytest.mark.integration
+@pytest.mark.slurm
 def test_the_index_job_scripts_run_from_a_folder_that_shadows_the_package(demo_mirror, tmp_path, vault, monkeypatch,
                                                                          tally):  # fmt: skip
     """Submitted from inside a clone of this repository (a `cloudvault/` there without the installed modules),

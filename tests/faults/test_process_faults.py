@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from test_repro_run import processes_naming
+from cli.test_repro import processes_naming
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from test_index_slurm import _write_plan
+from cli.test_index_slurm import _write_plan
 
 from cloudvault.index.slurm import Layout
 

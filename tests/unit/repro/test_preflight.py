@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from cloudvault.catalog.db import open_catalog
 from cloudvault.repro import plan as planning
@@ -16,7 +17,7 @@ from cloudvault.repro.preflight import run_checks
 from cloudvault.repro.recipe import load
 from cloudvault.tools.gpu import Gpu
 
-RECIPE = Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml"
+RECIPE = REPO / "recipes/repro/014_ss20_temp0.toml"
 
 
 def user_recipe(tmp_path: Path, monkeypatch, name: str, text: str) -> None:
@@ -78,7 +79,7 @@ def test_the_recorded_instrumentation_is_what_the_run_gets(demo_catalog, tmp_pat
 
 
 def test_a_failing_process_is_recorded_as_failed(demo_catalog, vault, tmp_path, monkeypatch):
-    text = (Path(__file__).parents[1] / "recipes/repro/016_plots.toml").read_text()
+    text = (REPO / "recipes/repro/016_plots.toml").read_text()
     user_recipe(tmp_path, monkeypatch, "broken", text.replace('args = "plot_tps.py"', 'args = "no_such_script.py"'))
     result = vault("--catalog", str(demo_catalog), "repro", "broken", "--out", str(tmp_path / "runs"))
     assert result.code == 6

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +50,7 @@ def test_every_command_has_help_and_every_option_explains_itself():
 def test_every_long_option_is_documented_in_the_command_pages():
     """In the prose and examples of docs/commands/*.md (or a topic page of docs/, as mount.md, envs.md, repro.md),
     not only in the usage block copied from --help."""
-    docs = Path(__file__).parents[1] / "docs"
+    docs = REPO / "docs"
     pages = sorted(docs.glob("commands/*.md")) + sorted(docs.glob("*.md"))
     text = "\n".join(re.sub(r"## Usage\n\n```text\n.*?```", "", p.read_text(), flags=re.S) for p in pages)
     missing = []

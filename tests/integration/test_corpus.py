@@ -17,7 +17,7 @@ from cloudvault.cli.main import main
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tar
 LETTERS = {"file": "-", "hardlink": "h", "symlink": "l", "dir": "d", "chardev": "c", "blockdev": "b", "fifo": "p",
            "label": "V", "other": "?"}  # fmt: skip
 DAMAGE = ("not_tar", "corrupt_header", "truncated", "not_zstd", "corrupt_frame")

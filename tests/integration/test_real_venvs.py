@@ -22,7 +22,7 @@ from cloudvault.archive.scan import ArchiveScan
 from cloudvault.cli.main import main
 
 # builds real venvs with venv, virtualenv and uv and runs their pythons
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.venv
 
 ENTRY = "017_runpod_pro6000_workspace_mirror"
 BACKUP = "data/workspace/cs/backup"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 RECIPE = "014_ss20_temp0"
 
@@ -86,7 +87,7 @@ def test_recorded_logprobs_mark_a_near_tie_flip(demo_catalog, vault, tmp_path, m
     close = next(i for i, m in enumerate(margins) if m < 0.05)
     far = next(i for i, m in enumerate(margins) if m > 2)
     (tmp_path / "recipes/repro").mkdir(parents=True)
-    text = (Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml").read_text()
+    text = (REPO / "recipes/repro/014_ss20_temp0.toml").read_text()
     (tmp_path / "recipes/repro/logprobs.toml").write_text(
         text.replace(
             "--mem-fraction {settings.mem_fraction}", "--mem-fraction {settings.mem_fraction} --record-logprobs"
@@ -147,7 +148,7 @@ def test_a_volatile_default_output_folder_is_refused(demo_catalog, vault, tmp_pa
 
 def test_a_bad_recipe_key_is_named(demo_catalog, vault, tmp_path, monkeypatch):
     (tmp_path / "repro").mkdir()
-    text = (Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml").read_text()
+    text = (REPO / "recipes/repro/014_ss20_temp0.toml").read_text()
     (tmp_path / "repro/mine.toml").write_text(text.replace("processes_per_gpu", "procs_per_gpu"))
     monkeypatch.setenv("VAULT_RECIPES", str(tmp_path))
     result = vault("--catalog", str(demo_catalog), "repro", "mine", "--dry-run")

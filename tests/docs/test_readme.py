@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-ROOT = Path(__file__).parents[1]
+ROOT = REPO
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 # in the order the old README walked them: index first, so the later pages find the catalog

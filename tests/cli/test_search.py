@@ -111,11 +111,3 @@ def test_help_explains_every_command(vault):
     for cmd in ("index", "search", "show", "ls", "demo"):
         assert cmd in r.stdout
     assert "exit codes" in r.stdout
-
-
-def test_demo_builds_indexes_and_walks_the_journeys(tmp_path, vault):
-    r = vault("demo", "--dir", str(tmp_path / "d"))
-    assert r.code == 0, r.err
-    assert "004_granite_30b_batch_sweep" in r.out and "8246fb6" in r.out
-    assert "never share externally" in r.out
-    assert (tmp_path / "d/catalog.db").exists()

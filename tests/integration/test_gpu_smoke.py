@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from cloudvault.repro import results
 
 # runs the GPU smoke runner end to end
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.gpu
 
 RECIPE = "gpu_greedy_smoke"
 RECORDED = "_repro/gpu_greedy_smoke/recorded"
@@ -109,7 +110,7 @@ def test_the_runner_writes_a_record_folder_or_per_gpu_files(tmp_path):
 def test_the_gpu_bound_record_is_three_h200_repetitions_with_identical_outputs():
     from cloudvault.repro.recipe import load
 
-    tree = Path(__file__).parents[1] / "recipes/repro"
+    tree = REPO / "recipes/repro"
     recipe = load(str(tree / "gpu_bound_decode.toml"))
     assert recipe.repetitions() == ["gpu_bound_decode/rep2", "gpu_bound_decode/rep3"]
     assert recipe.noise_floors() == dict.fromkeys(("ttft", "tpot", "e2e", "throughput"), 0.05)
@@ -127,7 +128,7 @@ def test_a_bad_noise_floor_is_refused(tmp_path):
     from cloudvault.errors import RecipeInvalid
     from cloudvault.repro.recipe import load
 
-    text = (Path(__file__).parents[1] / "recipes/repro/gpu_bound_decode.toml").read_text()
+    text = (REPO / "recipes/repro/gpu_bound_decode.toml").read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("noise = 0.05 ", "noise = { tpot = 0.05, latency = 0.1 }"))
     with pytest.raises(RecipeInvalid, match="timings.noise"):

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from conftest import REPO
+
 from cloudvault import errors
 
 
@@ -204,7 +206,7 @@ def test_the_gpu_recipe_without_torch_names_the_pip_install_before_anything_star
     bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     bare.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(bare))
-    monkeypatch.setenv("VAULT_RECIPES", str(Path(__file__).parent.parent / "recipes"))  # this checkout's recipe
+    monkeypatch.setenv("VAULT_RECIPES", str(REPO / "recipes"))  # this checkout's recipe
     runs = tmp_path / "runs"
     result = vault("--catalog", str(demo_catalog), "repro", "gpu_greedy_smoke", "--standin", "--out", str(runs))
     assert result.code == errors.PREREQUISITE == 7, result.err

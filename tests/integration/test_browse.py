@@ -18,7 +18,7 @@ from pathlib import Path
 
 import blake3
 import pytest
-from conftest import require
+from conftest import REPO, require
 
 from cloudvault.catalog import records
 from cloudvault.catalog.db import open_catalog
@@ -26,6 +26,7 @@ from cloudvault.catalog.query import resolve_entry, search
 from cloudvault.demo.build import FAKE_TOKEN
 from cloudvault.demo.serving import SERVING
 
+pytestmark = pytest.mark.browser
 RUN_ID = "014_ss20_temp0-20261203T080000Z"
 DIVERGED_DOC = "670bf1c4"
 CHROMIUM_FLAGS = [
@@ -441,7 +442,7 @@ def test_lab_member_searches_opens_014_and_its_run_in_chromium(served, tmp_path)
             browser.close()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     if os.environ.get("VAULT_UPDATE_SCREENSHOT") == "1":  # refresh the README's picture by hand, not on every run
-        shutil.copy(tmp_path / "search.png", Path(__file__).parents[1] / "docs" / "browse.png")
+        shutil.copy(tmp_path / "search.png", REPO / "docs" / "browse.png")
 
 
 def search_granite(page, url: str, shots: Path) -> None:

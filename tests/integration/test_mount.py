@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, require, vault_subprocess
 
 from cloudvault.mount.session import mounted
-from tests.conftest import require, vault_subprocess
 
 # mounts through FUSE
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.fuse
 
 ENV_LOG = "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst/logs/saturate_env.log"
 
@@ -344,7 +344,7 @@ def test_016_plot_script_run_from_the_mount_redraws_its_record_byte_identical(de
     script makes, linked into a work folder (the mount is read-only; the script writes where it runs)."""
     import tomllib
 
-    recipe = tomllib.loads((Path(__file__).parents[1] / "recipes/repro/016_plots.toml").read_text())
+    recipe = tomllib.loads((REPO / "recipes/repro/016_plots.toml").read_text())
     m = mount_of(demo_catalog, "--entry", recipe["entry"])
     results = m.point / recipe["inputs"]["results"]["path"]
     made = {f.split("/")[0] for f in recipe["record"]["files"]}
@@ -398,7 +398,7 @@ def test_sparse_and_hardlinked_members_read_as_gnu_tar_extracts_them(fuse, tmp_p
 
 
 def test_016_recipe_with_inputs_via_mount_reproduces_from_links_into_a_mount(demo_catalog, fuse, tmp_path, vault):
-    text = (Path(__file__).parents[1] / "recipes/repro/016_plots.toml").read_text()
+    text = (REPO / "recipes/repro/016_plots.toml").read_text()
     assert '[inputs.results]\npath = "data/results"\n' in text
     recipe = tmp_path / "016_plots_mounted.toml"
     recipe.write_text(text.replace("[inputs.results]\n", '[inputs.results]\nvia = "mount"\n'))

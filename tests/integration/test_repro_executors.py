@@ -1,7 +1,8 @@
 """`vault repro --executor docker|slurm` against a real dockerd and a real single-node Slurm (as .ci/services/*.sh
 start them): the 014 stand-in gives the same verdict on local, docker and slurm; a failing Slurm job is recorded
 failed with its state and log tail; Ctrl-C cancels the job (squeue shows it gone); --detach then `vault runs`
-collects; inside a container the mirror cannot be written. The unit tests at the top need no service.
+collects; inside a container the mirror cannot be written. (The executors' units, which need no
+service, are tests/unit/repro/test_executors.py.)
 
 The docker test image is busybox only (docker import of a one-binary rootfs, /lib -> usr/lib); the stand-in's
 Python comes from the host, mounted read-only by the executor (its prefix, the cloudvault package, /usr).
@@ -19,104 +20,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require
-from test_restore_docker_daemon import services  # noqa: F401  (the test dockerd, started as CI starts it)
+from conftest import REPO, require
+from unit.repro.test_executors import RECIPE, plan_for
 
 from cloudvault.repro import plan as planning
-from cloudvault.repro.executors import with_executor_checks
-from cloudvault.repro.executors.docker import DockerExecutor, mounts_for
-from cloudvault.repro.executors.slurm import SlurmExecutor, log_tail, render
+from cloudvault.repro.executors.docker import DockerExecutor
+from cloudvault.repro.executors.slurm import SlurmExecutor
 from cloudvault.repro.preflight import Check
-from cloudvault.repro.recipe import load
-from cloudvault.tools.slurm import task_range
+from integration.test_restore_docker import services  # noqa: F401  (the test dockerd, started as CI starts it)
 
-RECIPE = "014_ss20_temp0"
 TEST_IMAGE = "vault-test/pyhost:1"
 
 
-def plan_for(db: Path, run_dir: Path, standin: bool = True) -> planning.Plan:
-    from cloudvault.catalog.db import open_catalog
-
-    conn = open_catalog(db, readonly=True)
-    try:
-        return planning.build(conn, load(RECIPE), run_dir, planning.RunOptions(run_dir.parent, True, standin))
-    finally:
-        conn.close()
-
-
-# -- units: no service needed ---------------------------------------------------------------------------------------
-def test_the_sbatch_script_has_one_array_task_per_gpu_process(demo_catalog, tmp_path):
-    plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
-    script = render(plan, "h200")
-    assert "#SBATCH --array=0-7" in script and "#SBATCH --partition=h200" in script
-    assert "#SBATCH --gres=gpu:1" in script and "#SBATCH --cpus-per-task=24" in script
-    assert script.count(") name=gpu") == 8 and "--gpu 7 " in script
-    assert "CUDA_VISIBLE_DEVICES" not in script  # Slurm gives each task its GPU
-    assert "LOG_SS=1" in script and f"{tmp_path / 'run' / 'logs'}/gpu3.err" in script
-    standin = render(plan_for(demo_catalog, tmp_path / "run2"))
-    assert "--gres" not in standin and "#SBATCH --cpus-per-task=1" in standin and "--mem=1G" in standin
-    assert "#SBATCH --partition" not in standin  # Slurm's default partition
-
-
-def test_array_task_ranges_as_scontrol_prints_them():
-    assert task_range("3") == [3]
-    assert task_range("2-5%2") == [2, 3, 4, 5]
-    assert task_range("0,3-4") == [0, 3, 4]
-
-
-def test_the_log_tail_is_the_last_lines_of_the_failed_task(tmp_path):
-    (tmp_path / "gpu1.err").write_text("a\nb\nc\nValueError: bad\n")
-    assert log_tail(tmp_path, "gpu1") == "b | c | ValueError: bad"
-    assert log_tail(tmp_path, "gpu2") == "(no log output)"
-
-
-def test_docker_mounts_the_mirror_read_only_and_the_run_folder_read_write(demo_catalog, demo_mirror, tmp_path):
-    plan = plan_for(demo_catalog, tmp_path / "run")
-    mounts = mounts_for(plan)
-    mirror = os.path.realpath(plan.mirror_root)
-    assert mounts[mirror] == (mirror, "ro") and mounts[str(tmp_path / "run")] == (str(tmp_path / "run"), "rw")
-    assert mounts["/usr"] == ("/usr", "ro")  # the stand-in's C library
-    line = DockerExecutor(image="img:1").describe(plan)[0]
-    assert line.startswith("gpu0: docker run --rm --network none ") and f"-v {mirror}:{mirror}:ro" in line
-
-
-def test_an_executor_check_replaces_the_local_one_of_the_same_name():
-    class Remote:
-        def preflight(self, plan):
-            return [Check("gpu", True, "the partition has GPUs")]
-
-    local = [Check("gpu", False, "this machine has none"), Check("output", True, "x")]
-    merged = with_executor_checks(local, Remote(), None)
-    assert merged == [Check("output", True, "x"), Check("gpu", True, "the partition has GPUs")]
-
-
-def test_an_unreachable_docker_daemon_fails_the_preflight_naming_it(demo_catalog, tmp_path, monkeypatch):
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
-    (check,) = DockerExecutor(image="x:1").preflight(plan_for(demo_catalog, tmp_path / "run"))
-    assert not check.ok and check.name == "docker" and f"{tmp_path}/none.sock" in check.detail
-
-
-def test_an_image_built_for_sm_120_does_not_fit_the_h200_the_plan_uses(demo_catalog, tmp_path, monkeypatch):
-    from cloudvault.repro.executors.docker import _arch_check
-    from cloudvault.tools.gpu import Gpu
-
-    h200 = [Gpu(i, "NVIDIA H200", (9, 0), 0, 143_771) for i in range(8)]
-    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: h200)
-    plan = plan_for(demo_catalog, tmp_path / "run", standin=False)
-    image = {"Config": {"Env": ["PATH=/usr/bin", "TORCH_CUDA_ARCH_LIST=12.0"]}}
-    check = _arch_check(plan, image, None)
-    assert not check.ok and check.detail == "image is built for sm_120; GPU 0 (NVIDIA H200) is sm_90"
-    fits = _arch_check(plan, {"Config": {"Env": ["TORCH_CUDA_ARCH_LIST=9.0 12.0"]}}, None)
-    assert fits.ok and "fits GPUs [0, 1, 2, 3, 4, 5, 6, 7]" in fits.detail
-    assert _arch_check(plan_for(demo_catalog, tmp_path / "r2"), image, None).detail == "no GPU used"
-
-
-def test_detach_needs_slurm(demo_catalog, vault, tmp_path):
-    result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--detach", "--out", str(tmp_path))
-    assert result.code == 2 and "--detach needs --executor slurm" in result.err
-
-
-# -- services ---------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def slurm() -> str:
     """SLURM_CONF of a Slurm that answers: the one .ci/services/slurm.sh started (VAULT_TEST_SLURM), or one already
@@ -295,7 +210,7 @@ def test_a_missing_image_is_restored_from_the_mirror_first(demo_catalog, vault, 
     tag = "junhyeong0724/marvell-tandemspec:neo"
     if client.images(name=tag):
         client.remove_image(tag, force=True)
-    text = (Path(__file__).parents[1] / "recipes/repro/014_ss20_temp0.toml").read_text()
+    text = (REPO / "recipes/repro/014_ss20_temp0.toml").read_text()
     (tmp_path / "recipes/repro").mkdir(parents=True)
     (tmp_path / "recipes/repro/014_in_neo.toml").write_text(
         re.sub(r"\[environment\]\n(.*\n)*?\n", '[environment]\ndocker = "neo"\n\n', text, count=1))  # fmt: skip

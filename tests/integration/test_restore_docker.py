@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require
-from test_restore_docker import docker_mirror
+from cli.test_restore_docker import docker_mirror
+from conftest import REPO, require
 
 from cloudvault.demo import images
 
-pytestmark = pytest.mark.integration
-ROOT = Path(__file__).parents[1]
+pytestmark = pytest.mark.docker
+ROOT = REPO
 NEO_TAG = "junhyeong0724/marvell-tandemspec:neo"
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,7 +153,7 @@ def test_timings_and_totals_follow_the_seed_formulas():
     assert t["ttft_s"] == pytest.approx(67.38)
     assert t["tpot_ms"] == pytest.approx(14.12)
     assert t["e2e_s"] == pytest.approx(95.0, abs=0.05)
-    table = Path(__file__).parents[1] / "manifests/marvell_cloud/014_per_request.csv"
+    table = REPO / "manifests/marvell_cloud/014_per_request.csv"
     rows = [r for r in csv.DictReader(table.open(encoding="utf-8")) if r["role"] == "measured"]
     got = metrics.totals(rows)
     # dashboard 3.5.3: 16, 93,790, 38.68 tok/s (E2E is stored to 0.1 s, so 38.67), 73.41/71.28 s, 13.50/13.59 ms

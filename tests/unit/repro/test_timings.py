@@ -10,9 +10,10 @@ import json
 import math
 import random
 import shutil
-from pathlib import Path
+import statistics
 
 import pytest
+from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from cloudvault.repro import report, timings
 from cloudvault.repro.compare import EXACT, OUTPUTS_DIVERGED, REPRODUCED, TIMING, TIMINGS_CHANGED, compare_runs
 
 RULES = {"output_ids": EXACT, "ttft_s": TIMING, "tpot_ms": TIMING, "e2e_s": TIMING}
-H200 = Path(__file__).parents[1] / "bench/repro_h200/runs"
+H200 = REPO / "bench/repro_h200/runs"
 
 
 def standin_run(seed: int, *, run_jitter: float, request_jitter: float, tpot_factor: float = 1.0, n: int = 16,
@@ -83,6 +84,21 @@ def test_warmup_requests_are_never_judged():
             row.update(tpot_ms=row["tpot_ms"] * 50, ttft_s=row["ttft_s"] * 50, e2e_s=row["e2e_s"] * 50)
     cmp = compare_runs(a, b, RULES, baselines=baselines)
     assert cmp.verdict == REPRODUCED and cmp.timings["tpot"].requests == 16
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.5, 50.0), min_size=2, max_size=40), st.floats(0.5, 2.0), st.integers(0, 2**16))
+def test_the_bootstrap_is_the_textbook_one_draw_for_draw(xs, factor, seed):
+    """The interval equals randrange resampling with statistics.median (the plain form), to the last bit."""
+    ys = [x * factor * (1 + 0.01 * (i % 3)) for i, x in enumerate(xs)]
+    rng, found = random.Random(seed), []
+    for _ in range(timings.RESAMPLES):
+        picks = [rng.randrange(len(xs)) for _ in xs]
+        found.append(statistics.median(ys[i] for i in picks) / statistics.median(xs[i] for i in picks))
+    found.sort()
+    tail = (1 - timings.CONFIDENCE) / 2
+    plain = (found[int(tail * (timings.RESAMPLES - 1))], found[int((1 - tail) * (timings.RESAMPLES - 1))])
+    assert timings.bootstrap_ratio(xs, ys, seed=seed) == (statistics.median(ys) / statistics.median(xs), plain)
 
 
 def test_the_ratio_interval_and_noise_are_what_the_rules_say():
@@ -152,7 +168,7 @@ def test_compare_with_baselines_names_tpot_slower_for_a_busy_gpu_run(vault, tmp_
 
 
 def test_the_committed_h200_reruns_say_what_their_readme_says(monkeypatch):
-    monkeypatch.setenv("VAULT_RECIPES", str(Path(__file__).parents[1] / "recipes"))  # this tree's recipes
+    monkeypatch.setenv("VAULT_RECIPES", str(REPO / "recipes"))  # this tree's recipes
     spec = importlib.util.spec_from_file_location("verdicts", H200.parent / "verdicts.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

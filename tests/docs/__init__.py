@@ -1,0 +1,1 @@
+"""Docs layer: the README's tour and every page's `$ vault` examples run as written."""

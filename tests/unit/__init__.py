@@ -1,0 +1,1 @@
+"""Unit layer: the package's modules called directly, laid out as cloudvault/ is."""

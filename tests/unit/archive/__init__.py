@@ -1,0 +1,1 @@
+"""Units of cloudvault.archive: zstd frames, tar headers, the scan."""

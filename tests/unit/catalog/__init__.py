@@ -1,0 +1,1 @@
+"""Units of cloudvault.catalog: migrations and the records restores and runs leave."""

@@ -1,0 +1,1 @@
+"""Units of cloudvault.cli: the one grammar and what every command shares."""

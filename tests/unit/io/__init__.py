@@ -1,0 +1,1 @@
+"""Units of cloudvault.io: the safe writer into a folder."""

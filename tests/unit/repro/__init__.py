@@ -1,0 +1,1 @@
+"""Units of cloudvault.repro: compare rules, timings, the stand-in, preflight, executors' scripts."""

@@ -1,0 +1,1 @@
+"""Units of cloudvault.restore: prefix rewriting, ELF run paths, env metadata."""

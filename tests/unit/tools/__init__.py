@@ -1,0 +1,1 @@
+"""Units of cloudvault.tools: GPU fit."""
