@@ -182,10 +182,11 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     if args.json:
         ui.emit(doc)
     else:
-        _print_plan(ui, doc, LocalExecutor().describe(plan))  # the commands as processes; then where they run
-        if args.executor != "local":
-            ui.heading(f"{args.executor} executor")
-            for line in chosen.describe(plan):
+        processes = LocalExecutor().describe(plan)
+        _print_plan(ui, doc, processes)  # the commands as processes; then where they run, when that is elsewhere
+        if (where := chosen.describe(plan)) != processes:
+            ui.heading(f"{chosen.name} executor")
+            for line in where:
                 ui.line(f"  {line}")
         for gpu in doc["gpus_here"]:
             ui.line(f"  GPU {gpu['index']}: {gpu['name']}, compute capability {gpu['compute_cap']} ({gpu['sm']}), "

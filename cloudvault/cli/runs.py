@@ -53,16 +53,25 @@ def run(args, conn) -> int:
     ui.line(f"{'RUN':<{len(found[0].run_id)}}  WHERE  STATUS      VERDICT          STARTED, then the folder")
     for r in found:
         ui.line(f"{r.run_id}  {r.executor}  {r.status:<11} {r.verdict or '-':<16} {r.started_at}")
-        ui.line(f"    {r.folder}" + (f"  (Slurm job {r.job_id})" if r.executor == "slurm" and r.job_id else ""))
+        ui.line(f"    {r.folder}" + (f"  ({_queue(r).job_label} {r.job_id})" if _queue(r) and r.job_id else ""))
     return errors.OK
 
 
+def _queue(run):
+    """The executor class of a run recorded by one that queues its jobs (Slurm), else None."""
+    from cloudvault.repro.executors import EXECUTORS, executor_class
+
+    cls = executor_class(run.executor) if run.executor in EXECUTORS else None
+    return cls if cls is not None and cls.queues else None
+
+
 def _detached(run) -> bool:
-    return run.executor == "slurm" and run.status in ("queued", "running") and bool(run.job_id)
+    return _queue(run) is not None and run.status in ("queued", "running") and bool(run.job_id)
 
 
 def _collect(args, pending: list, ui) -> None:
-    """Each detached Slurm run whose job has ended: collected and recorded (needs the catalog writable)."""
+    """Each detached run (a queueing executor's: Slurm) whose job has ended: collected and recorded (needs the
+    catalog writable)."""
     from cloudvault.errors import VaultError
     from cloudvault.repro.executors import executor
     from cloudvault.repro.run import collect_detached
@@ -70,9 +79,9 @@ def _collect(args, pending: list, ui) -> None:
     with opened_catalog(args, readonly=False) as conn:
         for run in pending:
             try:
-                status = collect_detached(conn, run, executor("slurm", ask_timeout=10))  # a listing: ask briefly
+                status = collect_detached(conn, run, executor(run.executor, ask_timeout=10))  # a listing: ask briefly
             except VaultError as exc:  # no Slurm here (another login node?): list the run as it is recorded
-                ui.warn(f"cannot collect {run.run_id} (Slurm job {run.job_id}) yet: {exc.message}")
+                ui.warn(f"cannot collect {run.run_id} ({_queue(run).job_label} {run.job_id}) yet: {exc.message}")
                 continue
             if status != run.status:
-                ui.warn(f"collected {run.run_id} (Slurm job {run.job_id}): {status}")
+                ui.warn(f"collected {run.run_id} ({_queue(run).job_label} {run.job_id}): {status}")

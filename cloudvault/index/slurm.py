@@ -204,25 +204,6 @@ def _sbatch_head(name: str, output: Path, partition: str | None, folder: Path) -
     return head
 
 
-# -- Slurm ---------------------------------------------------------------------------------------------------
-def job_states(job: str | None) -> dict[int, str]:
-    """array task index (0 for a plain job) -> state, from scontrol (pending, running and recently ended);
-    sacct, when accounting answers, for tasks scontrol has forgotten."""
-    if not job:
-        return {}
-    states = {index: slurm_client.state_text(fields) for index, fields in slurm_client.job_tasks(job).items()}
-    try:
-        for line in slurm_client.run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
-            jid, _, state = line.partition("|")
-            _, sep, index = jid.partition("_")
-            if sep and not index.isdigit():  # '45_[1-2]': pending tasks, which scontrol lists one by one
-                continue
-            states.setdefault(int(index) if sep else 0, state.split()[0] if state else "UNKNOWN")
-    except (SlurmFailed, errors.ToolMissing):
-        pass  # accounting is off on many clusters (and on the test one): scontrol's view is all there is
-    return states
-
-
 # -- shards --------------------------------------------------------------------------------------------------
 def shard_problem(lay: Layout, plan: dict, task: int) -> str | None:
     """Why the task's shard cannot be merged ('missing' when there is none), or None when it checks out:
@@ -444,6 +425,6 @@ def _states_if_answering(job: str | None) -> tuple[dict[int, str], str]:
     """Slurm's view of a job for --status, and what to say of a task it does not list; when Slurm cannot be
     asked from here, the shards alone speak."""
     try:
-        return job_states(job), "not queued"
+        return slurm_client.job_states(job), "not queued"
     except (SlurmFailed, errors.ToolMissing) as exc:
         return {}, f"unknown (Slurm: {exc.message.split(';')[0]})"

@@ -128,6 +128,24 @@ def task_states(job: str, *, timeout: float = 60, hint: str = CLIENT_HINT) -> di
             for index, fields in job_tasks(job, timeout=timeout, hint=hint).items()}  # fmt: skip
 
 
+def job_states(job: str | None) -> dict[int, str]:
+    """array task index (0 for a plain job) -> state, from scontrol (pending, running and recently ended);
+    sacct, when accounting answers, for tasks scontrol has forgotten."""
+    if not job:
+        return {}
+    states = {index: state_text(fields) for index, fields in job_tasks(job).items()}
+    try:
+        for line in run(["sacct", "-n", "-P", "-X", "-j", job, "-o", "JobID,State"]).splitlines():
+            jid, _, state = line.partition("|")
+            _, sep, index = jid.partition("_")
+            if sep and not index.isdigit():  # '45_[1-2]': pending tasks, which scontrol lists one by one
+                continue
+            states.setdefault(int(index) if sep else 0, state.split()[0] if state else "UNKNOWN")
+    except (SlurmFailed, ToolMissing):
+        pass  # accounting is off on many clusters (and on the test one): scontrol's view is all there is
+    return states
+
+
 def has_started(states: dict[int, tuple[str, int]]) -> bool:
     """Whether any task of task_states' answer has left the queue (PENDING): a detached run is running, not queued."""
     return any(state != "PENDING" for state, _ in states.values())

@@ -124,27 +124,6 @@ def test_simulated_wall_time_stops_falling_at_the_filesystem_bandwidth():
     assert simulate([10, 30], 10, 10) == pytest.approx(2 + 2)
 
 
-def test_task_states_come_from_scontrol_and_from_sacct_only_where_scontrol_forgot(monkeypatch):
-    import cloudvault.index.slurm as slurm
-    import cloudvault.tools.slurm as client
-
-    answers = {
-        "scontrol": "JobId=46 ArrayJobId=45 ArrayTaskId=2-3 JobState=PENDING Reason=Resources\n"
-        "JobId=47 ArrayJobId=45 ArrayTaskId=1 JobState=RUNNING Reason=None\n",
-        "sacct": "45_0|COMPLETED\n45_1|RUNNING\n45_[2-3]|PENDING\n",
-    }
-    monkeypatch.setattr(client, "run", lambda argv, **_: answers[argv[0]])
-    assert slurm.job_states("45") == {2: "PENDING (Resources)", 3: "PENDING (Resources)", 1: "RUNNING", 0: "COMPLETED"}
-
-    def no_accounting(argv, **_):
-        if argv[0] == "sacct":  # what the test cluster says: accounting is off
-            raise slurm.SlurmFailed(command="sacct", detail="Slurm accounting storage is disabled")
-        return answers[argv[0]]
-
-    monkeypatch.setattr(client, "run", no_accounting)
-    assert slurm.job_states("45") == {2: "PENDING (Resources)", 3: "PENDING (Resources)", 1: "RUNNING"}
-
-
 def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_path, vault):
     mirror = _mirror(tmp_path)
     db = tmp_path / "c.db"

@@ -138,6 +138,10 @@ def test_without_the_standin_the_gpu_and_env_preflight_fail_here(demo_catalog, v
     assert "--clip-length 214187" in dry.out  # the longest prompt (205,995) + 8,192, as dashboard 3.5.2.5 says
     assert "015_nebius_h8_raw_mirror/data/cs/sparsespec_git/benchmarks/longctx_bench.py" in dry.out
     assert not (tmp_path / "runs").exists()
+    assert "executor" not in dry.out.lower().replace("--executor", "")  # local: the processes are where it runs
+    slurm = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--executor", "slurm", "--out",
+                  str(tmp_path / "runs"))  # fmt: skip
+    assert "slurm executor" in slurm.out and "#SBATCH" in slurm.out, slurm.out
 
 
 def test_a_volatile_default_output_folder_is_refused(demo_catalog, vault, tmp_path):

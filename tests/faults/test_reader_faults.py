@@ -97,7 +97,7 @@ def test_a_damaged_provenance_json_is_one_line_for_compare_and_runs(demo_mirror,
     ("merged.json", "not json"), ("merged.json", '{"plan": ["x"]}'),
 ])  # fmt: skip
 def test_a_damaged_slurm_index_file_is_one_line_naming_it(tmp_path, vault, name, text, tally):
-    from test_index_slurm import _mirror
+    from cli.test_index_slurm import _mirror
 
     db = tmp_path / "c.db"
     plan = _write_plan(db, _mirror(tmp_path), 2)

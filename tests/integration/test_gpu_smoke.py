@@ -139,7 +139,7 @@ def test_each_profile_builds_the_model_its_shipped_record_was_made_with():
     """The configs are the records' settings: BOUND_CONFIG derived from MODEL_CONFIG must stay what rep1 ran."""
     from cloudvault.repro import gpu_smoke
 
-    tree = Path(__file__).parents[1] / "recipes/repro/recorded"
+    tree = REPO / "recipes/repro/recorded"
     for profile, record in (("smoke", "gpu_greedy_smoke"), ("bound", "gpu_bound_decode/rep1")):
         about = json.loads((tree / record / "run.json").read_text())["settings"]
         assert about["model_config"] == json.dumps(gpu_smoke.PROFILES[profile]["config"], sort_keys=True)

@@ -207,7 +207,7 @@ def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, 
 
 
 def test_an_sm120_image_is_not_loaded_on_a_9_0_gpu(tmp_path, vault, daemon, monkeypatch):
-    from test_restore_docker import H200, RTX_PRO_6000, fake_gpu
+    from cli.test_restore_docker import H200, RTX_PRO_6000, fake_gpu
 
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     fake_gpu(monkeypatch, tmp_path / "h200", H200)
@@ -222,7 +222,7 @@ def test_an_sm120_image_is_not_loaded_on_a_9_0_gpu(tmp_path, vault, daemon, monk
 def test_unread_config_of_a_big_single_frame_archive_is_checked_in_the_stream(tmp_path, vault, daemon, monkeypatch):
     """When reading manifest.json first would cost a full decode, the GPU and tag checks run on the streamed
     config, before docker gets manifest.json: refused means nothing loaded."""
-    from test_restore_docker import H200, fake_gpu
+    from cli.test_restore_docker import H200, fake_gpu
 
     monkeypatch.setattr("cloudvault.restore.docker.restore.READ_BUDGET", 0)
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})

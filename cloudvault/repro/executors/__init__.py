@@ -19,10 +19,15 @@ EXECUTORS = {
 }
 
 
+def executor_class(name: str) -> type[Executor]:
+    """The class of the executor of that name (its contract's class attributes: queues, runs_here, job_label)."""
+    module, _, cls = EXECUTORS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def executor(name: str, **options) -> Executor:
     """A new executor of that name; options are its own (docker: image, catalog; slurm: partition)."""
-    module, _, cls = EXECUTORS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(**options)
+    return executor_class(name)(**options)
 
 
 def with_executor_checks(checks: list, executor: Executor, plan) -> list:

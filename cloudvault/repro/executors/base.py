@@ -38,6 +38,7 @@ class Executor(ABC):
     name: ClassVar[str]
     queues: ClassVar[bool] = False  # a submitted job may wait in a queue: recorded as queued, can be detached
     runs_here: ClassVar[bool] = True  # the processes run on this machine, so its GPUs are theirs
+    job_label: ClassVar[str] = "job"  # what `vault runs` calls a detached run's job: 'Slurm job 45'
     poll_s: ClassVar[float] = 0.05  # between two polls of the wait loop
 
     @property

@@ -34,6 +34,7 @@ class SlurmJobFailed(EnvironmentProblem):
 class SlurmExecutor(Executor):
     name = "slurm"
     queues = True
+    job_label = "Slurm job"
     runs_here = False  # the job runs on the partition's nodes: this host's GPUs do not matter
     poll_s = POLL_S
 
