@@ -6,6 +6,8 @@ import os
 
 import blake3
 
+from cloudvault.jobthreads import JobThreads
+
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
 
@@ -92,30 +94,13 @@ class HashJob:
         return self._digest
 
 
-class HashThreads:
+class HashThreads(JobThreads):
     """Threads that hash many streams at once (one each, in the order they were started): an archive's members,
-    while the thread that walks the archive walks on. Jobs run in start order, so the job being fed is never
-    waited for by one started after it."""
+    while the thread that walks the archive walks on. `close()` lets the started jobs be hashed, then the threads
+    end."""
 
     def __init__(self, threads: int) -> None:
-        import queue
-        import threading
-
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._run, name="blake3-member", daemon=True) for _ in range(threads)]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            job.run()
+        super().__init__(threads, "blake3-member")
 
     def start(self) -> HashJob:
-        job = HashJob()
-        self._jobs.put(job)
-        return job
-
-    def close(self) -> None:
-        """The threads end once the jobs started are hashed."""
-        for _ in self._threads:
-            self._jobs.put(None)
+        return self.submit(HashJob())

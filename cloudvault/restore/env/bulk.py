@@ -20,6 +20,7 @@ from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.errors import HashMismatch, IntegrityError
 from cloudvault.io.members import archive_source
+from cloudvault.jobthreads import JobThreads
 from cloudvault.models import Member
 from cloudvault.progress import Progress
 from cloudvault.restore.env.prefix import PrefixScanner
@@ -94,33 +95,25 @@ def _write_all(fd: int, view) -> None:
         view = view[n:]
 
 
-class _Writers:
-    """Threads that take file jobs in the order they were started and write each whole."""
+class _Writers(JobThreads):
+    """Threads that take file jobs in the order they were started and write each whole; `failed` is set once any
+    job has failed."""
 
     def __init__(self, threads: int) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._run, name="env-writer", daemon=True) for _ in range(threads)]
         self.started: list[_FileJob] = []
         self.failed = threading.Event()
-        for thread in self._threads:
-            thread.start()
+        super().__init__(threads, "env-writer")
 
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            job.run()
-            if job.error is not None:
-                self.failed.set()
+    def ran(self, job: _FileJob) -> None:
+        if job.error is not None:
+            self.failed.set()
 
     def start(self, job: _FileJob) -> _FileJob:
         self.started.append(job)
-        self._jobs.put(job)
-        return job
+        return self.submit(job)
 
     def close(self) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in self._threads:
-            thread.join()
+        super().close(join=True)
 
 
 def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Progress,
