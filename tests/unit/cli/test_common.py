@@ -3,7 +3,6 @@ an error or Ctrl-C too) and the output options --json and --quiet (one definitio
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import signal
@@ -14,24 +13,10 @@ import pytest
 
 from cloudvault import errors
 from cloudvault.cli import common
-from cloudvault.cli.main import build_parser, main
+from cloudvault.cli.main import main
+from unit.cli.test_grammar import command_parsers
 
 CLI = Path(common.__file__).parent
-
-
-def command_parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every command's parser by its full name ('search', 'restore env' ...)."""
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    found[f"{prefix}{name}".strip()] = sub
-                    walk(sub, f"{prefix}{name} ")
-
-    walk(build_parser(), "")
-    return found
 
 
 def test_no_command_module_but_common_opens_a_catalog_itself():
