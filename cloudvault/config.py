@@ -1,4 +1,5 @@
-"""Where the catalog and its caches live: --catalog, then $VAULT_CATALOG, then the XDG data dir."""
+"""Where the catalog and its caches live (--catalog, then $VAULT_CATALOG, then the XDG data dir), and the per-user
+state (the registry of every mirror any catalog indexed) in the XDG state dir."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ def data_home() -> Path:
     from pathlib import Path
 
     return Path(_data_home())
+
+
+def state_dir() -> str:
+    """vault's per-user state: $XDG_STATE_HOME/cloudvault, default ~/.local/state/cloudvault."""
+    home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(home, "cloudvault")
+
+
+def mirror_registry_path() -> str:
+    """The registry of every mirror root any catalog of this user has indexed (the mirror guard reads it)."""
+    return os.path.join(state_dir(), "mirrors.json")
 
 
 def demo_catalog_path() -> str:

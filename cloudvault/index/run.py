@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from cloudvault.catalog import entries, mirrors
+from cloudvault.catalog import entries, mirror_registry, mirrors
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
-from cloudvault.catalog.db import for_bulk_writes, transaction
+from cloudvault.catalog.db import catalog_file, for_bulk_writes, transaction
 from cloudvault.catalog.files import known_files
 from cloudvault.catalog.mirrors import mirror_named
 from cloudvault.index.archives import read_archives
@@ -64,8 +64,9 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
     plan = plan_index(walked, known)
     if known and not prune and len(plan.deleted) * 2 > len(known):
         raise MirrorShrank(root=ctx.mirror.root, now=len(known) - len(plan.deleted), before=len(known))
+    definition = ctx.definition  # guarded from here on, whichever catalog is active: recorded before its row
+    mirror_registry.record(catalog_file(ctx.conn), [(ctx.mirror.root, definition.name)])
     with transaction(ctx.conn):  # the mirror's row changes only once the root has passed that check
-        definition = ctx.definition
         ctx.mirror_id = mirrors.upsert_mirror(ctx.conn, definition.name, ctx.mirror.root, definition.manifest)
     ctx.report.files_seen += len(walked)
     ctx.report.files_unchanged += len(plan.unchanged)
