@@ -3,8 +3,9 @@
 MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). With none, the catalog's known
 mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,
 corrupt, unreadable, changed while read, unsafe member paths, listing mismatch), 6 when a known mirror root
-vanished, is empty or lost over half its files (unmounted?) and --prune was not given. Secrets found are
-flagged, never stored. With --quiet, no summary either.
+vanished, is empty or lost over half its files (unmounted?) and --prune was not given; with --prune a root
+that is gone is dropped from the catalog (as `vault mirrors rm` does). Indexing a folder with no files warns.
+Secrets found are flagged, never stored. With --quiet, no summary either.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import shlex
     from pathlib import Path
 
     from cloudvault import config
@@ -85,6 +87,9 @@ def run(args) -> int:
             if not (existed or indexing):  # a run that failed before indexing anything leaves no (empty) catalog
                 _remove_new_catalog(path)
             raise
+    for name in report.empty:  # an empty or temporary folder indexed by mistake: say how to undo it
+        ui.warn(f"warning: mirror {name}: its root holds no files, so it was indexed with nothing in it; "
+                f"if that was a mistake: vault mirrors rm {shlex.quote(name)}")  # fmt: skip
     if args.json:
         ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
     elif not args.quiet:
@@ -131,5 +136,7 @@ def _summary(ui, catalog, r) -> None:
         f"({human_size(r.bytes_read)}, {human_size(int(rate))}/s), {r.files_unchanged} unchanged, "
         f"{r.files_deleted} removed; {r.archives_read} archives, {r.members_indexed} members, {r.seconds:.2f} s"
     )
+    for name in r.dropped:
+        ui.line(f"  dropped {name}: its root is gone (--prune)")
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")

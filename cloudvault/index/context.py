@@ -44,6 +44,8 @@ class IndexReport:
     bytes_read: int = 0
     seconds: float = 0.0
     flags: dict[str, int] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)  # --prune: mirrors whose root is gone, removed from the catalog
+    empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
 
     @property
     def damaged(self) -> bool:

@@ -18,7 +18,13 @@ from cloudvault.tools.mirrorfs import LocalMirror, is_url, open_mirror, require_
 
 class MirrorRootGone(errors.EnvironmentProblem):
     """mirror root {root} is missing (unmounted?) but the catalog holds {known} files of it; nothing was changed. \
-Mount it, or pass --prune to drop them"""
+Mount it, or if it is gone for good drop it: `vault index --prune {quoted}` (or `vault mirrors rm {name}`)"""
+
+    @classmethod
+    def naming(cls, root: str, name: str, known: int) -> MirrorRootGone:
+        import shlex
+
+        return cls(root=root, quoted=shlex.quote(root), name=shlex.quote(name), known=known)
 
 
 class MirrorShrank(errors.EnvironmentProblem):
@@ -120,4 +126,10 @@ def roots_to_index(conn: sqlite3.Connection, paths: list[str], definition: str |
         paths = list(known)
     if not paths:
         raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
-    return [resolve_root(p, mdef, known) for p in paths]
+    chosen: dict[str, MirrorRoot] = {}
+    for path in paths:  # every root named before any is walked: two new roots of one name get two names
+        mroot = resolve_root(path, mdef, known)
+        if mroot.mirror.root not in chosen:  # a root given twice is indexed once
+            chosen[mroot.mirror.root] = mroot
+            known = {**known, mroot.mirror.root: (mroot.definition.name, mroot.definition.manifest)}
+    return list(chosen.values())

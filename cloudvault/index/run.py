@@ -45,22 +45,28 @@ def index_mirrors(
         mirror_id = mirror_named(conn, mroot.definition.name)  # None: a new mirror, nothing known of it yet
         ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress,
                             options.copy_cache)  # fmt: skip
-        _index_one(ctx, options.workers, options.prune)
-        report.mirrors.append(mroot.definition.name)
+        if _index_one(ctx, options.workers, options.prune):
+            report.mirrors.append(mroot.definition.name)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
-    """Walk, check the root still holds what the catalog knows (nothing is written before that), then read."""
+def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
+    """Walk, check the root still holds what the catalog knows (nothing is written before that), then read.
+    False: the root is gone and --prune dropped the mirror."""
     known = known_files(ctx.conn, ctx.mirror_id) if ctx.mirror_id is not None else {}
     if not ctx.mirror.exists():
         if not prune:
-            raise MirrorRootGone(root=ctx.mirror.root, known=len(known))
+            raise MirrorRootGone.naming(ctx.mirror.root, ctx.definition.name, len(known))
         if ctx.mirror_id is not None:
-            _delete(ctx, Plan(deleted=sorted(known)))
-        return
+            lost = mirrors.remove_mirror(ctx.conn, mirrors.MirrorRow(ctx.mirror_id, ctx.definition.name,
+                                                                     ctx.mirror.root, None))  # fmt: skip
+            ctx.report.files_deleted += lost.files
+            ctx.report.dropped.append(ctx.definition.name)
+        return False
     walked, problems = _walk(ctx)
+    if not walked and not problems:
+        ctx.report.empty.append(ctx.definition.name)
     plan = plan_index(walked, known)
     if known and not prune and len(plan.deleted) * 2 > len(known):
         raise MirrorShrank(root=ctx.mirror.root, now=len(known) - len(plan.deleted), before=len(known))
@@ -86,6 +92,7 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
     with transaction(ctx.conn):
         mirrors.mark_indexed(ctx.conn, ctx.mirror_id)
     ctx.progress.finish()
+    return True
 
 
 def _walk(ctx: MirrorContext) -> tuple[list[FileStat], list[WalkProblem]]:
