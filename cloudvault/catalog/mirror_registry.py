@@ -74,16 +74,30 @@ def record(catalog: str | os.PathLike, mirrors: Iterable[tuple[str, str]]) -> No
     _change(add)
 
 
-def forget(rows: Iterable[Registered]) -> None:
-    """Those records gone (a mirror removed from its catalog, or whose catalog no longer holds it)."""
-    gone = {(row.root, row.catalog) for row in rows}
+def forget(records: Iterable[tuple[str, str]]) -> None:
+    """Those (root, catalog) records gone: a mirror removed from its catalog, or one whose catalog is gone."""
+    gone = {(root, catalog_key(catalog)) for root, catalog in records}
     _change(lambda current: [row for row in current if (row.root, row.catalog) not in gone])
 
 
-def forget_root(catalog: str | os.PathLike, root: str) -> None:
-    """The record of root as indexed into catalog gone."""
-    key = catalog_key(catalog)
-    _change(lambda current: [row for row in current if (row.root, row.catalog) != (root, key)])
+def still_held(root: str, catalog: str) -> bool:
+    """Whether the record's catalog still exists and lists its root (read without creating anything there); a
+    catalog that cannot be read counts as holding it, so it is never forgotten by mistake."""
+    import sqlite3
+
+    from cloudvault.catalog.db import _connect
+    from cloudvault.catalog.mirror_guard import known_roots
+
+    if not os.path.isfile(catalog):
+        return False
+    try:
+        conn = _connect(catalog, readonly=True, immutable=True)
+        try:
+            return root in known_roots(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return True
 
 
 def _change(edit: Callable[[list[Registered]], list[Registered]]) -> None:

@@ -9,6 +9,17 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from cloudvault import errors
+
+
+class MirrorUnknown(errors.NotFound):
+    """no mirror {name!r} in catalog {catalog} or in the registry of indexed mirrors; known: {known}"""
+
+
+class MirrorInAnotherCatalog(errors.UsageError):
+    """mirror {name} ({root}) is in catalog {catalog}, not the active one; nothing was removed. Remove it \
+there: vault --catalog {quoted} mirrors rm {quoted_name}"""
+
 
 def upsert_mirror(conn: sqlite3.Connection, name: str, root: str, manifest: str | None) -> int:
     conn.execute(
@@ -70,7 +81,7 @@ def holdings(conn: sqlite3.Connection, mirror_id: int) -> Holdings:
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
     row = cur.execute(_HOLDINGS, {"id": mirror_id}).fetchone()
-    return Holdings(**{name: row[name] for name in row.keys()})
+    return Holdings(**{name: row[name] for name in row.keys()})  # noqa: SIM118 (a Row iterates its values)
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,77 @@ def remove_mirror(conn: sqlite3.Connection, mirror: MirrorRow) -> Holdings:
         if not copy_recorded(conn, path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-    mirror_registry.forget_root(catalog_file(conn), mirror.root)
+    mirror_registry.forget([(mirror.root, catalog_file(conn))])
     return lost
 
+
+@dataclass(frozen=True)
+class KnownMirror:
+    """A mirror as `vault mirrors` shows it: from the active catalog (row and holdings set) or only from the
+    per-user registry (another catalog's, or one whose catalog no longer holds it: counts unknown)."""
+
+    name: str
+    root: str
+    catalog: str
+    indexed_at: str | None
+    present: bool | None  # None: a remote root (ssh://, s3://), not looked at
+    row: MirrorRow | None = None
+    holds: Holdings | None = None
+
+    @property
+    def in_active_catalog(self) -> bool:
+        return self.row is not None
+
+    def to_json(self) -> dict:
+        """The one schema of `vault mirrors --json`; counts are None for a mirror only the registry knows."""
+        held = {} if self.holds is None else self.holds.__dict__
+        return {
+            "name": self.name,
+            "root": self.root,
+            "catalog": self.catalog,
+            "in_active_catalog": self.in_active_catalog,
+            **{count: held.get(count) for count in ("entries", "files", "members")},
+            "indexed_at": self.indexed_at,
+            "present": self.present,
+        }
+
+
+def _present(root: str) -> bool | None:
+    if "://" in root and not root.startswith("file://"):
+        return None
+    return os.path.isdir(root.removeprefix("file://"))
+
+
+def known_everywhere(conn: sqlite3.Connection | None, catalog: str) -> list[KnownMirror]:
+    """The active catalog's mirrors (conn None: it does not exist yet), then every other root the registry holds."""
+    from cloudvault.catalog.mirror_registry import catalog_key, registered
+
+    rows = mirror_rows(conn) if conn is not None else []
+    found = [KnownMirror(row.name, row.root, catalog, row.indexed_at, _present(row.root), row, holdings(conn, row.id))
+             for row in rows]  # fmt: skip
+    ours = {(row.root, catalog_key(catalog)) for row in rows}
+    found += [KnownMirror(rec.name, rec.root, rec.catalog, rec.indexed_at, _present(rec.root))
+              for rec in registered() if (rec.root, rec.catalog) not in ours]  # fmt: skip
+    return found
+
+
+def mirrors_named(known: list[KnownMirror], name: str, catalog: str) -> list[KnownMirror]:
+    """What `vault mirrors rm NAME` removes: the active catalog's mirror of that name (or root), else the
+    registry's records of it whose catalog no longer holds it (forgotten together). One another catalog still
+    holds is refused, naming that catalog."""
+    from cloudvault.catalog.mirror_registry import still_held
+
+    root = os.path.realpath(name) if os.sep in name else None
+    matches = [k for k in known if name in (k.name, k.root) or k.root == root]
+    if active := [k for k in matches if k.in_active_catalog]:
+        return active
+    if not matches:
+        names = ", ".join(dict.fromkeys(k.name for k in known)) or "none"
+        raise MirrorUnknown(name=name, catalog=catalog, known=names)
+    for k in matches:
+        if still_held(k.root, k.catalog):
+            import shlex
+
+            raise MirrorInAnotherCatalog(name=k.name, root=k.root, catalog=k.catalog, quoted=shlex.quote(k.catalog),
+                                         quoted_name=shlex.quote(k.name))  # fmt: skip
+    return matches

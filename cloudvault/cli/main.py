@@ -29,6 +29,7 @@ COMMANDS = {
     "repro": "cloudvault.cli.repro",
     "compare": "cloudvault.cli.compare",
     "runs": "cloudvault.cli.runs",
+    "mirrors": "cloudvault.cli.mirrors",
     "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
 }

@@ -336,9 +336,8 @@ def test_empty_mirror_and_zero_workers_are_usage_errors(tmp_path, vault, tally):
 
 
 def _mirrors(db: str) -> list[tuple[str, str, int]]:
-    return sqlite3.connect(db).execute(
-        "SELECT m.name, m.root, (SELECT count(*) FROM files f WHERE f.mirror_id = m.id) FROM mirrors m ORDER BY m.id"
-    ).fetchall()
+    counted = "SELECT m.name, m.root, (SELECT count(*) FROM files f WHERE f.mirror_id = m.id) FROM mirrors m"
+    return sqlite3.connect(db).execute(counted + " ORDER BY m.id").fetchall()
 
 
 def test_a_mirror_indexed_then_deleted_is_dropped_by_prune_and_plain_index_works_again(tmp_path, vault, tally):

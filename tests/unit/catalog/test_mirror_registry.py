@@ -13,7 +13,7 @@ import pytest
 from cloudvault import config
 from cloudvault.catalog import mirror_registry
 from cloudvault.catalog.mirror_guard import WriteIntoMirror, refuse_write_into_mirror
-from cloudvault.catalog.mirror_registry import RegistryDamaged, forget_root, record, registered
+from cloudvault.catalog.mirror_registry import RegistryDamaged, forget, record, registered
 
 
 def test_the_registry_lives_in_the_xdg_state_dir(tmp_path, monkeypatch):
@@ -31,7 +31,7 @@ def test_a_root_is_recorded_once_per_catalog_and_forgotten_for_that_catalog_only
     record(b, [("/m/one", "one")])
     rows = registered()
     assert [(r.root, r.catalog) for r in rows] == [("/m/one", str(a)), ("/m/two", str(a)), ("/m/one", str(b))]
-    forget_root(a, "/m/one")
+    forget([("/m/one", a)])
     assert [(r.root, r.catalog) for r in registered()] == [("/m/two", str(a)), ("/m/one", str(b))]
 
 
