@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from cloudvault import errors
-from cloudvault.cli.common import JSON_HELP, add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, opened_catalog
 
 
 class NotRemoved(errors.UsageError):
@@ -31,8 +31,9 @@ def add_arguments(parser) -> None:
                         description="Remove a mirror's rows from the catalog; its files stay.")  # fmt: skip
     rm.add_argument("name", metavar="NAME", help="the mirror's display name (as `vault mirrors` shows it) or root")
     rm.add_argument("--yes", action="store_true", help="remove without asking")
-    # SUPPRESS: given after `rm` or before it, --json holds (a subcommand's default would reset the parent's)
-    rm.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+    add_output_options(rm)
+    # --json holds given before `rm` or after it: a subcommand's default would reset the one given before
+    next(action for action in rm._actions if action.dest == "json").default = argparse.SUPPRESS
 
 
 def run(args) -> int:

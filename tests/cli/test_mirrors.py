@@ -148,3 +148,12 @@ def test_rm_on_a_terminal_asks_and_a_no_keeps_everything(tmp_path, vault):
     assert _count(db, "SELECT count(*) FROM files") == 3
     r = _on_a_terminal(["--catalog", str(db), "mirrors", "rm", "one"], b"y\n")
     assert r.returncode == 0 and _count(db, "SELECT count(*) FROM files") == 0, r.stderr
+
+
+def test_json_is_honoured_before_or_after_rm(tmp_path, vault):
+    db = str(tmp_path / "a.db")
+    for i, argv in enumerate((["--json", "rm", "one", "--yes"], ["rm", "one", "--yes", "--json"])):
+        one = _plain_mirror(tmp_path / f"{i}/one")
+        assert vault("--catalog", db, "index", "-q", str(one)).code == 0
+        r = vault("--catalog", db, "mirrors", *argv)
+        assert r.code == 0 and json.loads(r.out)["removed"] == "one", (argv, r.out)
