@@ -30,7 +30,7 @@ def state_dir() -> str:
 
 def mirror_registry_path() -> str:
     """The registry of every mirror root any catalog of this user has indexed (the mirror guard reads it)."""
-    return os.path.join(state_dir(), "mirrors.json")
+    return os.path.join(state_dir(), "mirrors.tsv")
 
 
 def demo_catalog_path() -> str:

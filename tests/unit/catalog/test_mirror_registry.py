@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading
@@ -18,9 +17,9 @@ from cloudvault.catalog.mirror_registry import RegistryDamaged, forget, record, 
 
 def test_the_registry_lives_in_the_xdg_state_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_STATE_HOME")
-    assert config.mirror_registry_path() == os.path.expanduser("~/.local/state/cloudvault/mirrors.json")
+    assert config.mirror_registry_path() == os.path.expanduser("~/.local/state/cloudvault/mirrors.tsv")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    assert config.mirror_registry_path() == str(tmp_path / "state/cloudvault/mirrors.json")
+    assert config.mirror_registry_path() == str(tmp_path / "state/cloudvault/mirrors.tsv")
 
 
 def test_a_root_is_recorded_once_per_catalog_and_forgotten_for_that_catalog_only(tmp_path):
@@ -35,12 +34,21 @@ def test_a_root_is_recorded_once_per_catalog_and_forgotten_for_that_catalog_only
     assert [(r.root, r.catalog) for r in registered()] == [("/m/two", str(a)), ("/m/one", str(b))]
 
 
-def test_the_file_is_private_whole_json_and_leaves_no_temp(tmp_path):
+def test_the_file_is_private_whole_and_leaves_no_temp(tmp_path):
     record(tmp_path / "c.db", [("/m/one", "one")])
     path = config.mirror_registry_path()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert json.loads(Path(path).read_text())["mirrors"][0]["root"] == "/m/one"
-    assert sorted(os.listdir(os.path.dirname(path))) == ["mirrors.json", "mirrors.json.lock"]
+    lines = Path(path).read_text().splitlines()
+    assert len(lines) == 2 and lines[1].split("\t")[:3] == ["/m/one", "one", str(tmp_path / "c.db")]
+    assert sorted(os.listdir(os.path.dirname(path))) == ["mirrors.tsv", "mirrors.tsv.lock"]
+
+
+@pytest.mark.parametrize(
+    "root", ["/m/tab\there", "/m/new\nline\rcr", "/m/back\\slash\\t", "/m/not-utf8-\udcff", "/m/x\\"]
+)
+def test_any_root_a_file_system_allows_reads_back_as_it_was_written(tmp_path, root):
+    record(tmp_path / "c.db", [(root, "odd\tname"), ("/m/plain", "plain")])
+    assert [(r.root, r.name) for r in registered()] == [(root, "odd\tname"), ("/m/plain", "plain")]
 
 
 def test_writers_at_once_lose_no_record(tmp_path):
@@ -53,7 +61,9 @@ def test_writers_at_once_lose_no_record(tmp_path):
     assert sorted(r.root for r in registered()) == sorted(f"/m/{i}" for i in range(16))
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"mirrors": [{"root": "/m"}]}', "[]", "\udcff"])
+@pytest.mark.parametrize(
+    "text", ["{not json", "[]", "\udcff", mirror_registry.HEADER, mirror_registry.HEADER + "\n/m\tm\n"]
+)
 def test_a_damaged_registry_is_one_line_and_the_guard_refuses_rather_than_guess(tmp_path, text):
     path = config.mirror_registry_path()
     os.makedirs(os.path.dirname(path))
