@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import NamedTuple
+from operator import itemgetter
 
 from cloudvault import config, errors
 
@@ -24,11 +23,19 @@ class RegistryDamaged(errors.EnvironmentProblem):
 mirrors are: move that file away, then index each mirror again (vault index ROOT)"""
 
 
-class Registered(NamedTuple):
-    root: str
-    name: str
-    catalog: str  # the catalog file that indexed it (realpath)
-    indexed_at: str
+class Registered(tuple):
+    """One recorded root: (root, display name, catalog file as a realpath, indexed_at), read by name. Made by hand,
+    not a NamedTuple: making one compiles code, a millisecond of every `vault extract` (its guard reads this)."""
+
+    __slots__ = ()
+    _fields = ("root", "name", "catalog", "indexed_at")
+    root = property(itemgetter(0))
+    name = property(itemgetter(1))
+    catalog = property(itemgetter(2))
+    indexed_at = property(itemgetter(3))
+
+    def __new__(cls, root: str, name: str, catalog: str, indexed_at: str) -> Registered:
+        return tuple.__new__(cls, (root, name, catalog, indexed_at))
 
 
 HEADER = "# cloudvault mirror registry 1: root, name, catalog, indexed_at; tab-separated, \\ \\t \\n \\r escaped"
@@ -78,6 +85,8 @@ def catalog_key(catalog: str | os.PathLike) -> str:
 
 def record(catalog: str | os.PathLike, mirrors: Iterable[tuple[str, str]]) -> None:
     """Each (root, display name) as indexed into catalog now; a root already recorded for it is brought up to date."""
+    from datetime import UTC, datetime  # not at import: the guard in every `vault extract` only reads
+
     key, now = catalog_key(catalog), datetime.now(UTC).isoformat(timespec="seconds")
 
     def add(rows: list[Registered]) -> list[Registered]:
