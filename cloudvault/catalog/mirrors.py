@@ -192,3 +192,14 @@ def mirrors_named(known: list[KnownMirror], name: str, catalog: str) -> list[Kno
             raise MirrorInAnotherCatalog(name=k.name, root=k.root, catalog=k.catalog, quoted=shlex.quote(k.catalog),
                                          quoted_name=shlex.quote(k.name))  # fmt: skip
     return matches
+
+
+def remove_known(conn: sqlite3.Connection | None, targets: list[KnownMirror]) -> Holdings | None:
+    """What mirrors_named found, removed: the active catalog's mirror with its rows (what it lost), or the
+    registry's stale records of it forgotten (None)."""
+    if targets[0].row is not None:
+        return remove_mirror(conn, targets[0].row)
+    from cloudvault.catalog.mirror_registry import forget
+
+    forget((k.root, k.catalog) for k in targets)
+    return None

@@ -79,22 +79,14 @@ def _remove(args, ui, catalog: str) -> int:
     import os
 
     from cloudvault.catalog.db import writer_lock
-    from cloudvault.catalog.mirrors import known_everywhere, mirrors_named
+    from cloudvault.catalog.mirrors import known_everywhere, mirrors_named, remove_known
 
     lock = writer_lock(catalog) if os.path.isfile(catalog) else contextlib.nullcontext()
     with lock, opened_catalog(path=catalog, readonly=False, optional=True) as conn:
         targets = mirrors_named(known_everywhere(conn, catalog), args.name, catalog)
         what = _what_goes(targets, catalog)
         _confirm(args, ui, what)
-        if targets[0].in_active_catalog:
-            from cloudvault.catalog.mirrors import remove_mirror
-
-            lost = remove_mirror(conn, targets[0].row)
-        else:
-            from cloudvault.catalog.mirror_registry import forget
-
-            forget((k.root, k.catalog) for k in targets)
-            lost = None
+        lost = remove_known(conn, targets)
     done = targets[0]
     if args.json:
         ui.emit({"removed": done.name, "root": done.root, "catalog": done.catalog,
