@@ -206,7 +206,7 @@ def test_truncated_bitflipped_and_non_tar_archives_are_flagged_and_the_walk_goes
     assert "flagged" in result.out
 
 
-def test_unreadable_file_is_flagged_not_fatal():
+def test_unreadable_file_is_flagged_not_fatal(monkeypatch):
     import tempfile
 
     from cloudvault.catalog.db import open_catalog
@@ -222,9 +222,12 @@ def test_unreadable_file_is_flagged_not_fatal():
     locked.chmod(0)
     db = tmp_path / "cat" / "c.db"
     db.parent.mkdir()
+    state = tmp_path / "state"  # the mirror registry, writable by the user the index runs as
+    state.mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
     as_root = os.geteuid() == 0
     if as_root:  # root reads anything: act as nobody so the permission bits count
-        for p in (tmp_path, db.parent, mirror, mirror / "001_x"):
+        for p in (tmp_path, db.parent, state, mirror, mirror / "001_x"):
             p.chmod(0o777)
         os.seteuid(65534)
     try:
