@@ -112,9 +112,49 @@ def test_every_relative_link_resolves():
     assert not broken
 
 
-def test_readme_test_command_is_the_one_ci_runs():
+def readme_commands() -> tuple[str, str]:
+    """The README's two commands, as a newcomer copies them (less their comments)."""
     block = re.search(r"```bash\n(.*?)```", README.read_text(), re.S).group(1).splitlines()
     demo, tests = (line.split("  #", 1)[0].strip() for line in block[:2])
+    return demo, tests
+
+
+def test_ci_runs_the_readmes_test_command_as_a_newcomer_then_with_every_service():
+    """.ci/run reads the README's second command from README.md (no copy to drift) and runs it twice: first as a
+    newcomer (fresh copy, fresh venv and HOME, CI unset, no services, no torch), then with everything and CI=true."""
+    import subprocess
+
+    demo, tests = readme_commands()
     assert demo == "pip install . && vault demo"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert tests in ci.splitlines()
+    assert tests not in ci and "--plan" in ci  # read from the README, not written out; --plan runs nothing
+    plan = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--plan"], capture_output=True, text=True, check=True)
+    phases = plan.stdout.splitlines()
+    assert [p.split(":", 1)[0] for p in phases] == ["phase 1 (newcomer", "phase 2 (full"]
+    assert all(p.endswith(f"): {tests}") for p in phases), phases
+    newcomer = ci[ci.index("Phase 1"):ci.index("Phase 2 (full)")]
+    for promise in ("unset CI ", "python3 -m venv", 'HOME="$newcomer/home"', 'eval "$readme_tests"'):
+        assert promise in newcomer
+    assert "torch" not in newcomer and ".ci/services" not in newcomer
+    full = ci[ci.index("Phase 2 (full)"):]
+    assert full.index(".ci/services") < full.index('eval "$readme_tests"') and "export CI=true" in full
+
+
+def test_the_test_run_prints_each_skip_with_its_reason():
+    """Skips are allowed on a newcomer's machine, each with its reason: pytest's -r report names them."""
+    import tomllib
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert re.search(r"(^|\s)-r\w*[as]", addopts)
+
+
+def test_the_readme_requirements_name_every_extra():
+    """Each optional extra of pyproject (but the test extra, which the README's test command installs) has its
+    `pip install 'cloudvault[NAME]'` in the Requirements table."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    requirements = README.read_text().split("## Requirements", 1)[1].split("\n## ", 1)[0]
+    missing = [n for n in extras if n != "test" and f"pip install 'cloudvault[{n}]'" not in requirements]
+    assert not missing
+    assert "fuse3" in requirements
