@@ -1,0 +1,44 @@
+"""The Usage blocks of docs/commands/ are `vault COMMAND --help` as it prints today (docs/make_usage.py writes
+them): every command of the grammar has a page, and no page shows an option the command lost or lacks one it has."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def make_usage():
+    spec = importlib.util.spec_from_file_location("make_usage", REPO / "docs" / "make_usage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_command_has_a_page_whose_usage_is_its_help(make_usage):
+    words = make_usage.commands()
+    assert ("restore", "env") in words and ("index",) in words and ("umount",) in words
+    differ = []
+    for command in words:
+        path = make_usage.page(command)
+        assert path.exists(), f"vault {' '.join(command)} has no page {path.name}: run python docs/make_usage.py"
+        if make_usage.help_text(command) not in make_usage.usage_blocks(path.read_text()):
+            differ.append(" ".join(command))
+    assert not differ, f"usage differs from --help (run python docs/make_usage.py): {differ}"
+
+
+def test_the_usage_script_checks_and_rewrites_only_the_usage_section(make_usage, tmp_path, monkeypatch):
+    page = tmp_path / "verify.md"
+    page.write_text("# vault verify\n\n[All commands](../README.md)\n\n## Usage\n\n```text\nusage: old\n```\n\n"
+                    "More words.\n\n## Exit codes\n\n0 ok\n")  # fmt: skip
+    monkeypatch.setattr(make_usage, "PAGES", tmp_path)
+    monkeypatch.setattr(make_usage, "commands", lambda: [("verify",)])
+    assert make_usage.main(["--check"]) == 1 and "usage: old" in page.read_text()
+    assert make_usage.main([]) == 0
+    text = page.read_text()
+    assert make_usage.usage_blocks(text) == [make_usage.help_text(("verify",))]
+    assert text.startswith("# vault verify\n\n[All commands](../README.md)\n\n## Usage\n\n```text\nusage: vault verify")
+    assert text.endswith("```\n\nMore words.\n\n## Exit codes\n\n0 ok\n")
+    assert make_usage.main(["--check"]) == 0
