@@ -71,7 +71,7 @@ def wanted(path: Path) -> str:
     if section:
         kept = re.sub(r"^```text\n.*?\n```\n\n?", "", section.group(0), flags=re.S | re.M)
         kept = kept[len("## Usage\n") :].lstrip("\n")
-        return text[: section.start()] + f"## Usage\n\n{blocks}{kept}" + text[section.end() :]
+        return (text[: section.start()] + f"## Usage\n\n{blocks}{kept}" + text[section.end() :]).rstrip() + "\n"
     head, _, rest = text.partition("\n\n")
     links, _, rest = rest.partition("\n\n") if rest.startswith("[") else ("", "", rest)
     return "\n\n".join(p for p in (head, links, f"## Usage\n\n{blocks.rstrip()}", rest) if p).rstrip() + "\n"

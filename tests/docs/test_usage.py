@@ -42,3 +42,16 @@ def test_the_usage_script_checks_and_rewrites_only_the_usage_section(make_usage,
     assert text.startswith("# vault verify\n\n[All commands](../README.md)\n\n## Usage\n\n```text\nusage: vault verify")
     assert text.endswith("```\n\nMore words.\n\n## Exit codes\n\n0 ok\n")
     assert make_usage.main(["--check"]) == 0
+
+
+def test_a_new_command_gets_a_page_that_the_script_then_leaves_alone(make_usage, tmp_path, monkeypatch):
+    """A command another change adds (without a page) gets one from the script; a second run changes nothing."""
+    pages = tmp_path / "commands"
+    pages.mkdir()
+    monkeypatch.setattr(make_usage, "PAGES", pages)
+    monkeypatch.setattr(make_usage, "commands", lambda: [("ls",), ("umount",), ("mount",)])
+    assert make_usage.main([]) == 0
+    assert sorted(p.name for p in pages.iterdir()) == ["ls.md", "mount.md"]
+    blocks = make_usage.usage_blocks((pages / "mount.md").read_text())
+    assert [b.split()[2] for b in blocks] == ["umount", "mount"]  # in the grammar's order
+    assert make_usage.main(["--check"]) == 0
