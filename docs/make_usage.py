@@ -1,6 +1,7 @@
 """Write the Usage blocks of docs/commands/*.md from `vault COMMAND --help`: `python docs/make_usage.py` rewrites
-them, `--check` only says which differ (exit 1). Every command of the grammar (cli/main.py COMMANDS, and each kind
-of `vault restore`) has a page; a page's `## Usage` section holds one ```text block per command it documents."""
+them, `--check` only says which differ (exit 1). Every command of the grammar (cli/main.py COMMANDS and their
+sub-commands: each kind of `vault restore` ...) has a page; a page's `## Usage` section holds one ```text block
+per command it documents, in the grammar's order (a new command without a page gets one)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def commands() -> list[tuple[str, ...]]:
 
     def walk(parser, words):
         groups = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
-        if not groups and words:
+        if words and not any(g.required for g in groups):  # runnable: no sub-command, or one it can go without
             found.append(words)
         for group in groups:
             for name, sub in group.choices.items():
@@ -52,7 +53,14 @@ def help_text(words: tuple[str, ...]) -> str:
 
 
 def page(words: tuple[str, ...]) -> Path:
-    return PAGES / f"{SHARED_PAGES.get(words, '-'.join(words))}.md"
+    """The page documenting a command: its own (`restore-env.md`), else its parent command's when that has one
+    (`vault mirrors rm` on `mirrors.md`), else a new page of its own."""
+    if words in SHARED_PAGES:
+        return PAGES / f"{SHARED_PAGES[words]}.md"
+    for n in range(len(words), 0, -1):
+        if (PAGES / f"{'-'.join(words[:n])}.md").exists():
+            return PAGES / f"{'-'.join(words[:n])}.md"
+    return PAGES / f"{'-'.join(words)}.md"
 
 
 def usage_blocks(text: str) -> list[str]:

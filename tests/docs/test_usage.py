@@ -55,3 +55,26 @@ def test_a_new_command_gets_a_page_that_the_script_then_leaves_alone(make_usage,
     blocks = make_usage.usage_blocks((pages / "mount.md").read_text())
     assert [b.split()[2] for b in blocks] == ["umount", "mount"]  # in the grammar's order
     assert make_usage.main(["--check"]) == 0
+
+
+def test_a_command_with_optional_sub_commands_is_a_command_too_and_shares_its_page(make_usage, tmp_path, monkeypatch):
+    """`vault mirrors` runs alone and `vault mirrors rm` is documented on mirrors.md; `vault restore` is only a
+    group (its kind is required), and `vault restore env` has its own page."""
+    from cloudvault.cli.main import VaultParser
+
+    def build_parser(only=None):
+        parser = VaultParser(prog="vault")
+        sub = parser.add_subparsers(dest="command")
+        mirrors = sub.add_parser("mirrors").add_subparsers(dest="action")
+        mirrors.add_parser("rm")
+        restore = sub.add_parser("restore").add_subparsers(dest="kind", required=True)
+        restore.add_parser("env")
+        return parser
+
+    monkeypatch.setattr("cloudvault.cli.main.build_parser", build_parser)
+    monkeypatch.setattr(make_usage, "PAGES", tmp_path)
+    assert make_usage.commands() == [("mirrors",), ("mirrors", "rm"), ("restore", "env")]
+    (tmp_path / "mirrors.md").write_text("# vault mirrors\n")
+    (tmp_path / "restore-env.md").write_text("# vault restore env\n")
+    pages = [make_usage.page(words).name for words in make_usage.commands()]
+    assert pages == ["mirrors.md", "mirrors.md", "restore-env.md"]
