@@ -169,13 +169,13 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
     from cloudvault.repro.executors import with_executor_checks
     from cloudvault.repro.executors.local import LocalExecutor
-    from cloudvault.repro.preflight import run_checks
+    from cloudvault.repro.preflight import dry_run_checks
     from cloudvault.repro.run import new_run_dir
 
     _, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     chosen = _executor(args)
-    checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
+    checks = with_executor_checks(dry_run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
     doc["not_comparable_here"] = _no_gpu_here(conn, plan) if chosen.runs_here else None
     doc["gpus_here"] = _gpus_here(plan) if chosen.runs_here else []
@@ -193,7 +193,16 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
                     f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
         if doc["not_comparable_here"]:
             ui.line(f"NOT_COMPARABLE here: {doc['not_comparable_here']}")
-    return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
+    return _dry_run_exit(checks, args.force_preflight)
+
+
+def _dry_run_exit(checks, forced: bool) -> int:
+    """The exit the run would have: 7 when the runner's Python lacks a module (checked first, never forced),
+    6 when another check fails and --force-preflight is not given, else 0."""
+    failed = {c.name for c in checks if not c.ok}
+    if "python" in failed:
+        return errors.PREREQUISITE
+    return errors.ENVIRONMENT if failed and not forced else errors.OK
 
 
 def _gpus_here(plan) -> list[dict]:

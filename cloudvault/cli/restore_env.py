@@ -8,9 +8,9 @@ base python is exit 6 unless --python names one of the same major.minor (docs/en
 
   vault restore env nebius --list                                   envs, sizes, python, torch, CUDA build
   vault restore env nebius --dry-run                                the plan, reading only conda-meta
-  vault restore env nebius sparsespec --prefix ~/envs/sparsespec    one env, relocated
+  vault restore env nebius specdec --prefix ~/envs/specdec          one env, relocated
   vault restore env nebius --to ~/miniforge3                        every env under ROOT/envs/NAME
-  vault restore env nebius neo --move ~/envs/neo --prefix /data/neo  move a restored env again
+  vault restore env nebius specdec --move ~/envs/specdec --prefix ~/moved/specdec   move a restored env again
 
 Each archive is streamed once, every file verified (catalog BLAKE3, conda-meta sha256, pip RECORD) into a
 staging folder beside the target that is renamed into place at the end: Ctrl-C or kill leaves nothing at the
