@@ -1,0 +1,205 @@
+"""`vault restore env` against hostile env archives and careless targets: nothing is lost, nothing escapes.
+
+Each test names a class of fault: a move whose target and source overlap, an env name that is not a folder name,
+a target that is ROOT, `/`, a mirror or a parent of one, two envs of one name, env folders that climb out of
+ROOT, and a signal landing anywhere in a restore's staging. Every refusal comes before the first write, in one
+line, with its exit code; the state of the disk is read back by os.walk, not by vault.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from faults.hostile import changed, mirror_state
+
+BODY = {"conda-meta/x-1.0-0.json": b'{"name": "x", "version": "1.0", "files": []}', "bin/tool": b"#!/bin/sh\n"}
+
+
+def env_archive(path: Path, folders: list[str], extra: dict[str, bytes] | None = None) -> Path:
+    """A .tar.zst made by Python's tarfile holding a small env in each folder ('' for the archive's root)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for folder in folders:
+            for rel, body in (BODY | (extra or {})).items():
+                info = tarfile.TarInfo(f"{folder}/{rel}" if folder else rel)
+                info.size, info.mode = len(body), 0o755
+                tar.addfile(info, io.BytesIO(body))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return path
+
+
+@pytest.fixture
+def lab(tmp_path, vault, monkeypatch):
+    """lab(archives: {name: [folders]}) -> run(*args): a mirror holding those env archives, indexed, and
+    `vault restore env t ARGS` against it (recipe t: entry 015, root /opt/lab)."""
+
+    def make(archives: dict[str, list[str]]):
+        mirror = tmp_path / "m"
+        for name, folders in archives.items():
+            env_archive(mirror / "015_envs/data" / name, folders)
+        db = tmp_path / "c.db"
+        vault("--catalog", str(db), "index", "-q", str(mirror))
+        (tmp_path / "r/env").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "r/env/t.toml").write_text('entry = "015"\narchives = "data/*.tar.zst"\nroot = "/opt/lab"\n')
+        monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "r"))
+
+        def run(*args: str):
+            return vault("--catalog", str(db), "restore", "env", "t", *args)
+
+        run.mirror = mirror
+        return run
+
+    return make
+
+
+def _one_line_refusal(r, code: int, *words: str) -> None:
+    assert r.code == code, (r.code, r.err)
+    assert r.err.count("\n") == 1 and "Traceback" not in r.err, r.err
+    for word in words:
+        assert word in r.err, r.err
+
+
+# -- a move whose target and source overlap ----------------------------------------------------------------------
+@pytest.mark.parametrize("source,target", [("A", "A/sub"), ("A/sub", "A"), ("A", "A/./sub/../sub/deeper")])
+def test_a_move_whose_target_and_source_overlap_is_refused_before_anything_moves(lab, tmp_path, tally, source,
+                                                                                  target):  # fmt: skip
+    """Class: a move's target inside its source (copying a tree into itself, then removing the source) or its
+    source inside its target (--force replacing the target removes the source first)."""
+    run = lab({"env-alpha.tar.zst": [""]})
+    where = tmp_path / "w"
+    assert run("alpha", "--prefix", str(where / source), "--no-checks").code == 0
+    before = mirror_state(where)
+    tally("bad_argument")
+    for force in ((), ("--force",)):
+        for dry in ((), ("--dry-run",)):
+            r = run("alpha", "--move", str(where / source), "--prefix", str(where / target), "--no-checks", *force,
+                    *dry)  # fmt: skip
+            _one_line_refusal(r, 2, "inside")
+    after = mirror_state(where)
+    tally("write_outside", len(changed(before, after)))
+    assert changed(before, after) == []
+    assert (where / source / "bin/tool").read_bytes() == BODY["bin/tool"]
+
+
+# -- an env name that is not a folder name; a target that is ROOT, /, or a parent of ROOT ---------------------------
+@pytest.mark.parametrize("archive", ["..tar.zst", "env-.tar.zst", "env-...tar.zst", "env--rf.tar.zst"])
+def test_an_env_name_that_is_not_a_folder_name_never_replaces_root_or_its_parent(lab, tmp_path, tally, archive):
+    """Class: an env named by an archive or folder as '.', '..', '' or '-x': joined under ROOT it would name ROOT
+    itself or its parent, which --force replaces with every env under it."""
+    run = lab({archive: [""], "env-keep.tar.zst": [""]})
+    root = tmp_path / "top/ROOT"
+    (root / "envs/other").mkdir(parents=True)
+    (root / "envs/other/precious").write_text("mine")
+    before = mirror_state(tmp_path / "top")
+    tally("hostile_input")
+    listed = run("--list")
+    assert listed.code == 0 and "not a usable env name" in listed.out, listed.out + listed.err
+    for args in (("--to", str(root), "--force"), ("keep", "--to", str(root), "--force")):
+        r = run(*args, "--no-checks")
+        _one_line_refusal(r, 5, "not a usable env name")
+    after = mirror_state(tmp_path / "top")
+    tally("write_outside", len(changed(before, after)))
+    assert changed(before, after) == []
+
+
+@pytest.mark.parametrize("where", ["/", "ROOT", "ROOT/..", "ROOT/envs/.."])
+def test_a_prefix_that_is_the_filesystem_root_or_holds_other_envs_is_refused(lab, tmp_path, tally, where):
+    """Class: a target whose replacement (--force) removes more than one env: `/`, or a folder holding the
+    envs restored under it."""
+    run = lab({"env-alpha.tar.zst": [""]})
+    root = tmp_path / "ROOT"
+    assert run("--to", str(root), "--no-checks").code == 0
+    prefix = "/" if where == "/" else str(tmp_path / where)
+    before = mirror_state(tmp_path)
+    tally("bad_argument")
+    r = run("alpha", "--prefix", prefix, "--force", "--no-checks")
+    _one_line_refusal(r, 2, "refusing")
+    assert changed(before, mirror_state(tmp_path)) == []
+
+
+def test_the_conda_root_of_a_tree_is_placed_at_root_but_never_replaces_it(lab, tmp_path, tally):
+    """Class: the one env that belongs at ROOT itself (a conda root with envs/ inside): placed there once, never
+    swapped in with --force over a ROOT that holds other envs."""
+    run = lab({"miniforge3.tar.zst": ["", "envs/a"]})
+    root = tmp_path / "ROOT"
+    r = run("--to", str(root), "--no-checks")
+    assert r.code == 0 and (root / "bin/tool").is_file() and (root / "envs/a/bin/tool").is_file(), r.err
+    (root / "envs/other").mkdir()
+    (root / "envs/other/precious").write_text("mine")
+    before = mirror_state(tmp_path)
+    tally("bad_argument")
+    _one_line_refusal(run("--to", str(root), "--force", "--no-checks"), 2, "refusing", str(root))
+    assert changed(before, mirror_state(tmp_path)) == []
+
+
+# -- two envs of one name ---------------------------------------------------------------------------------------------
+def test_two_envs_of_one_name_are_an_error_naming_both_folders_and_listed_both(lab, tmp_path, tally):
+    """Class: a name that picks one of several envs without saying so (by name), or drops the others (--to)."""
+    run = lab({"lab.tar.zst": ["envs/alpha", "old/envs/alpha", "envs/beta"]})
+    tally("hostile_input")
+    listed = run("--list", "--json")
+    import json
+
+    names = [e["name"] for e in json.loads(listed.out)["envs"]]
+    assert sorted(names) == ["alpha", "alpha", "beta"], listed.out
+    text = run("--list").out
+    assert "envs/alpha" in text and "old/envs/alpha" in text
+    for args in (("alpha", "--prefix", str(tmp_path / "p/alpha")), ("--to", str(tmp_path / "ROOT")),
+                 ("alpha", "--to", str(tmp_path / "ROOT")), ("--dry-run", "--to", str(tmp_path / "ROOT"))):  # fmt: skip
+        r = run(*args, "--no-checks")
+        _one_line_refusal(r, 4, "lab.tar.zst:envs/alpha", "lab.tar.zst:old/envs/alpha")
+    assert not (tmp_path / "p").exists() and not (tmp_path / "ROOT").exists()
+    r = run("beta", "--to", str(tmp_path / "ROOT"), "--no-checks")
+    assert r.code == 0 and (tmp_path / "ROOT/envs/beta/bin/tool").is_file(), r.err
+
+
+# -- env folders that climb out of ROOT -------------------------------------------------------------------------------
+def test_env_folders_that_climb_out_of_root_are_refused_before_the_first_write(lab, tmp_path, tally):
+    """Class: an env's folder in the archive ('../x', '/abs/x', 'a/../../x') that, kept under ROOT, lies outside it."""
+    outside = tmp_path / "abs"
+    run = lab({"esc.tar.zst": ["../x", f"{outside}/y", "a/../../z"], "env-fine.tar.zst": [""]})
+    root = tmp_path / "deep/ROOT"
+    before = mirror_state(tmp_path)
+    tally("hostile_input", 3)
+    for args in (("--to", str(root)), ("x", "--to", str(root)), ("y", "--to", str(root)),
+                 ("x", "--prefix", str(tmp_path / "p/x")), ("fine", "--to", str(root))):  # fmt: skip
+        r = run(*args, "--no-checks")
+        _one_line_refusal(r, 5, "climbs out")
+    after = {p: s for p, s in mirror_state(tmp_path).items() if not p.startswith(("c.db", "home"))}
+    made = changed({p: s for p, s in before.items() if not p.startswith(("c.db", "home"))}, after)
+    tally("write_outside", len(made))
+    assert made == [] and not outside.exists() and not (tmp_path / "x").exists()
+
+
+# -- a target inside a mirror, or holding one -------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["prefix inside", "to inside", "prefix is the mirror", "prefix holds the mirror",
+                                 "move from inside"])  # fmt: skip
+def test_a_restore_target_inside_or_around_a_mirror_is_refused_and_the_mirror_untouched(lab, tmp_path, tally, how):
+    """Class: a restore or move that writes into a mirror, replaces one (--force on it or on a folder holding it)
+    or removes a moved env's source from inside one."""
+    run = lab({"env-alpha.tar.zst": [""]})
+    mirror = run.mirror
+    if how == "move from inside":  # an env vault restored, later copied into the mirror (and indexed with it)
+        assert run("alpha", "--prefix", str(tmp_path / "once/alpha"), "--no-checks").code == 0
+        os.rename(tmp_path / "once/alpha", mirror / "015_envs/alpha")
+    before = mirror_state(mirror)
+    args = {
+        "prefix inside": ("alpha", "--prefix", str(mirror / "015_envs/alpha")),
+        "to inside": ("alpha", "--to", str(mirror / "sub")),
+        "prefix is the mirror": ("alpha", "--prefix", str(mirror), "--force"),
+        "prefix holds the mirror": ("alpha", "--prefix", str(tmp_path), "--force"),
+        "move from inside": ("alpha", "--move", str(mirror / "015_envs/alpha"), "--prefix", str(tmp_path / "b/al")),
+    }[how]
+    tally("bad_argument")
+    r = run(*args, "--no-checks")
+    _one_line_refusal(r, 2, "mirror", str(mirror))
+    tally("write_outside", len(changed(before, mirror_state(mirror))))
+    assert changed(before, mirror_state(mirror)) == []
+    assert not (tmp_path / "b").exists()
