@@ -68,17 +68,28 @@ def run(args) -> int:
                 detail=f"recipe {recipe.name} finds no env archive matching "
                 f"{recipe.data['archives']!r} in entry {recipe.data['entry']}"
             )
-        if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
-            raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
-        if args.prefix and len(envs) != 1:
-            raise errors.UsageError(
-                detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})"
-            )
         if args.list:
             return _list(ui, recipe, conn, envs, local_caps())
+        placed = _placements(conn, envs, args)
         if args.dry_run:
-            return _dry_run(ui, recipe, conn, envs, args, local_caps())
-        return _restore(ui, recipe, conn, envs, args)
+            return _dry_run(ui, recipe, conn, placed, args, local_caps())
+        return _restore(ui, recipe, conn, placed, args)
+
+
+def _placements(conn, envs, args) -> list:
+    """(target, env) for each env, every target (and a move's source) checked before anything is written."""
+    from pathlib import Path
+
+    from cloudvault.restore.env.targets import placements, refuse_unsafe
+
+    for env in envs:
+        refuse_unsafe(env)
+    if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
+        raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
+    if args.prefix and len(envs) != 1:
+        raise errors.UsageError(detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})")
+    moving = Path(args.move).expanduser().absolute() if args.move else None
+    return placements(conn, envs, args.prefix, args.to, args.force, moving)
 
 
 def _list(ui, recipe, conn, envs, caps) -> int:
@@ -97,7 +108,10 @@ def _list(ui, recipe, conn, envs, caps) -> int:
             f"  {r['name']:<14} {r['archive'].rsplit('/', 1)[-1]}  {human_size(r['archive_size'])} "
             f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
         )
-        ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
+        ui.line(f"    folder {r['folder'] or '.'}, prefix {r['prefix'] or '(not recorded)'}; "
+                f"{r['conda_packages']} conda packages")
+        if r["problem"]:
+            ui.line(f"    ! cannot be restored: {r['problem']}")
         if r["gpu"]:
             fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r["gpu"]["fits"].items())
             ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")
@@ -108,14 +122,13 @@ def _list(ui, recipe, conn, envs, caps) -> int:
     return errors.OK
 
 
-def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
+def _dry_run(ui, recipe, conn, placed, args, caps) -> int:
     from cloudvault.cli.ui import human_size
     from cloudvault.restore.env.restore import plan
-    from cloudvault.restore.env.source import target_for
 
     if args.move:
-        return _dry_run_move(ui, recipe, envs[0], args)
-    plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to), caps) for env in envs]
+        return _dry_run_move(ui, recipe, *placed[0], args)
+    plans = [plan(conn, recipe, env, target, caps) for target, env in placed]
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": plans})
         return errors.OK
@@ -139,14 +152,13 @@ def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
     return errors.OK
 
 
-def _dry_run_move(ui, recipe, env, args) -> int:
+def _dry_run_move(ui, recipe, target, env, args) -> int:
     from pathlib import Path
 
     from cloudvault.cli.ui import human_size
     from cloudvault.restore.env.move import plan_move
-    from cloudvault.restore.env.source import target_for
 
-    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target_for(env, args.prefix, args.to))
+    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target)
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": [p]})
         return errors.OK
@@ -160,17 +172,16 @@ def _dry_run_move(ui, recipe, env, args) -> int:
     return errors.OK
 
 
-def _restore(ui, recipe, conn, envs, args) -> int:
+def _restore(ui, recipe, conn, placed, args) -> int:
     from pathlib import Path
 
     from cloudvault.restore.env.move import move
     from cloudvault.restore.env.restore import Choices, restore
-    from cloudvault.restore.env.source import ChecksFailed, target_for
+    from cloudvault.restore.env.source import ChecksFailed
 
     choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
                       python=args.python)  # fmt: skip
     results = []
-    placed = sorted(((target_for(env, args.prefix, args.to), env) for env in envs), key=lambda t: len(t[0].parts))
     for target, env in placed:  # shallowest first: a conda root is placed before the envs inside it
         progress = ui.progress(f"restoring {env.name}")
         if args.move:

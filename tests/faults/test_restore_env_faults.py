@@ -89,8 +89,10 @@ def test_a_move_whose_target_and_source_overlap_is_refused_before_anything_moves
 
 
 # -- an env name that is not a folder name; a target that is ROOT, /, or a parent of ROOT ---------------------------
-@pytest.mark.parametrize("archive", ["..tar.zst", "env-.tar.zst", "env-...tar.zst", "env--rf.tar.zst"])
-def test_an_env_name_that_is_not_a_folder_name_never_replaces_root_or_its_parent(lab, tmp_path, tally, archive):
+@pytest.mark.parametrize("archive,name", [("..tar.zst", "."), ("env-.tar.zst", ""), ("env-...tar.zst", ".."),
+                                          ("env--rf.tar.zst", "-rf")])  # fmt: skip
+def test_an_env_name_that_is_not_a_folder_name_never_replaces_root_or_its_parent(lab, tmp_path, tally, archive,
+                                                                                  name):  # fmt: skip
     """Class: an env named by an archive or folder as '.', '..', '' or '-x': joined under ROOT it would name ROOT
     itself or its parent, which --force replaces with every env under it."""
     run = lab({archive: [""], "env-keep.tar.zst": [""]})
@@ -101,12 +103,15 @@ def test_an_env_name_that_is_not_a_folder_name_never_replaces_root_or_its_parent
     tally("hostile_input")
     listed = run("--list")
     assert listed.code == 0 and "not a usable env name" in listed.out, listed.out + listed.err
-    for args in (("--to", str(root), "--force"), ("keep", "--to", str(root), "--force")):
+    by_name = () if name.startswith("-") else ((name, "--prefix", str(root / "x"), "--force"),)  # -rf: an option
+    for args in (("--to", str(root), "--force"), ("--to", str(root)), *by_name):
         r = run(*args, "--no-checks")
         _one_line_refusal(r, 5, "not a usable env name")
     after = mirror_state(tmp_path / "top")
     tally("write_outside", len(changed(before, after)))
     assert changed(before, after) == []
+    r = run("keep", "--to", str(root), "--force", "--no-checks")  # the others are restored by name, inside ROOT
+    assert r.code == 0 and (root / "keep/bin/tool").is_file() and (root / "envs/other/precious").is_file(), r.err
 
 
 @pytest.mark.parametrize("where", ["/", "ROOT", "ROOT/..", "ROOT/envs/.."])
@@ -168,14 +173,16 @@ def test_env_folders_that_climb_out_of_root_are_refused_before_the_first_write(l
     root = tmp_path / "deep/ROOT"
     before = mirror_state(tmp_path)
     tally("hostile_input", 3)
-    for args in (("--to", str(root)), ("x", "--to", str(root)), ("y", "--to", str(root)),
-                 ("x", "--prefix", str(tmp_path / "p/x")), ("fine", "--to", str(root))):  # fmt: skip
+    for args in (("--to", str(root)), ("x", "--to", str(root)), ("y", "--to", str(root)), ("z", "--to", str(root)),
+                 ("x", "--prefix", str(tmp_path / "p/x")), ("--dry-run", "--to", str(root))):  # fmt: skip
         r = run(*args, "--no-checks")
         _one_line_refusal(r, 5, "climbs out")
     after = {p: s for p, s in mirror_state(tmp_path).items() if not p.startswith(("c.db", "home"))}
     made = changed({p: s for p, s in before.items() if not p.startswith(("c.db", "home"))}, after)
     tally("write_outside", len(made))
     assert made == [] and not outside.exists() and not (tmp_path / "x").exists()
+    r = run("fine", "--to", str(root), "--no-checks")
+    assert r.code == 0 and [p.name for p in root.iterdir()] == ["fine"], r.err
 
 
 # -- a target inside a mirror, or holding one -------------------------------------------------------------------------
