@@ -108,8 +108,7 @@ def _list(ui, recipe, conn, envs, caps) -> int:
             f"  {r['name']:<14} {r['archive'].rsplit('/', 1)[-1]}  {human_size(r['archive_size'])} "
             f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
         )
-        ui.line(f"    folder {r['folder'] or '.'}, prefix {r['prefix'] or '(not recorded)'}; "
-                f"{r['conda_packages']} conda packages")
+        ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
         if r["problem"]:
             ui.line(f"    ! cannot be restored: {r['problem']}")
         if r["gpu"]:
