@@ -210,3 +210,77 @@ def test_a_restore_target_inside_or_around_a_mirror_is_refused_and_the_mirror_un
     tally("write_outside", len(changed(before, mirror_state(mirror))))
     assert changed(before, mirror_state(mirror)) == []
     assert not (tmp_path / "b").exists()
+
+
+# -- a signal landing anywhere in a restore's staging ------------------------------------------------------------------
+def staging_env(path: Path, *, big: int, files: int, frames: bool) -> Path:
+    """An env archive worth interrupting: small files, files over a writer's copy limit, one over a decoded piece
+    (4 MiB), random bytes (nothing to squeeze); frames: many zstd frames (decoded in parallel), else one frame with
+    no content size (decoded by one thread)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        bodies = dict(BODY) | {"share/holds-prefix.txt": b"/opt/lab/envs/alpha/share\n"}
+        bodies |= {f"lib/small{i}.bin": os.urandom(3000 + i) for i in range(files)}
+        bodies |= {f"lib/mid{i}.bin": os.urandom((100 << 10) + i) for i in range(files // 10)}
+        bodies["lib/big.bin"] = os.urandom(big)
+        for rel, body in bodies.items():
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode = len(body), 0o644
+            tar.addfile(info, io.BytesIO(body))
+    data = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if frames:
+        step = 512 << 10
+        path.write_bytes(b"".join(zstandard.ZstdCompressor().compress(data[i : i + step])
+                                  for i in range(0, len(data), step)))  # fmt: skip
+    else:
+        path.write_bytes(zstandard.ZstdCompressor(write_content_size=False).compress(data))
+    return path
+
+
+@pytest.fixture
+def staging_lab(tmp_path, vault, monkeypatch):
+    """staging_lab(**staging_env kwargs) -> (argv after `vault`, target): an indexed mirror holding one env."""
+
+    def make(**kw):
+        staging_env(tmp_path / "m/015_envs/data/env-alpha.tar.zst", **kw)
+        db = tmp_path / "c.db"
+        assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+        (tmp_path / "r/env").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "r/env/t.toml").write_text('entry = "015"\narchives = "data/*.tar.zst"\nroot = "/opt/lab"\n')
+        monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "r"))
+        target = tmp_path / "out/alpha"
+        return ["--catalog", str(db), "restore", "env", "t", "alpha", "--prefix", str(target), "--no-checks"], target
+
+    return make
+
+
+@pytest.mark.parametrize("frames", [True, False], ids=["frames-in-parallel", "one-frame"])
+def test_an_interrupt_at_any_line_of_staging_ends_the_process_at_once_leaving_nothing(staging_lab, tmp_path, tally,
+                                                                                      frames):  # fmt: skip
+    """Class: a signal landing where a stopping producer leaves a thread waiting for good (a writer's job that
+    never gets its end, an unbounded join, decoders the interpreter joins at exit): the restore is interrupted
+    (errors.Interrupted, what SIGINT raises) at each distinct line the main thread runs in the writer pool, the
+    env's parallel staging and the frame decoders, one child process each; every child must exit with 130
+    within seconds, leaving nothing beside the target."""
+    import json
+    import subprocess
+    import sys
+
+    argv, target = staging_lab(big=6 << 20, files=40, frames=frames)
+    report = tmp_path / "report.jsonl"
+    runner = Path(__file__).with_name("interrupt_points.py")
+    modules = "restore/env/bulk.py,cloudvault/jobthreads.py,archive/zstdframes.py"
+    proc = subprocess.Popen([sys.executable, str(runner), str(report), "10", modules, "--", *argv])
+    try:
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:  # never an orphan: the runner and the children it forked
+            proc.kill()
+            proc.wait()
+    ended = [json.loads(line) for line in report.read_text().splitlines()]
+    first, points = ended[0], ended[1:]
+    assert first["code"] == 0 and first["left"] == ["alpha"], first
+    tally("kill", len(points))
+    bad = [e for e in points if e["hung"] or e["code"] != 130 or e["left"] or e["seconds"] > 5]
+    assert len(points) > 40 and bad == [], f"{len(bad)} of {len(points)}: {bad[:5]}"
