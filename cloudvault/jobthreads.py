@@ -9,6 +9,7 @@ process from ending.
 
 StopOnSignal makes a Ctrl-C (or SIGTERM, SIGHUP) stop a block's threads before its handler raises: whatever line
 the signal lands on, even one in the middle of starting or stopping them, every thread has been told to end.
+held_signals() keeps a signal out of a block that must not be cut in two, until it ends.
 """
 
 from __future__ import annotations
@@ -111,3 +112,13 @@ class StopOnSignal:
         if self._held is not None and not self._armed:  # the block ended before it armed: the signal still counts
             self._armed = True
             self._on_signal(*self._held)
+
+
+def held_signals() -> StopOnSignal:
+    """`with held_signals():` a block no stopping signal cuts in two (two renames that must both happen): one
+    that lands in it is handled, and raises, once the block has ended."""
+    return StopOnSignal(_nothing)
+
+
+def _nothing() -> None:
+    return None

@@ -284,3 +284,75 @@ def test_an_interrupt_at_any_line_of_staging_ends_the_process_at_once_leaving_no
     tally("kill", len(points))
     bad = [e for e in points if e["hung"] or e["code"] != 130 or e["left"] or e["seconds"] > 5]
     assert len(points) > 40 and bad == [], f"{len(bad)} of {len(points)}: {bad[:5]}"
+
+
+@pytest.fixture
+def cpu_load():
+    """A busy loop on every core beside the test, killed (and reaped) when it ends."""
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _left_and_cleared(folder: Path) -> list[str]:
+    """What a try left in folder, then removed: the next try starts clean."""
+    import shutil
+
+    left = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    for name in left:
+        shutil.rmtree(folder / name)
+    return left
+
+
+def test_sigint_and_sigterm_at_many_moments_of_a_loaded_restore_end_it_within_seconds(staging_lab, tally, cpu_load):
+    """Class: a stopping signal while threads decode, write and wait on each other, on cores the restore shares
+    with busy loops: each of 16 tries (SIGINT and SIGTERM, sent from before staging to deep into it) must end the
+    process within seconds with the signal's exit code and nothing beside the target; a child still running is
+    killed, never left behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv, target = staging_lab(big=24 << 20, files=300, frames=True)
+    outcomes = []
+    for attempt in range(16):
+        sig = (signal.SIGINT, signal.SIGTERM)[attempt % 2]
+        delay = (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8)[attempt // 2]
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "cloudvault", *argv],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            staging = target.with_name(f".{target.name}.vault-restore-{proc.pid}")
+            while proc.poll() is None and not staging.exists() and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(delay if attempt % 4 < 2 else delay / 4)
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            try:
+                err = proc.communicate(timeout=10)[1].decode()
+                took = time.monotonic() - sent
+            except subprocess.TimeoutExpired:  # where its threads are, then killed
+                proc.send_signal(signal.SIGABRT)
+                err, took = "still running 10 s after the signal: " + proc.communicate(timeout=10)[1].decode(), None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        whole = (target / "conda-meta/vault-restore.json").is_file()  # the marker: written last, before the rename
+        left = _left_and_cleared(target.parent)
+        outcomes.append((sig.name, delay, proc.returncode, took, left, whole, err.strip()[-3000:]))
+    tally("kill", len(outcomes))
+    interrupted = [o for o in outcomes if o[2] != 0]  # else it had finished first
+    bad = [o for o in interrupted if o[2] != 128 + signal.Signals[o[0]] or o[3] is None or o[3] > 5
+           or o[4] not in ([], ["alpha"]) or (o[4] and not o[5])]  # fmt: skip
+    # nothing beside the target; at the target nothing, or the whole env (the signal came after it was placed)
+    assert bad == [], bad
+    assert len(interrupted) >= 8, outcomes  # most tries really were interrupted
