@@ -329,9 +329,17 @@ def _signal_while_staging(proc: subprocess.Popen, target: Path, sig: int) -> boo
 def test_kill_or_ctrl_c_mid_restore_leaves_no_env_and_a_rerun_starts_clean(env_vault, tmp_path, sig, code):
     target = tmp_path / "envs/sparsespec"
     proc = _restore_in_subprocess(env_vault, target)
-    if not _signal_while_staging(proc, target, sig):
-        pytest.skip("the restore finished before it could be interrupted")
-    proc.communicate(timeout=60)
+    try:
+        if not _signal_while_staging(proc, target, sig):
+            pytest.skip("the restore finished before it could be interrupted")
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the restore was still running 30 s after {sig!r}: killed")
+    finally:
+        if proc.poll() is None:  # never left running: a test that gives up on its child kills it
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == code
     assert not target.exists()
     left = [p.name for p in target.parent.iterdir()]
