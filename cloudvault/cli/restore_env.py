@@ -17,9 +17,11 @@ staging folder beside the target that is renamed into place at the end: Ctrl-C o
 target. Relocating rewrites text holding the old prefix (long #! lines become conda's /bin/sh trampoline),
 patches binaries NUL-padded within conda's placeholder length, makes ELF run paths $ORIGIN-relative and compiles
 byte-code again with the env's python. The recipe's smoke checks then run inside the env; each restore is
-recorded in the catalog (`vault search restored`, `vault show 015`). Exit 2: target exists (--force), bad recipe,
-or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 5: damaged archive or unsafe member;
-6: no space, prefix not creatable, or a smoke check failed.
+recorded in the catalog (`vault search restored`, `vault show 015`). Every target is checked before the first
+write: never /, in or around a mirror, outside --to ROOT, or over other envs. Exit 2: target exists (--force),
+refused target, bad recipe, or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 4: a name
+two envs share; 5: damaged archive, unsafe member or env name; 6: no space, prefix not creatable, or a smoke
+check failed.
 """
 
 from __future__ import annotations
