@@ -32,7 +32,9 @@ from cloudvault.cli.common import add_output_options, opened_catalog
 
 def add_arguments(parser) -> None:
     parser.add_argument("recipe", help="env recipe: nebius, runpod, your own name under $VAULT_RECIPES/env, or a .toml")
-    parser.add_argument("envs", nargs="*", metavar="ENV", help="env names (default: every env the recipe finds)")
+    parser.add_argument("envs", nargs="*", metavar="ENV",
+                        help="env names (default: every env the recipe finds); ARCHIVE:FOLDER names one of several "
+                        "envs of one name")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the envs with sizes, python, torch and CUDA build")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     where = parser.add_mutually_exclusive_group()
@@ -113,6 +115,8 @@ def _list(ui, recipe, conn, envs, caps) -> int:
         ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
         if r["problem"]:
             ui.line(f"    ! cannot be restored: {r['problem']}")
+        if r["shared"]:
+            ui.line(f"    ! {r['shared']}: restore it as {r['where']}")
         if r["gpu"]:
             fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r["gpu"]["fits"].items())
             ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")

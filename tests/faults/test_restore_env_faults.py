@@ -161,8 +161,11 @@ def test_two_envs_of_one_name_are_an_error_naming_both_folders_and_listed_both(l
         r = run(*args, "--no-checks")
         _one_line_refusal(r, 4, "lab.tar.zst:envs/alpha", "lab.tar.zst:old/envs/alpha")
     assert not (tmp_path / "p").exists() and not (tmp_path / "ROOT").exists()
+    assert "restore it as lab.tar.zst:old/envs/alpha" in text
     r = run("beta", "--to", str(tmp_path / "ROOT"), "--no-checks")
     assert r.code == 0 and (tmp_path / "ROOT/envs/beta/bin/tool").is_file(), r.err
+    r = run("lab.tar.zst:old/envs/alpha", "--prefix", str(tmp_path / "p/alpha"), "--no-checks")  # named by where
+    assert r.code == 0 and (tmp_path / "p/alpha/bin/tool").is_file(), r.err
 
 
 # -- env folders that climb out of ROOT -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudvault import errors
@@ -68,7 +68,8 @@ class EnvSource:
     mirror_id: int
     entry_id: str
     nested: tuple[str, ...] = ()  # the folders of envs inside this one (a conda root's envs/*): not its members
-    problem: str | None = None  # why it cannot be restored (its name, its folder, a name two envs share)
+    problem: str | None = None  # why it cannot be restored at all (its name, its folder)
+    shared: str | None = None  # the envs of its name, when others share it: it is then named by `where`
 
     @property
     def where(self) -> str:
@@ -102,7 +103,8 @@ class EnvRecipe:
 
     def discover(self, conn: sqlite3.Connection) -> list[EnvSource]:
         """Every env of every archive the glob finds, in the archives' order; an env that cannot be restored
-        safely (see env_problem, and a name two envs share) is kept with its problem, so --list shows it."""
+        safely (env_problem) is kept with its problem and one whose name others share with the list of them, so
+        --list shows every one."""
         mirror_id, entry_id, _ = resolve_entry(conn, self.data["entry"])
         files = EntryMembers(conn, mirror_id, entry_id).glob(self.data["archives"])
         envs: list[EnvSource] = []
@@ -132,20 +134,22 @@ class EnvRecipe:
         return "/" + folder if folder else None  # packed with absolute paths (tar -P): the path is the prefix
 
     def pick(self, envs: list[EnvSource], names: list[str]) -> list[EnvSource]:
-        """The envs asked for (all when none named; every env of a name two share); an unknown name is
-        EnvNotFound with the close names."""
+        """The envs asked for (all when none named), by name or, for one of several envs of a name, by its
+        ARCHIVE:FOLDER (`where`); an unknown name is EnvNotFound with the close names."""
         if not names:
             return envs
         known = list(dict.fromkeys(e.name for e in envs))
+        wheres = {e.where: e for e in envs}
         for name in names:
-            if name not in known:
+            if name not in known and name not in wheres:
                 import difflib
 
                 close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
                 hint = f"; did you mean: {', '.join(close)}" if close else f"; it has: {', '.join(known) or 'none'}"
                 raise EnvNotFound(name=name, recipe=self.name, entry=self.data["entry"], hint=hint)
         wanted = set(names)
-        return [e for e in envs if e.name in wanted]  # in the archive's order: a conda root before its envs
+        by_where = [replace(e, shared=None) if e.where in wanted else e for e in envs]  # named by where: no doubt
+        return [e for e in by_where if e.name in wanted or e.where in wanted]  # a conda root before its envs
 
 
 def env_problem(name: str, folder: str) -> str | None:
@@ -160,7 +164,7 @@ def env_problem(name: str, folder: str) -> str | None:
 
 
 def _shared_names_marked(envs: list[EnvSource]) -> list[EnvSource]:
-    """envs, each whose name another env shares given that as its problem (naming every folder of the name)."""
+    """envs, each whose name another env shares given the list of them (every ARCHIVE:FOLDER of the name)."""
     by_name: dict[str, list[EnvSource]] = {}
     for env in envs:
         by_name.setdefault(env.name, []).append(env)
@@ -168,7 +172,7 @@ def _shared_names_marked(envs: list[EnvSource]) -> list[EnvSource]:
         if len(same) > 1:
             folders = ", ".join(e.where for e in same)
             for env in same:
-                env.problem = env.problem or f"env name {name!r} names {len(same)} envs: {folders}"
+                env.shared = f"env name {name!r} names {len(same)} envs: {folders}"
     return envs
 
 
@@ -248,7 +252,8 @@ def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None)
     paths = [m.path for m in members]
     torch = env_meta.torch_build(paths)
     return {
-        "name": env.name, "folder": env.folder, "problem": env.problem, "archive": env.archive.path,
+        "name": env.name, "where": env.where, "problem": env.problem, "shared": env.shared,
+        "archive": env.archive.path,
         "archive_size": env.archive.size,
         "size": sum(m.size for m in members if m.type == "file"), "files": sum(m.type == "file" for m in members),
         "prefix": env.prefix, "python": env_meta.python_version(paths), "torch": torch,

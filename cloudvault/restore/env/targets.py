@@ -26,7 +26,7 @@ class UnsafeEnv(errors.IntegrityError):
 
 
 class SharedEnvName(errors.Ambiguous):
-    """{why}; nothing was restored (an env is restored by its name, which must be its own)"""
+    """{why}; name one as ARCHIVE:FOLDER; nothing was restored"""
 
 
 class TargetRefused(errors.UsageError):
@@ -56,18 +56,22 @@ def placements(conn: sqlite3.Connection, envs: list[EnvSource], prefix: str | No
     placed = sorted(((target_for(env, prefix, to), env) for env in envs), key=lambda t: len(t[0].parts))
     if move_from is not None:
         check_move(conn, placed[0][1].name, move_from, placed[0][0])
+    going: dict[str, EnvSource] = {}
     for target, env in placed:
+        other = going.setdefault(os.path.realpath(target), env)
+        if other is not env:  # one would replace the other (--force) or be refused half-way
+            raise TargetRefused(name=env.where, path=target, why=f"{other.where} of this command goes there too")
         check_target(conn, env.name, target, force, root if root is None else (root, bool(env.nested)))
     return placed
 
 
 def refuse_unsafe(env: EnvSource) -> None:
-    """UnsafeEnv (exit 5) or SharedEnvName (exit 4) for an env discover() found a problem with."""
-    if env.problem is None:
-        return
-    if env.problem.startswith("env name "):
-        raise SharedEnvName(why=env.problem)
-    raise UnsafeEnv(name=env.name, where=env.where, why=env.problem)
+    """UnsafeEnv (exit 5) for an env discover() found a problem with; SharedEnvName (exit 4) for one asked for by
+    a name other envs share."""
+    if env.problem is not None:
+        raise UnsafeEnv(name=env.name, where=env.where, why=env.problem)
+    if env.shared is not None:
+        raise SharedEnvName(why=env.shared)
 
 
 def check_target(conn: sqlite3.Connection, name: str, target: Path, force: bool,
