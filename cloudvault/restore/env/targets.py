@@ -61,7 +61,7 @@ def placements(conn: sqlite3.Connection, envs: list[EnvSource], prefix: str | No
         other = going.setdefault(os.path.realpath(target), env)
         if other is not env:  # one would replace the other (--force) or be refused half-way
             raise TargetRefused(name=env.where, path=target, why=f"{other.where} of this command goes there too")
-        check_target(conn, env.name, target, force, root if root is None else (root, bool(env.nested)))
+        check_target(conn, env.name, target, force, root, conda_root=bool(env.nested))
     return placed
 
 
@@ -74,16 +74,16 @@ def refuse_unsafe(env: EnvSource) -> None:
         raise SharedEnvName(why=env.shared)
 
 
-def check_target(conn: sqlite3.Connection, name: str, target: Path, force: bool,
-                 under: tuple[Path, bool] | None = None) -> None:  # fmt: skip
+def check_target(conn: sqlite3.Connection, name: str, target: Path, force: bool, root: Path | None = None,
+                 conda_root: bool = False) -> None:  # fmt: skip
     """TargetRefused (exit 2) or WriteIntoMirror (exit 2) unless target is a folder an env may be placed at (and,
-    with force, swapped out): under is (ROOT, whether the env is a conda root that belongs at ROOT itself)."""
+    with force, swapped out); root: --to ROOT; conda_root: the env is a conda root, which belongs at ROOT itself."""
     resolved = Path(os.path.realpath(target))
     if resolved.parent == resolved:
         raise TargetRefused(name=name, path=target, why="it is the file system's root")
-    if under is not None:
-        _check_under_root(name, target, resolved, *under)
-        if force and os.path.lexists(target) and resolved == Path(os.path.realpath(under[0])):
+    if root is not None:
+        _check_under_root(name, target, resolved, root, conda_root)
+        if force and os.path.lexists(target) and resolved == Path(os.path.realpath(root)):
             raise TargetRefused(name=name, path=target, why="--force would replace ROOT itself, every env under it "
                                 "with it; remove it yourself or restore this env with --prefix")  # fmt: skip
     refuse_write_into_mirror(conn, target, f"env {name} at")
