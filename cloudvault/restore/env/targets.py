@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from cloudvault import errors
-from cloudvault.catalog.mirror_guard import known_roots, mirror_holding, refuse_write_into_mirror
+from cloudvault.catalog.mirror_guard import guarded_roots, mirror_holding, refuse_write_into_mirror
 from cloudvault.restore.env.source import EnvSource
 
 NESTED_DEPTH = 3  # how deep under a target --force looks for other envs (ROOT/envs/NAME/conda-meta)
@@ -87,7 +87,7 @@ def check_target(conn: sqlite3.Connection, name: str, target: Path, force: bool,
             raise TargetRefused(name=name, path=target, why="--force would replace ROOT itself, every env under it "
                                 "with it; remove it yourself or restore this env with --prefix")  # fmt: skip
     refuse_write_into_mirror(conn, target, f"env {name} at")
-    local = [r.removeprefix("file://") for r in known_roots(conn) if "://" not in r.removeprefix("file://")]
+    local = [r.removeprefix("file://") for r in guarded_roots(conn) if "://" not in r.removeprefix("file://")]
     held = [root for root in local if mirror_holding(root, [os.fspath(resolved)])]
     if held:
         raise TargetRefused(name=name, path=target, why=f"it holds the mirror {held[0]}")
