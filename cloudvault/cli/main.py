@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import _signal  # `signal` without its enums, whose making costs ~0.7 ms of every start; same handlers, same calls
 import gc
-import os
 import sys
 
 from cloudvault import errors
@@ -177,7 +176,10 @@ def run_command(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cloudvault.cli import ui
+
     argv = sys.argv[1:] if argv is None else argv
+    streams = ui.guard_output()  # a reader that leaves drops the output, never the work (`vault ... | head`)
     previous = {sig: _signal.signal(sig, handler) for sig, handler in
                 ((_signal.SIGINT, _interrupt), (_signal.SIGTERM, _stop), (_signal.SIGHUP, _stop))}  # fmt: skip
     try:
@@ -187,9 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _report(errors.Interrupted().message, errors.INTERRUPTED, argv)
         code = errors.INTERRUPTED
-    except BrokenPipeError:  # `vault ... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
+    except ui.ReaderLeft:  # `vault extract ... -o - | head -c 10`: what was asked for was read; say nothing more
+        code = errors.OK
     except SystemExit as exc:  # --help and --version
         code = exc.code if isinstance(exc.code, int) else 0
     except OSError as exc:  # the system refused something no check foresaw (permissions, a full disk, EIO)
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
+        ui.restore_output(streams)
     return code
 
 
