@@ -21,6 +21,21 @@ def add_output_options(parser, *, quiet: bool = False) -> None:
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
+def catalog_name(text: str) -> str:
+    """An argument naming what the catalog holds (an entry, a path, a glob, a search term), in the catalog's text
+    form: bytes that are not UTF-8 (typed raw, or a shell glob that expanded to a raw name; Python hands them over
+    as surrogates) become the \\xNN escapes the catalog keeps such a name under (its raw bytes beside it)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        import os
+
+        from cloudvault.tools.mirrorfs import text_path
+
+        return text_path(os.fsencode(text))[0]
+
+
 @contextlib.contextmanager
 def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
                    shared: bool = False) -> Iterator:  # fmt: skip

@@ -196,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the system refused something no check foresaw (permissions, a full disk, EIO)
         code = _report_error(errors.from_os_error(exc), argv)
     except Exception as exc:
-        if type(exc).__module__ != "sqlite3":
+        raw = next((arg for arg in argv if _not_utf8(arg)), None)
+        if isinstance(exc, UnicodeEncodeError) and raw is not None:  # a raw name where vault takes only text
+            code = _report_error(_not_text(raw), argv)
+        elif type(exc).__module__ != "sqlite3":
             code = _bug(exc, argv)
         else:  # by its kind: locked (retry), full, refused, or really damaged
             code = _report_error(errors.from_sqlite(exc, path=_catalog_named(argv)), argv)
@@ -205,6 +208,21 @@ def main(argv: list[str] | None = None) -> int:
             _signal.signal(sig, handler)
         ui.restore_output(streams)
     return code
+
+
+def _not_utf8(arg: str) -> bool:
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _not_text(arg: str) -> errors.UsageError:
+    from cloudvault.cli.ui import printable
+
+    why = "is not UTF-8, and this command takes text there: give it in UTF-8"
+    return errors.UsageError(detail=f"the argument '{printable(arg)}' {why}")
 
 
 def _catalog_named(argv: list[str]) -> str:
@@ -221,7 +239,9 @@ def _report_error(error: errors.VaultError, argv: list[str]) -> int:
 
 def _report(message: str, code: int, argv: list[str]) -> None:
     """One line on stderr; with --json also a JSON object on stdout, so a script always gets a document."""
-    message = errors.one_line(message)
+    from cloudvault.cli.ui import printable
+
+    message = printable(errors.one_line(message))  # a name that is not UTF-8 shown as \\xNN, as everywhere
     sys.stderr.write(f"vault: error: {message}\n")
     if "--json" in argv:
         import json

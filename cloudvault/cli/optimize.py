@@ -7,7 +7,7 @@ same BLAKE3, and falls back to the original archive if a copy is gone.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
 
 
 def gib(text: str) -> float:
@@ -24,7 +24,7 @@ gib.__name__ = "size in GiB"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", nargs="?", help="entry ID or prefix; none: every entry")
+    parser.add_argument("entry", nargs="?", type=catalog_name, help="entry ID or prefix; none: every entry")
     parser.add_argument("--to", help="cache folder (default: beside the catalog)")
     parser.add_argument("--max-gb", type=gib, help="most cache space to use, in GiB")
     parser.add_argument("--status", action="store_true", help="show the copies and the space they use")
