@@ -166,13 +166,50 @@ def _command_name(argv: list[str]) -> str | None:
 def run_command(argv: list[str]) -> int:
     """Parse argv and run the command; VaultErrors pass through to the caller."""
     parser = build_parser(only=_command_name(argv))
-    args, rest = parser.parse_known_args(argv)
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except errors.UsageError:  # a mistyped option makes argparse take its value for the command: name the option
+        _refuse_unknown_option(parser, argv, argv)
+        raise
     if rest:  # reported by the command's own parser, naming its own --help
+        _refuse_unknown_option(parser, argv, rest)
         (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "run", None) is None:
         parser.print_help()
         return errors.USAGE
     return args.run(args)
+
+
+def _refuse_unknown_option(parser: VaultParser, argv: list[str], tokens: list[str]) -> None:
+    """UsageError for the first of tokens that looks like an option and that neither vault nor the command (as
+    argv names it) knows, with the known option nearest to it; a global option given after the command says
+    where it goes."""
+    import difflib
+
+    chain = _parsers_of(parser, argv)
+    known = {name: p for p in reversed(chain) for name in p._option_string_actions}
+    for token in tokens:
+        if token == "--":
+            return
+        name = token.split("=", 1)[0]
+        if not name.startswith("-") or name == "-" or name[1:2].isdigit():
+            continue
+        if known.get(name) is parser and len(chain) > 1:
+            parser.error(f"{name} goes before the command: `vault {name} ... {chain[1].prog.removeprefix('vault ')}`")
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(o for o in known if o.startswith("--")), n=1)
+            hint = f"; did you mean `{near[0]}`?" if near else ""
+            (known[near[0]] if near else chain[-1]).error(f"unknown option {name!r}{hint}")  # whose --help says
+
+
+def _parsers_of(parser: VaultParser, argv: list[str]) -> list:
+    """The parser and the subcommand parsers argv's words lead to (vault, vault restore, vault restore env)."""
+    chain = [parser]
+    for word in argv:
+        sub = next((a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and word in sub.choices:
+            chain.append(sub.choices[word])
+    return chain
 
 
 def main(argv: list[str] | None = None) -> int:
