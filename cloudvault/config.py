@@ -27,7 +27,7 @@ def demo_catalog_path() -> str:
 
 
 # what named the catalog (catalog_origin) -> how a message names it to the user
-NAMED_BY = {"--catalog": "--catalog", "$VAULT_CATALOG": "$VAULT_CATALOG", "default": "the catalog",
+NAMED_BY = {"--catalog": "--catalog", "$VAULT_CATALOG": "$VAULT_CATALOG", "default": "your catalog",
             "demo": "the demo's catalog"}  # fmt: skip
 
 

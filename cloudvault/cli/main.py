@@ -30,6 +30,7 @@ COMMANDS = {
     "runs": "cloudvault.cli.runs",
     "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
+    "info": "cloudvault.cli.info",
 }
 
 DESCRIPTION = "cloudvault: search, extract from, restore and re-run a research group's cloud backup mirror."

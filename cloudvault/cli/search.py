@@ -41,15 +41,19 @@ def run(args) -> int:
     if args.json:
         ui.emit(result.to_json())
     else:
-        _print(ui, result)
+        _print(ui, result, args.catalog)
     return errors.OK if result.found else errors.NOTHING_FOUND
 
 
-def _print(ui, result) -> None:
+def _print(ui, result, catalog: str | None) -> None:
     from cloudvault.cli.ui import human_size
 
     if not result.found:
-        ui.line(f"nothing matches {' '.join(result.query)!r}")
+        from cloudvault import config
+
+        path, origin = config.catalog_origin(catalog)
+        ui.line(f"nothing matches {' '.join(result.query)!r} in {path} ({config.NAMED_BY[origin]}; "
+                "`vault info` says what it holds)")  # fmt: skip
         return
     for kind, hits in result.hits.items():
         if not hits:
