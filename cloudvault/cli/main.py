@@ -170,10 +170,10 @@ def run_command(argv: list[str]) -> int:
     try:
         args, rest = parser.parse_known_args(argv)
     except errors.UsageError:  # a mistyped option makes argparse take its value for the command: name the option
-        _refuse_unknown_option(parser, argv, argv)
+        _refuse_unknown_option(parser, argv, argv, left_over=False)
         raise
     if rest:  # reported by the command's own parser, naming its own --help
-        _refuse_unknown_option(parser, argv, rest)
+        _refuse_unknown_option(parser, argv, rest, left_over=True)
         (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "run", None) is None:
         parser.print_help()
@@ -181,10 +181,10 @@ def run_command(argv: list[str]) -> int:
     return args.run(args)
 
 
-def _refuse_unknown_option(parser: VaultParser, argv: list[str], tokens: list[str]) -> None:
+def _refuse_unknown_option(parser: VaultParser, argv: list[str], tokens: list[str], left_over: bool) -> None:
     """UsageError for the first of tokens that looks like an option and that neither vault nor the command (as
-    argv names it) knows, with the known option nearest to it; a global option given after the command says
-    where it goes."""
+    argv names it) knows, with the known option nearest to it; a global option argparse left over (left_over:
+    tokens are what it could not place: given after the command) says where it goes."""
     import difflib
 
     chain = _parsers_of(parser, argv)
@@ -195,7 +195,7 @@ def _refuse_unknown_option(parser: VaultParser, argv: list[str], tokens: list[st
         name = token.split("=", 1)[0]
         if not name.startswith("-") or name == "-" or name[1:2].isdigit():
             continue
-        if known.get(name) is parser and len(chain) > 1:
+        if left_over and known.get(name) is parser and len(chain) > 1:
             parser.error(f"{name} goes before the command: `vault {name} ... {chain[1].prog.removeprefix('vault ')}`")
         if name not in known:
             near = difflib.get_close_matches(name, sorted(o for o in known if o.startswith("--")), n=1)
@@ -234,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the system refused something no check foresaw (permissions, a full disk, EIO)
         code = _report_error(errors.from_os_error(exc), argv)
     except Exception as exc:
-        raw = next((arg for arg in argv if _not_utf8(arg)), None)
+        raw = _not_utf8(argv)
         if isinstance(exc, UnicodeEncodeError) and raw is not None:  # a raw name where vault takes only text
-            code = _report_error(_not_text(raw), argv)
+            code = _report_error(raw, argv)
         elif type(exc).__module__ != "sqlite3":
             code = _bug(exc, argv)
         else:  # by its kind: locked (retry), full, refused, or really damaged
@@ -248,19 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _not_utf8(arg: str) -> bool:
-    try:
-        arg.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _not_text(arg: str) -> errors.UsageError:
+def _not_utf8(argv: list[str]) -> errors.UsageError | None:
+    """The error for the first argument that is not UTF-8 (bytes the shell passed raw), if one is not."""
     from cloudvault.cli.ui import printable
 
+    raw = next((arg for arg in argv if printable(arg) != arg), None)
+    if raw is None:
+        return None
     why = "is not UTF-8, and this command takes text there: give it in UTF-8"
-    return errors.UsageError(detail=f"the argument '{printable(arg)}' {why}")
+    return errors.UsageError(detail=f"the argument '{printable(raw)}' {why}")
 
 
 def _catalog_named(argv: list[str]) -> str:

@@ -38,3 +38,10 @@ def test_an_option_nothing_is_near_is_named_without_a_guess(demo_catalog, vault)
 def test_a_mistyped_command_still_gets_its_suggestion(demo_catalog, vault):
     r = vault("--catalog", str(demo_catalog), "serch", "sweep")
     assert r.code == 2 and "unknown command 'serch'; did you mean `vault search`?" in r.err, r.err
+
+
+def test_a_global_option_before_the_command_is_never_said_to_be_misplaced(demo_catalog, vault):
+    r = vault("--catalog", str(demo_catalog), "search", "--limit", "abc", "sweep")
+    assert r.code == 2 and "--limit" in r.err and "goes before" not in r.err, r.err
+    r = vault("--catalog", str(demo_catalog), "search", "sweep", "--catalog", "x")
+    assert r.code == 2 and "--catalog goes before the command" in r.err, r.err
