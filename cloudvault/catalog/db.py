@@ -120,6 +120,7 @@ def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: boo
 
 
 def refuse_folder(path: str, named_by: str = "the catalog") -> None:
+    """UsageError for a folder given where the catalog file goes, with the file it may have meant."""
     if os.path.isdir(path):
         example = os.path.join(path, "catalog.db")
         raise UsageError(detail=f"{named_by} {path} is a folder; give the catalog file (e.g. {example})")

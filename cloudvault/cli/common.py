@@ -38,16 +38,16 @@ def catalog_name(text: str) -> str:
 
 @contextlib.contextmanager
 def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
-                   shared: bool = False, named_by: str = "default") -> Iterator:  # fmt: skip
-    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path (named_by: what
-    named it, as config.catalog_origin says); closed when the block ends, by an error or Ctrl-C too. optional: a
+                   shared: bool = False, origin: str = "default") -> Iterator:  # fmt: skip
+    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path (origin: what named
+    it, as config.catalog_origin says); closed when the block ends, by an error or Ctrl-C too. optional: a
     missing catalog is None, not CatalogMissing. shared: a read-only connection any thread may use (`vault mount`
     answers from many FUSE threads)."""
     from cloudvault import config, errors
     from cloudvault.catalog.db import open_catalog, open_shared_reader
 
-    where, origin = config.catalog_origin(args.catalog) if path is None else (path, named_by)
-    named_by = config.NAMED_BY.get(origin, origin)
+    where, origin = config.catalog_origin(args.catalog) if path is None else (path, origin)
+    named_by = config.NAMED_BY[origin]
     try:
         if shared:
             conn = open_shared_reader(where, named_by)

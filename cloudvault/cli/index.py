@@ -77,7 +77,7 @@ def run(args) -> int:
     with writer_lock(path, wait=args.wait):
         existed, indexing = path.exists(), False
         try:
-            with opened_catalog(path=path, readonly=False, create=True, named_by=origin) as conn:
+            with opened_catalog(path=path, readonly=False, create=True, origin=origin) as conn:
                 cache = config.cache_dir(path) if args.optimize else None
                 roots = roots_to_index(conn, args.mirrors, args.definition)
                 options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)

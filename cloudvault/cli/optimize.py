@@ -35,15 +35,19 @@ def run(args) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import writer_lock
+    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
     from cloudvault.optimize import optimize
 
-    path = Path(config.catalog_path(args.catalog))
+    where, origin = config.catalog_origin(args.catalog)
+    path = Path(where)
+    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
+    if not path.exists():
+        raise errors.CatalogMissing(path=path)
     cache = Path(args.to) if args.to else config.cache_dir(path)
     ui = UI(as_json=args.json)
-    with writer_lock(path), opened_catalog(path=path, readonly=False) as conn:
+    with writer_lock(path), opened_catalog(path=path, readonly=False, origin=origin) as conn:
         if args.status:
             return _status(ui, conn, cache)
         scope = resolve_entry(conn, args.entry)[:2] if args.entry else None

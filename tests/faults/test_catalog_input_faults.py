@@ -58,7 +58,8 @@ def test_a_catalog_that_is_a_text_file_or_a_program_is_not_a_vault_catalog_and_i
 ):
     for kind, path in _not_catalogs(tmp_path).items():
         before = path.read_bytes()
-        for argv in (["search", "granite"], ["show", "014"], ["index", "-q"], ["index", "-q", str(demo_mirror)]):
+        for argv in (["search", "granite"], ["show", "014"], ["index", "-q"], ["index", "-q", str(demo_mirror)],
+                     ["optimize"], ["verify"]):  # fmt: skip
             listing = sorted(os.listdir(tmp_path))
             tally("bad_argument")
             r = vault("--catalog", str(path), *argv)
