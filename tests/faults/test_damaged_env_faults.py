@@ -152,3 +152,13 @@ def test_run_paths_of_any_header_never_raise(tail, order, wide, numbers):
     for start, value in elf.run_paths(buf):
         assert 0 <= start < len(buf) and buf[start : start + len(value)] == value
     elf.patch_run_paths(buf, b"/opt/lab", "lib")
+
+
+@pytest.mark.parametrize("record", [b"x" * 200_000 + b",sha256=abc,1\n", b'"open quote,sha256=abc\n', b"\0\0\0\n"])
+def test_a_pip_record_that_is_not_csv_is_passed_over_not_a_traceback(env_mirror, vault, tmp_path, tally, record):
+    db = env_mirror(_conda_env({"name": "pkg", "files": ["bin/hello"]})
+                    + [("envs/x/lib/python3.11/site-packages/x-1.dist-info/RECORD", record)])  # fmt: skip
+    tally("corruption")
+    r = vault("--catalog", db, "restore", "env", "lab", "x", "--prefix", str(tmp_path / "x"), "--no-checks")
+    tally("traceback", int("Traceback" in r.err))
+    assert r.code == 0 and "Traceback" not in r.err, r.err

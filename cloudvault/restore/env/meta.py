@@ -61,13 +61,19 @@ def conda_paths(documents: dict[str, bytes]) -> dict[str, CondaPath]:
 
 
 def record_hashes(record: bytes, site_dir: str) -> dict[str, str]:
-    """env-relative path -> sha256 hex from a pip RECORD (paths relative to site-packages, `../../../bin/x`)."""
+    """env-relative path -> sha256 hex from a pip RECORD (paths relative to site-packages, `../../../bin/x`). A
+    RECORD that is not CSV (a field past the csv module's limit) records nothing vault can check: it is passed
+    over, as a damaged conda-meta record is."""
     import csv
     import io
     import posixpath
 
     out = {}
-    for row in csv.reader(io.StringIO(record.decode("utf-8", "replace"))):
+    try:
+        rows = list(csv.reader(io.StringIO(record.decode("utf-8", "replace"))))
+    except csv.Error:
+        return {}
+    for row in rows:
         if len(row) < 2 or not row[1].startswith("sha256="):
             continue
         digest = row[1][len("sha256=") :]
