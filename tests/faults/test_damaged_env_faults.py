@@ -89,8 +89,8 @@ def test_conda_meta_of_the_wrong_shape_is_not_a_traceback_in_restore_dry_run_or_
                                                                                       tally, meta):  # fmt: skip
     db = env_mirror(_conda_env(meta))
     first, second = str(tmp_path / "a/x"), str(tmp_path / "b/x")
-    for argv in (["--dry-run", "--prefix", first], ["--prefix", first], ["--move", first, "--prefix", second,
-                 "--dry-run"], ["--move", first, "--prefix", second]):  # fmt: skip
+    moves = (["--move", first, "--prefix", second, "--dry-run"], ["--move", first, "--prefix", second])
+    for argv in (["--list"], ["--dry-run", "--prefix", first], ["--prefix", first], *moves):
         tally("corruption")
         r = vault("--catalog", db, "restore", "env", "lab", "x", *argv, "--no-checks")
         tally("traceback", int("Traceback" in r.err))
