@@ -38,7 +38,7 @@ def catalog_name(text: str) -> str:
 
 @contextlib.contextmanager
 def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
-                   shared: bool = False, origin: str = "default") -> Iterator:  # fmt: skip
+                   shared: bool = False, origin: str | None = None) -> Iterator:  # fmt: skip
     """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path (origin: what named
     it, as config.catalog_origin says); closed when the block ends, by an error or Ctrl-C too. optional: a
     missing catalog is None, not CatalogMissing. shared: a read-only connection any thread may use (`vault mount`
@@ -47,7 +47,7 @@ def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None
     from cloudvault.catalog.db import open_catalog, open_shared_reader
 
     where, origin = config.catalog_origin(args.catalog) if path is None else (path, origin)
-    named_by = config.NAMED_BY[origin]
+    named_by = config.NAMED_BY.get(origin, "the catalog")  # a path given without its origin: named plainly
     try:
         if shared:
             conn = open_shared_reader(where, named_by)
