@@ -51,6 +51,15 @@ def _show(ui, path: str, origin: str, summary) -> None:
     ui.line(f"         schema version {summary.schema_version}{built}; last index {summary.last_index or 'never'}")
     for m in summary.mirrors:
         ui.heading(f"mirror {m.name}: {m.root}")
-        ui.line(f"  indexed {m.indexed_at or 'never'}: {m.entries} entries, {m.files} files, {m.archives} archives, "
-                f"{m.members} members, {m.flags} flags")  # fmt: skip
-    ui.line(f"recorded: {summary.restores} restores, {summary.runs} runs; {summary.seekable_copies} seekable copies")
+        counts = ", ".join(_counted(n, word) for n, word in ((m.entries, "entry"), (m.files, "file"),
+                           (m.archives, "archive"), (m.members, "member"), (m.flags, "flag")))  # fmt: skip
+        ui.line(f"  indexed {m.indexed_at or 'never'}: {counts}")
+    ui.line(f"recorded: {_counted(summary.restores, 'restore')}, {_counted(summary.runs, 'run')}; "
+            f"{_counted(summary.seekable_copies, 'seekable copy')}")  # fmt: skip
+
+
+def _counted(n: int, word: str) -> str:
+    """'1 entry', '2 entries', '0 runs'."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
