@@ -76,6 +76,9 @@ def test_the_error_names_vault_catalog_when_the_variable_named_the_catalog(tmp_p
     r = vault("search", "granite")
     _one_line(r, 2)
     assert f"$VAULT_CATALOG {tmp_path} is a folder" in r.err and "--catalog" not in r.err, r.err
+    r = vault("index", "-q")
+    _one_line(r, 2)
+    assert f"$VAULT_CATALOG {tmp_path} is a folder" in r.err and not os.path.exists(f"{tmp_path}.lock"), r.err
     monkeypatch.setenv("VAULT_CATALOG", str(_not_catalogs(tmp_path)["text"]))
     r = vault("show", "014")
     _one_line(r, 2)
