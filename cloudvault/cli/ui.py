@@ -81,6 +81,10 @@ class Output:
                 self._drop()
         return len(text)
 
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
     def flush(self) -> None:
         if not self.reader_left:
             try:
