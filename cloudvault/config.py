@@ -38,19 +38,30 @@ def demo_catalog_path() -> str:
     return os.path.join(_data_home(), "cloudvault", "demo", "catalog.db")
 
 
-def catalog_path(explicit: str | os.PathLike | None = None, writing: bool = False) -> str:
-    """The catalog file to use: the explicit option, else $VAULT_CATALOG, else the XDG data dir. A str, as typed
-    but for a trailing slash (`Path(...)` it where a Path is wanted). Until the user has a catalog of their own
-    there, the demo's catalog is the default (so the README's tour works after `vault demo`); `vault index`
-    (writing) always builds the user's own."""
+# what named the catalog (catalog_origin) -> how a message names it to the user
+NAMED_BY = {"--catalog": "--catalog", "$VAULT_CATALOG": "$VAULT_CATALOG", "default": "your catalog",
+            "demo": "the demo's catalog"}  # fmt: skip
+
+
+def catalog_origin(explicit: str | os.PathLike | None = None, writing: bool = False) -> tuple[str, str]:
+    """(the catalog file to use, what named it: '--catalog', '$VAULT_CATALOG', 'default' or 'demo'): the explicit
+    option, else $VAULT_CATALOG, else the XDG data dir. The path is a str, as typed but for a trailing slash
+    (`Path(...)` it where a Path is wanted). Until the user has a catalog of their own there, the demo's catalog
+    is the default (so the README's tour works after `vault demo`); `vault index` (writing) always builds the
+    user's own."""
     given = explicit or os.environ.get(CATALOG_ENV)
     if not given:
         own = os.path.join(_data_home(), "cloudvault", "catalog.db")
         if not writing and not os.path.exists(own) and os.path.exists(demo_catalog_path()):
-            return demo_catalog_path()
-        return own
+            return demo_catalog_path(), "demo"
+        return own, "default"
     path = os.path.expanduser(given)
-    return path.rstrip("/") or path
+    return path.rstrip("/") or path, "--catalog" if explicit else "$VAULT_CATALOG"
+
+
+def catalog_path(explicit: str | os.PathLike | None = None, writing: bool = False) -> str:
+    """The catalog file to use (catalog_origin's path)."""
+    return catalog_origin(explicit, writing)[0]
 
 
 def cache_dir(catalog: str | os.PathLike) -> Path:

@@ -102,6 +102,13 @@ class DestinationExists(UsageError):
     """{path} exists; pass --force to overwrite it"""
 
 
+class NotACatalog(UsageError):
+    """{named_by} {path} is not a vault catalog ({why}); give a catalog file, or a path where `vault index` may
+    create one"""
+
+    defaults = {"named_by": "the catalog"}
+
+
 class RecipeInvalid(UsageError):
     """recipe {path}: {detail}"""
 
@@ -150,7 +157,8 @@ class UnsafeMember(IntegrityError):
 
 
 class CatalogDamaged(IntegrityError):
-    """catalog {path} is damaged ({detail}); restore it from a copy or rebuild it with `vault index`"""
+    """catalog {path} is damaged ({detail}); restore it from a copy, or move it aside and rebuild it with
+    `vault index`"""
 
 
 class CorruptArchive(IntegrityError):

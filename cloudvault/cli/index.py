@@ -56,7 +56,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import writer_lock
+    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
     from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.cli.ui import UI
     from cloudvault.index.roots import roots_to_index
@@ -73,11 +73,13 @@ def run(args) -> int:
 
         return run_slurm(args)
     ui = UI(as_json=args.json, quiet=args.quiet)
-    path = Path(config.catalog_path(args.catalog, writing=True))
+    where, origin = config.catalog_origin(args.catalog, writing=True)
+    path = Path(where)
+    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
     with writer_lock(path, wait=args.wait):
         existed, indexing = path.exists(), False
         try:
-            with opened_catalog(path=path, readonly=False, create=True) as conn:
+            with opened_catalog(path=path, readonly=False, create=True, origin=origin) as conn:
                 cache = config.cache_dir(path) if args.optimize else None
                 roots = roots_to_index(conn, args.mirrors, args.definition)
                 options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)

@@ -246,7 +246,8 @@ def _say_restored(ui, r: dict) -> None:
     if r.get("python"):
         py = r["python"]
         was = f" (was {py['replaced']})" if py["replaced"] else ""
-        ui.line(f"  venv on {py['base']}{was}, Python {py['version']}")
+        on = f"on {py['base']}{was}" if py["base"] else "on the interpreter inside it"
+        ui.line(f"  venv {on}, Python {py['version'] or '(version not recorded)'}")
     for what, key in (("differ from conda-meta", "conda_differ"), ("differ from pip RECORD", "record_differ")):
         if v[key]:
             ui.warn(f"{r['name']}: {len(v[key])} file(s) {what} (changed after install): {', '.join(v[key][:5])}")

@@ -57,7 +57,7 @@ def resolve_root(
     /a/Marvell_cloud and a copy at /b/Marvell_cloud are two mirrors, never one taken for the other emptied."""
     if is_url(path) and urlsplit(path).password is not None:  # the catalog keeps the root: never a credential
         raise errors.UsageError(detail="a mirror URL must not hold a password; use ssh keys or the storage's own login")
-    mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
+    mirror = open_mirror(path if is_url(path) else _local_root(path))
     known = known or {}
     if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
         require_mirror(mirror)
@@ -73,6 +73,15 @@ def resolve_root(
         name = known[mirror.root][0] if mirror.root in known else unique_name(definition.name, taken)
         definition = dataclasses.replace(definition, name=name)
     return MirrorRoot(mirror, definition)
+
+
+def _local_root(path: str) -> str:
+    """A local root made absolute, its links followed; a loop of links is NotFound, naming it."""
+    try:
+        return str(Path(path).expanduser().resolve())
+    except (RuntimeError, OSError):  # a loop: RuntimeError up to Python 3.12, OSError (ELOOP) after
+        why = "is a loop of symlinks: give the folder they should lead to"
+        raise errors.NotFound(detail=f"mirror {path!r} {why}") from None
 
 
 def _refuse_overlap(root: str, known: dict[str, tuple[str, str | None]]) -> None:

@@ -8,7 +8,6 @@ other envs), so one archive may hold a whole miniforge tree or several venvs, an
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 from dataclasses import dataclass, replace
@@ -210,11 +209,21 @@ def _inside_files(folder: str, env: str) -> bool:
     return not rest.startswith("envs/")
 
 
+MARKER_SHAPE = {"required": ("prefix",), "prefix": str, "source": (str, type(None)),
+                "source_blake3": (str, type(None)), "original_prefix": (str, type(None)), "moves": list}  # fmt: skip
+
+
 def read_marker(target: Path) -> dict | None:
+    """The marker vault left in an env it restored; None where there is none. One not as vault wrote it (cut
+    short, edited) is DamagedFile (5), naming it: an env is never moved from a prefix a damaged marker told."""
+    from cloudvault import readers
+
     try:
-        return json.loads((target / MARKER).read_text())
-    except (OSError, ValueError):
+        with open(target / MARKER, "rb") as fh:
+            data = fh.read()
+    except OSError:
         return None
+    return readers.json_document(data, target / MARKER, MARKER_SHAPE)
 
 
 def read_documents(conn: sqlite3.Connection, members: list[Member]) -> dict[str, bytes]:
