@@ -154,7 +154,12 @@ def test_run_paths_of_any_header_never_raise(tail, order, wide, numbers):
     elf.patch_run_paths(buf, b"/opt/lab", "lib")
 
 
-@pytest.mark.parametrize("record", [b"x" * 200_000 + b",sha256=abc,1\n", b'"open quote,sha256=abc\n', b"\0\0\0\n"])
+# ids kept short: pytest puts the test's id in PYTEST_CURRENT_TEST, and a 200 KB one is too long for exec
+@pytest.mark.parametrize(
+    "record",
+    [b"x" * 200_000 + b",sha256=abc,1\n", b'"open quote,sha256=abc\n', b"\0\0\0\n"],
+    ids=["field-over-csv-limit", "open-quote", "nul-bytes"],
+)
 def test_a_pip_record_that_is_not_csv_is_passed_over_not_a_traceback(env_mirror, vault, tmp_path, tally, record):
     db = env_mirror(_conda_env({"name": "pkg", "files": ["bin/hello"]})
                     + [("envs/x/lib/python3.11/site-packages/x-1.dist-info/RECORD", record)])  # fmt: skip
