@@ -52,7 +52,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
     parser.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
-                        help=f"run N times, 1..{MAX_REPEAT} (timing noise: docs/repro.md)")
+                        help=f"run N times, 1..{MAX_REPEAT} (timing noise: docs/repro.md)")  # fmt: skip
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     add_output_options(parser)
 
