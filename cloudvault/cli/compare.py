@@ -56,16 +56,18 @@ def _compare(args, ui, connect) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.repro import report, sources
-    from cloudvault.repro.compare import ALIASES, DEFAULT_RULES, PASSING, compare_runs, settings_differences
+    from cloudvault.repro import compare, report, sources
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)
     baselines = [sources.resolve(text, connect) for text in args.baseline]
-    rules, keys, margin, floors = _rules(args.recipe, a, DEFAULT_RULES)
-    diff = settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
-    cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
-                       baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
+    compare.check_baselines(a, b, baselines)
+    rules, keys, margin, floors = _rules(args.recipe, a, compare.DEFAULT_RULES)
+    diff = compare.settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
+    diff += [d for r in baselines if a.settings and r.settings
+             for d in compare.baseline_differences(a.settings, r.settings, r.where, keys)]  # fmt: skip
+    cmp = compare.compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
+                               baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
     totals = (a.totals(), b.totals())
     if args.out:
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
@@ -86,8 +88,8 @@ def _compare(args, ui, connect) -> int:
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(_totals_line(totals))
     if args.expect:
-        return errors.OK if cmp.verdict == ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
-    return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+        return errors.OK if cmp.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
+    return errors.OK if cmp.verdict in compare.PASSING else errors.REPRO_MISMATCH
 
 
 def _rules(name, a, default):

@@ -11,8 +11,11 @@ reference (the record), run B the new run. Pure functions: the runs arrive as di
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
+
+from cloudvault.errors import UsageError
 
 EXACT = "exact"
 IGNORE = "ignore"
@@ -27,6 +30,10 @@ NOT_COMPARABLE = "NOT_COMPARABLE"
 VERDICTS = (REPRODUCED, OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE)
 ALIASES = {"DIVERGED": OUTPUTS_DIVERGED}  # --expect DIVERGED (before timings were judged apart) still works
 PASSING = (REPRODUCED,)
+
+
+class BaselineRefused(UsageError):
+    """--baseline {baseline} {why}; a baseline is another independent run of A's kind (nothing was compared)"""
 
 
 class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0.0, None))):
@@ -141,7 +148,8 @@ def compare_runs(
     baselines: Sequence[Mapping[str, Mapping]] = (), floors: Mapping[str, float] | None = None,
 ) -> RunComparison:  # fmt: skip
     """Every request of A against B (outputs), the timings of the measured requests against the noise of A and its
-    baselines (more runs of A's kind), and one verdict."""
+    baselines (more runs of A's kind), and one verdict. settings_diff holds a baseline's differences from A too
+    (baseline_differences): a baseline that ran otherwise is NOT_COMPARABLE, as B would be."""
     from cloudvault.repro import timings as timing
 
     results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
@@ -174,11 +182,38 @@ def _verdict(results: list, counts: dict, judged: dict, settings_diff: list) -> 
     return (TIMINGS_CHANGED if moved else REPRODUCED), timing_reasons
 
 
+def check_baselines(a, b, baselines: Sequence) -> None:
+    """Each baseline (results.Results) is an independent run of A's kind: not RUN_A, RUN_B or another baseline
+    again (the same folder by its real path, or the same result files by their digest), and with measured requests
+    in common with A and B (warm-ups are never judged, so never noise). Else BaselineRefused, one line."""
+    from cloudvault.repro.timings import measured
+
+    seen = [("RUN_A", a), ("RUN_B", b)]
+    shared = set(measured(a.rows)) & set(measured(b.rows))
+    for base in baselines:
+        for name, other in seen:
+            if os.path.realpath(base.where) == os.path.realpath(other.where):
+                raise BaselineRefused(baseline=base.label, why=f"is the same run as {name} (the same folder)")
+            if base.digest is not None and base.digest == other.digest:
+                raise BaselineRefused(baseline=base.label, why=f"holds the same results as {name} (a copy)")
+        seen.append((f"--baseline {base.label}", base))
+        own = measured(base.rows)
+        if not own:
+            raise BaselineRefused(baseline=base.label, why="has no measured request (warm-ups are never judged)")
+        if not shared & set(own):
+            raise BaselineRefused(baseline=base.label, why="has no measured request in common with RUN_A and RUN_B")
+
+
 def settings_differences(a: Mapping, b: Mapping, keys: Iterable[str] | None = None) -> list[tuple[str, object, object]]:
     """(dotted key, value in A, value in B) for each compared setting that differs; keys None: those in both."""
     flat_a, flat_b = _flatten(a), _flatten(b)
     wanted = list(keys) if keys is not None else [k for k in flat_a if k in flat_b]
     return [(k, flat_a.get(k), flat_b.get(k)) for k in wanted if _value(flat_a.get(k)) != _value(flat_b.get(k))]
+
+
+def baseline_differences(a: Mapping, baseline: Mapping, name: str, keys: Iterable[str] | None = None) -> list:
+    """settings_differences of a baseline from A, each key naming the baseline: ('gpu (baseline X)', a, b)."""
+    return [(f"{k} (baseline {name})", x, y) for k, x, y in settings_differences(a, baseline, keys)]
 
 
 def _flatten(settings: Mapping, prefix: str = "") -> dict[str, object]:

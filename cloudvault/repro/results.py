@@ -25,9 +25,10 @@ class DuplicateRequest(UsageError):
     """{path}: request {request} appears twice; each request id must be unique in a run (nothing was compared)"""
 
 
-class Results(namedtuple("Results", "label rows settings where entry", defaults=(None,))):
+class Results(namedtuple("Results", "label rows settings where entry digest", defaults=(None, None))):
     """label: how the user named it; rows: request -> row; settings: what it ran under; where: folder or entry
-    folder; entry: the entry it records or reproduces, when known."""
+    folder; entry: the entry it records or reproduces, when known; digest: of its result files (results.digest),
+    which tells a copy of a run from another run."""
 
     __slots__ = ()
 
@@ -76,6 +77,17 @@ def parse(files: dict[str, bytes], where: str = "") -> dict[str, dict]:
             timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(ids))
             row.update({k: round(v, 3) for k, v in timing.items()})
     return rows
+
+
+def digest(files: dict[str, bytes]) -> str:
+    """One hash over a result folder's files (their names and bytes): equal for a run and a copy of it."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(files):
+        h.update(f"{name}\0{len(files[name])}\0".encode())
+        h.update(files[name])
+    return h.hexdigest()
 
 
 def result_base(folder: Path) -> Path:

@@ -137,7 +137,7 @@ def test_a_baseline_from_other_hardware_is_not_comparable_naming_it_and_the_sett
     result = vault("compare", str(a), str(b), "--baseline", str(same), "--baseline", str(other), "--json")
     doc = json.loads(result.out)
     assert result.code == 10 and doc["verdict"] == "NOT_COMPARABLE"
-    assert doc["reasons"] == [f"baseline {other}: setting gpu: 'NVIDIA H200 (9.0)' vs 'NVIDIA A100'"]
+    assert doc["reasons"] == [f"setting gpu (baseline {other}): 'NVIDIA H200 (9.0)' vs 'NVIDIA A100'"]
     assert vault("compare", str(a), str(b), "--baseline", str(same)).code == 0
 
 
