@@ -15,6 +15,8 @@ import os
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from cloudvault.errors import UsageError
 
 EXACT = "exact"
@@ -152,26 +154,94 @@ def compare_runs(
     (baseline_differences): a baseline that ran otherwise is NOT_COMPARABLE, as B would be."""
     from cloudvault.repro import timings as timing
 
-    results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
-    results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows if k not in b_rows]
-    results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows if k not in a_rows]
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
+    if hasattr(a_rows, "exact_values") and hasattr(b_rows, "exact_values"):
+        results, unchecked = _column_results(a_rows, b_rows, rules, near_tie_margin)
+        counts = results.counts()
+    else:
+        results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
+        results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows
+                    if k not in b_rows]  # fmt: skip
+        results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows
+                    if k not in a_rows]  # fmt: skip
+        counts = {}
+        for r in results:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
     judged = timing.judge(a_rows, b_rows, baselines, floors)
-    verdict, reasons = _verdict(results, counts, judged, list(settings_diff))
+    verdict, reasons = _verdict(counts, judged, list(settings_diff))
     return RunComparison(verdict, results, counts, judged, list(settings_diff), unchecked, reasons)
 
 
-def _verdict(results: list, counts: dict, judged: dict, settings_diff: list) -> tuple[str, list[str]]:
+class RequestResults(Sequence):
+    """The per-request results of two runs kept as columns (columns.RequestTable): verdicts decided over the columns
+    at once, each RequestResult made by compare_request when it is read, so that 300,000 requests compare without
+    holding 300,000 results."""
+
+    def __init__(self, a, b, rules, margin: float, keys: list[str], verdicts: list[str]) -> None:
+        self.a, self.b, self.rules, self.margin, self.keys, self.verdicts = a, b, rules, margin, keys, verdicts
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> RequestResult:
+        key, verdict = self.keys[i], self.verdicts[i]
+        if verdict in ("missing", "extra"):
+            return RequestResult(key, verdict, None, None, {}, [], None, ["not in B" if verdict == "missing" else
+                                                                          "not in A"])  # fmt: skip
+        return compare_request(key, self.a[key], self.b[key], self.rules, self.margin)
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for v in self.verdicts:
+            found[v] = found.get(v, 0) + 1
+        return found
+
+    def differing(self) -> list[RequestResult]:
+        """The results that are not identical, in order."""
+        return [self[i] for i, v in enumerate(self.verdicts) if v != "identical"]
+
+
+def _column_results(a, b, rules, margin: float) -> tuple[RequestResults, list[str]]:
+    """compare_request's verdicts for every request, over the columns of two RequestTables; the columns some pair
+    did not record (unchecked)."""
+    at_b = b.positions(a.keys)
+    both = at_b >= 0
+    ia, ib = np.flatnonzero(both), at_b[both]
+    failed, unchecked = np.zeros(ia.size, bool), []
+    for column, rule in rules.items():
+        if rule == IGNORE:
+            continue
+        recorded = a.recorded(column)[ia] & b.recorded(column)[ib]
+        if not recorded.all():
+            unchecked.append(column)
+        if rule == EXACT:
+            failed |= recorded & _differ(a.exact_values(column, _value), b.exact_values(column, _value), ia, ib)
+    pairs = [a.keys[i] for i in ia.tolist()]
+    missing = [k for k, found in zip(a.keys, both, strict=True) if not found]
+    extra = [k for k in b.keys if k not in a.index]
+    verdicts = [("diverged" if f else "identical") for f in failed.tolist()]
+    verdicts += ["missing"] * len(missing) + ["extra"] * len(extra)
+    return RequestResults(a, b, rules, margin, pairs + missing + extra, verdicts), sorted(unchecked)
+
+
+def _differ(x, y, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Per pair (ia[k] of A, ib[k] of B): the values differ."""
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return x[ia] != y[ib]
+    xs = x.tolist() if isinstance(x, np.ndarray) else x
+    ys = y.tolist() if isinstance(y, np.ndarray) else y
+    return np.fromiter((xs[i] != ys[j] for i, j in zip(ia.tolist(), ib.tolist(), strict=True)), bool, ia.size)
+
+
+def _verdict(counts: dict, judged: dict, settings_diff: list) -> tuple[str, list[str]]:
     from cloudvault.repro import timings as timing
 
     if settings_diff:
         return NOT_COMPARABLE, [f"setting {k}: {a!r} vs {b!r}" for k, a, b in settings_diff]
-    if not any(r.verdict not in ("missing", "extra") for r in results):
+    if not (counts.get("identical") or counts.get("diverged")):
         return NOT_COMPARABLE, ["no request in common"]
-    reasons = [f"{counts[v]} of {len(results)} requests {v}" for v in ("diverged", "missing", "extra") if counts.get(v)]
+    total = sum(counts.values())
+    reasons = [f"{counts[v]} of {total} requests {v}" for v in ("diverged", "missing", "extra") if counts.get(v)]
     moved = timing.changed(judged)
     timing_reasons = [f"{t.label} {t.verdict}: x{t.ratio:.2f} (95% CI {t.ci[0]:.2f}-{t.ci[1]:.2f}) beyond noise "
                       f"+-{t.noise:.0%} measured over {t.runs} run(s) of A's kind" for t in moved]  # fmt: skip
@@ -186,10 +256,10 @@ def check_baselines(a, b, baselines: Sequence) -> None:
     """Each baseline (results.Results) is an independent run of A's kind: not RUN_A, RUN_B or another baseline
     again (the same folder by its real path, or the same result files by their digest), and with measured requests
     in common with A and B (warm-ups are never judged, so never noise). Else BaselineRefused, one line."""
-    from cloudvault.repro.timings import measured
+    from cloudvault.repro.timings import measured_keys
 
     seen = [("RUN_A", a), ("RUN_B", b)]
-    shared = set(measured(a.rows)) & set(measured(b.rows))
+    shared = set(measured_keys(a.rows)) & set(measured_keys(b.rows))
     for base in baselines:
         for name, other in seen:
             if os.path.realpath(base.where) == os.path.realpath(other.where):
@@ -197,7 +267,7 @@ def check_baselines(a, b, baselines: Sequence) -> None:
             if base.digest is not None and base.digest == other.digest:
                 raise BaselineRefused(baseline=base.label, why=f"holds the same results as {name} (a copy)")
         seen.append((f"--baseline {base.label}", base))
-        own = measured(base.rows)
+        own = measured_keys(base.rows)
         if not own:
             raise BaselineRefused(baseline=base.label, why="has no measured request (warm-ups are never judged)")
         if not shared & set(own):

@@ -33,14 +33,18 @@ def totals(rows: Iterable[Mapping], *, cap: int | None = None) -> dict[str, floa
     without finish, a request whose output reached cap does)."""
     rows = list(rows)
     out = [int(r["output_tokens"]) for r in rows]
-    e2e = sum(float(r["e2e_s"]) for r in rows)
-    ttft = [float(r["ttft_s"]) for r in rows]
-    tpot = [float(r["tpot_ms"]) for r in rows]
     hits = sum(1 for r, n in zip(rows, out, strict=True) if r.get("finish") == "cap" or (cap and n >= cap))
+    return run_totals(out, [float(r["e2e_s"]) for r in rows], [float(r["ttft_s"]) for r in rows],
+                      [float(r["tpot_ms"]) for r in rows], hits)  # fmt: skip
+
+
+def run_totals(out: list[int], e2e: list[float], ttft: list[float], tpot: list[float], hits: int) -> dict:
+    """totals from the columns of the measured requests (a run kept as columns passes them as they are)."""
+    seconds = sum(e2e)
     return {
-        "requests": len(rows),
+        "requests": len(out),
         "output_tokens": sum(out),
-        "tokens_per_s": round(sum(out) / e2e, 2) if e2e else 0.0,
+        "tokens_per_s": round(sum(out) / seconds, 2) if seconds else 0.0,
         "ttft_mean_s": round(statistics.fmean(ttft), 2) if ttft else 0.0,
         "ttft_median_s": round(statistics.median(ttft), 2) if ttft else 0.0,
         "tpot_mean_ms": round(statistics.fmean(tpot), 2) if tpot else 0.0,

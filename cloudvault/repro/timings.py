@@ -60,6 +60,11 @@ def measured(rows: Mapping[str, Mapping]) -> dict[str, Mapping]:
     return {k: r for k, r in rows.items() if (r.get("role") or "measured") == "measured"}
 
 
+def measured_keys(rows: Mapping[str, Mapping]) -> list[str]:
+    """The keys of measured(rows); a run kept as columns answers from its role column."""
+    return rows.measured_keys() if hasattr(rows, "measured_keys") else list(measured(rows))
+
+
 def value(row: Mapping, metric: str) -> float | None:
     """One request's value of a metric; throughput is output tokens over E2E when tps is not recorded."""
     column = METRICS[metric][0]
@@ -86,7 +91,7 @@ def paired_values(a: Mapping, b: Mapping, metric: str) -> tuple[list[float], lis
 
 def shared_measured(a: Mapping, b: Mapping) -> list[str]:
     """The measured requests both runs have, in key order (the order the bootstrap draws them in)."""
-    return sorted(set(measured(a)) & set(measured(b)))
+    return sorted(set(measured_keys(a)) & set(measured_keys(b)))
 
 
 def metric_values(rows: Mapping, keys: Sequence[str], metric: str, *, measured_only: bool = False) -> np.ndarray:
@@ -128,33 +133,46 @@ def _windowed_ratios(x: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     """The same paired bootstrap for large n in O(sqrt(n)) per resample: a resample's median sits within a few
     sqrt(n) ranks of the middle, so only how often each request near the middle (by x or by y) is drawn matters,
     and how often the rest are, counted by (below or above the middle window) in x and in y. Those counts are drawn
-    exactly (binomial, uniform, multinomial); a resample whose median falls outside the window (10 standard
-    deviations: probability under 1e-20) is drawn again in full."""
+    exactly (binomial, uniform, multinomial); a resample whose median falls outside the window (6 standard
+    deviations: probability about 1e-9) is drawn again in full."""
     n, rng = len(x), np.random.default_rng(seed)
     rank_x, rank_y = _ranks(x), _ranks(y)
-    sorted_x, sorted_y = np.sort(x), np.sort(y)
-    low, high = (n - 1) // 2, n // 2  # the sorted positions a median averages
-    half = int(5 * math.sqrt(n)) + 2
-    first, last = max(0, low - half), min(n, high + half + 1)
-    near_x, near_y = (rank_x >= first) & (rank_x < last), (rank_y >= first) & (rank_y < last)
-    special = np.flatnonzero(near_x | near_y)
-    rest = ~(near_x | near_y)
-    cells = np.bincount(2 * (rank_x[rest] < first) + (rank_y[rest] < first), minlength=4)
+    middle = ((n - 1) // 2, n // 2)  # the sorted positions a median averages
+    half = int(3 * math.sqrt(n)) + 2
+    first, last = max(0, middle[0] - half), min(n, middle[1] + half + 1)
+    near = ((rank_x >= first) & (rank_x < last)) | ((rank_y >= first) & (rank_y < last))
+    special = np.flatnonzero(near)
+    cells = np.bincount(2 * (rank_x[~near] < first) + (rank_y[~near] < first), minlength=4)
+    # a special request's slot on each side: 0 below the window, 1.. its rank in it, width + 1 above
+    slots = [np.clip(r[special] - first + 1, 0, last - first + 1).astype(np.int32) for r in (rank_x, rank_y)]
+    sides = ((slots[0], np.sort(x), [2, 3]), (slots[1], np.sort(y), [1, 3]))
     found = []
     for rows in _blocks(RESAMPLES, 200):
         drawn = rng.binomial(n, special.size / n, size=rows)
-        picks = rng.integers(0, special.size, size=int(drawn.sum()))
-        counts = np.bincount(np.repeat(np.arange(rows) * special.size, drawn) + picks,
-                             minlength=rows * special.size).reshape(rows, special.size)  # fmt: skip
-        rest_counts = rng.multinomial(n - drawn, cells / max(1, cells.sum())) if cells.sum() else np.zeros((rows, 4))
-        med_x = _window_median(counts, rank_x[special], rest_counts[:, 2:].sum(1), sorted_x, first, last, (low, high))
-        med_y = _window_median(counts, rank_y[special], rest_counts[:, 1::2].sum(1), sorted_y, first, last, (low, high))
-        outside = np.isnan(med_x) | np.isnan(med_y)
-        for row in np.flatnonzero(outside):
+        picks = rng.integers(0, special.size, size=int(drawn.sum()), dtype=np.int32)
+        row_of = np.repeat(np.arange(rows, dtype=np.int32) * (last - first + 2), drawn)
+        rest = rng.multinomial(n - drawn, cells / cells.sum()) if cells.sum() else np.zeros((rows, 4), np.int64)
+        med_x, med_y = (_side_median(row_of + slot[picks], rest[:, below].sum(1), ordered, (first, last), middle)
+                        for slot, ordered, below in sides)  # fmt: skip
+        for row in np.flatnonzero(np.isnan(med_x) | np.isnan(med_y)):
             p = rng.integers(0, n, size=n)
             med_x[row], med_y[row] = np.median(x[p]), np.median(y[p])
         found.append(med_y / med_x)
     return np.concatenate(found)
+
+
+def _side_median(flat, below_rest, ordered, window, middle) -> np.ndarray:
+    """Each resample's median on one side (x or y) from its picks among the special requests (flat: resample *
+    (width + 2) + slot) and how many picks of the rest lie below the window; NaN where the median's positions fall
+    outside the window."""
+    first, last = window
+    rows, width = below_rest.size, last - first
+    counts = np.bincount(flat, minlength=rows * (width + 2)).reshape(rows, width + 2)
+    below = below_rest + counts[:, 0]
+    reach = below[:, None] + np.cumsum(counts[:, 1:-1], axis=1)
+    at = [np.minimum((reach <= p).sum(1), width - 1) for p in middle]
+    found = (ordered[first + at[0]] + ordered[first + at[1]]) / 2 if middle[0] != middle[1] else ordered[first + at[0]]
+    return np.where((below <= middle[0]) & (reach[:, -1] > middle[1]), found, np.nan)
 
 
 def _blocks(total: int, size: int) -> Iterator[int]:
@@ -167,23 +185,6 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(values), np.int64)
     ranks[np.argsort(values, kind="stable")] = np.arange(len(values))
     return ranks
-
-
-def _window_median(counts, ranks, below_rest, sorted_values, first, last, positions) -> np.ndarray:
-    """Each resample's median from the counts of the special requests (ranks: theirs on this side) and how many
-    picks of the rest lie below the window; NaN where the median's positions fall outside the window."""
-    below = below_rest + counts[:, ranks < first].sum(1)
-    window = np.flatnonzero((ranks >= first) & (ranks < last))
-    window = window[np.argsort(ranks[window])]  # the window's ranks first..last-1, in order
-    reach = below[:, None] + np.cumsum(counts[:, window], axis=1)
-    low, high = positions
-    at_low, at_high = (reach <= low).sum(1), (reach <= high).sum(1)
-    inside = (below <= low) & (at_high < window.size)
-    median = (sorted_values[first + np.minimum(at_low, window.size - 1)]
-              + sorted_values[first + np.minimum(at_high, window.size - 1)]) / 2  # fmt: skip
-    if low == high:
-        median = sorted_values[first + np.minimum(at_low, window.size - 1)]
-    return np.where(inside, median, np.nan)
 
 
 def bootstrap_ratio(xs: Sequence[float], ys: Sequence[float], *, seed: int = 0) -> tuple[float, tuple[float, float]]:
