@@ -30,6 +30,7 @@ DEFAULT_FLOOR = 0.05
 K = 3.0  # prediction-interval width in run-to-run standard deviations (docs/repro.md: how it was chosen)
 RESAMPLES = 2000
 EXACT_DRAWS = 1000  # up to this many request pairs, the bootstrap draws exactly what Python's random module draws
+WINDOW = 3.0  # beyond: the windowed bootstrap's half-width around the middle rank, in sqrt(n) (6 standard deviations)
 CONFIDENCE = 0.95
 NO_REPETITION = "one run each; pass --repeat or --baseline"
 
@@ -138,7 +139,7 @@ def _windowed_ratios(x: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     n, rng = len(x), np.random.default_rng(seed)
     rank_x, rank_y = _ranks(x), _ranks(y)
     middle = ((n - 1) // 2, n // 2)  # the sorted positions a median averages
-    half = int(3 * math.sqrt(n)) + 2
+    half = int(WINDOW * math.sqrt(n)) + 2
     first, last = max(0, middle[0] - half), min(n, middle[1] + half + 1)
     near = ((rank_x >= first) & (rank_x < last)) | ((rank_y >= first) & (rank_y < last))
     special = np.flatnonzero(near)
