@@ -1,5 +1,6 @@
 """`vault compare` at a serving benchmark's scale: two runs' per_request.csv (seed 001's columns) of 1k, 10k, 100k
-and 300k requests with two baselines, as whole processes. Prints rows vs seconds, peak RSS and the file's size;
+and 300k requests with two baselines, as whole processes. Prints rows vs seconds (wall and CPU), peak RSS and the
+file's size;
 run in one go: `python bench/compare.py` (BENCH_ROWS=1000,10000 for other sizes, BENCH_TIMEOUT=s per size)."""
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def write_run(path: Path, n: int, seed: int) -> int:
     return (path / "per_request.csv").stat().st_size
 
 
-def measure(work: Path, n: int) -> tuple[float | None, int, int]:
-    """(seconds or None past TIMEOUT, peak RSS in bytes, the file's size) of one compare of n rows."""
+def measure(work: Path, n: int) -> tuple[float | None, float, int, int]:
+    """(seconds or None past TIMEOUT, CPU seconds, peak RSS in bytes, the file's size) of one compare of n rows."""
     size = 0
     for name, seed in (("a", 1), ("b", 2), ("c", 3), ("d", 4)):
         size = write_run(work / f"{n}/{name}", n, seed)
@@ -50,22 +51,23 @@ def measure(work: Path, n: int) -> tuple[float | None, int, int]:
         if time.monotonic() - started > TIMEOUT:
             child.kill()
             done = os.wait4(child.pid, 0)
-            return None, done[2].ru_maxrss * 1024, size
+            return None, done[2].ru_utime + done[2].ru_stime, done[2].ru_maxrss * 1024, size
         time.sleep(0.02)
     seconds = time.monotonic() - started
     child.returncode = os.waitstatus_to_exitcode(done[1])
     if child.returncode not in (0, 10):
         sys.exit(f"vault compare exit {child.returncode}: {child.stderr.read().decode()}")
-    return seconds, done[2].ru_maxrss * 1024, size
+    return seconds, done[2].ru_utime + done[2].ru_stime, done[2].ru_maxrss * 1024, size
 
 
 def main() -> None:
-    print(f"{'rows':>8} {'seconds':>8} {'peak RSS MB':>12} {'file MB':>8} {'RSS/file':>9}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall seconds grow with it; CPU less so)")
+    print(f"{'rows':>8} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>12} {'file MB':>8} {'RSS/file':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in ROWS:
-            seconds, rss, size = measure(Path(tmp), n)
+            seconds, cpu, rss, size = measure(Path(tmp), n)
             took = f"{seconds:8.2f}" if seconds is not None else f">{TIMEOUT:7.0f}"
-            print(f"{n:>8,} {took} {rss / 1e6:12.1f} {size / 1e6:8.2f} {rss / size:9.1f}", flush=True)
+            print(f"{n:>8,} {took} {cpu:7.2f} {rss / 1e6:12.1f} {size / 1e6:8.2f} {rss / size:9.1f}", flush=True)
 
 
 if __name__ == "__main__":

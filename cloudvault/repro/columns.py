@@ -3,21 +3,23 @@ of megabytes and judges them with array arithmetic.
 
 RequestTable is a Mapping request key -> row dict, as results.parse always gave: a row is made when it is asked
 for. Underneath, each numeric column is a float array (NaN: an empty cell), a column of canonical integers
-(`idx`) an integer array, a column of few values (role, gpu, finish) a list of shared strings, and doc_id is not
-kept at all: it is the request key less its `@gpu<N>`. requests.jsonl's fields (output_ids, top2_margin, the
-timings recomputed from timestamps) are laid over the table's columns. `from_csv` reads per_request.csv in one
-pass of str.split when the file has no quoted cell, no carriage return and nothing to complain about; otherwise
-it answers None and the validating reader (readers.csv_table) reads the file and names what is wrong.
+(`idx`) an int64 array, a column of few values (role, gpu, finish) int32 codes into its values (Categories), and
+doc_id is not kept at all: it is the request key less its `@gpu<N>`. requests.jsonl's fields (output_ids,
+top2_margin, the timings recomputed from timestamps) are laid over the table's columns. `from_csv` reads
+per_request.csv with str.split, a chunk at a time, when the file has no quoted cell, no carriage return and
+nothing to complain about; otherwise it answers None and the validating reader (readers.csv_table) reads the file
+and names what is wrong.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 
 import numpy as np
 
-CHUNK_CHARS = 1 << 21  # text split at a time: the cells of one chunk are the parse's only per-cell strings
+CHUNK_BYTES = 1 << 21  # bytes decoded and split at a time: the cells of one chunk are the parse's only per-cell strings
 FEW = 4096  # a text column with more distinct values than this keeps its strings unshared
 
 
@@ -71,7 +73,7 @@ class RequestTable(Mapping):
         for name in self.numbers:
             self.numbers[name] = np.append(self.numbers[name], np.nan)
         for name, column in self.texts.items():
-            self.texts[name] = [*column, None] if isinstance(column, list) else _with_none(column)
+            self.texts[name] = _with_none(column)
         self.extra[len(self.keys) - 1] = dict(fields)
         self._positions = self._measured = None
         return len(self.keys) - 1
@@ -95,9 +97,10 @@ class RequestTable(Mapping):
             roles = self.texts.get("role")
             if roles is None:
                 self._measured = np.ones(len(self.keys), bool)
+            elif isinstance(roles, Categories):
+                self._measured = roles.apply(lambda r: (r or "measured") == "measured", bool)
             else:
-                kinds = {r: (r or "measured") == "measured" for r in set(roles)}
-                self._measured = np.fromiter((kinds[r] for r in roles), bool, len(roles))
+                self._measured = np.fromiter(((r or "measured") == "measured" for r in roles), bool, len(roles))
         return self._measured
 
     def measured_keys(self) -> list[str]:
@@ -127,6 +130,8 @@ class RequestTable(Mapping):
         """Per row: the row has a value in this column (what `row.get(name) is not None` says)."""
         if name in self.numbers:
             return ~np.isnan(self.numbers[name])
+        if isinstance(self.texts.get(name), Categories):
+            return self.texts[name].codes >= 0
         if name in self.texts:
             return np.fromiter((v is not None for v in self.texts[name]), bool, len(self.keys))
         if name == "doc_id" and "doc_id" in self.header:
@@ -142,6 +147,8 @@ class RequestTable(Mapping):
             column = self.texts[name]
             if isinstance(column, np.ndarray):
                 return column.astype(float)
+            if isinstance(column, Categories):
+                return column.apply(lambda v: None if v is None else normal(v))
             seen: dict = {}
             return [seen[v] if v in seen else seen.setdefault(v, normal(v)) for v in column]
         if name == "doc_id":
@@ -149,30 +156,63 @@ class RequestTable(Mapping):
         return [None if (v := self.extra.get(i, {}).get(name)) is None else normal(v) for i in range(len(self.keys))]
 
 
-def _with_none(column: np.ndarray) -> list:
-    return [*(str(v) for v in column), None]
+def _with_none(column) -> list | Categories:
+    """A text column one row longer, the new row without a cell."""
+    if isinstance(column, Categories):
+        return Categories(column.values, np.append(column.codes, -1))
+    if isinstance(column, np.ndarray):
+        return [*(str(v) for v in column), None]
+    return [*column, None]
 
 
-def from_csv(text: str, required: tuple[str, ...], numeric: tuple[str, ...]) -> RequestTable | None:
+class Categories(Sequence):
+    """A text column of few distinct values (role, gpu, finish): a code per row into values; -1: no cell."""
+
+    def __init__(self, values: list[str], codes: np.ndarray) -> None:
+        self.values, self.codes = values, codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: int) -> str | None:
+        code = self.codes[i]
+        return None if code < 0 else self.values[code]
+
+    def __iter__(self) -> Iterator[str | None]:
+        lookup = [*self.values, None]  # code -1 is the last: no cell
+        return (lookup[c] for c in self.codes.tolist())
+
+    def apply(self, func, dtype=object) -> np.ndarray:
+        """func of each row's value, computed once per distinct value."""
+        found = np.empty(len(self.values) + 1, dtype=dtype)
+        found[:] = [func(v) for v in [*self.values, None]]
+        return found[self.codes]
+
+
+def from_csv(data: bytes, required: tuple[str, ...], numeric: tuple[str, ...]) -> RequestTable | None:
     """per_request.csv as a RequestTable keyed by doc_id@gpu<gpu>, or None when the validating reader must read it
-    (a quoted cell, a carriage return, a missing column, a short row, a cell that is not a finite number, a
-    request twice): that reader then names what is wrong, or reads what this pass does not."""
-    if '"' in text or "\r" in text:
+    (a quoted cell, a carriage return, bytes that are not UTF-8, a missing column, a short row, a cell that is not a
+    finite number, a request twice): that reader then names what is wrong, or reads what this pass does not."""
+    if b'"' in data or b"\r" in data:
         return None
-    head, _, body = text.partition("\n")
-    header = head.split(",")
+    head = data.find(b"\n") if b"\n" in data else len(data)
+    try:
+        header = data[:head].decode("utf-8").split(",")
+    except UnicodeDecodeError:
+        return None
     if any(c not in header for c in required) or len(set(header)) != len(header):
         return None
     columns = {name: _Column(name in numeric) for name in header if name != "doc_id"}
     where = {name: i for i, name in enumerate(header)}
     keys: list[str] = []
-    for cells in _chunks(body, len(header)):
+    for cells in _chunks(data, head + 1, len(header)):
         if cells is None:
             return None
         parts = {name: cells[i :: len(header)] for name, i in where.items()}
         if any(not columns[name].add(part) for name, part in parts.items() if name != "doc_id"):
             return None
-        keys += [f"{d}@gpu{g}" for d, g in zip(parts["doc_id"], parts["gpu"], strict=True)]
+        # interned: A, B and the baselines share one string per request key, not one each
+        keys += map(sys.intern, [f"{d}@gpu{g}" for d, g in zip(parts["doc_id"], parts["gpu"], strict=True)])
     numbers = {name: c.numbers() for name, c in columns.items() if c.numeric}
     integral = {name for name, c in columns.items() if c.numeric and c.whole}
     texts = {name: c.text_column() for name, c in columns.items() if not c.numeric}
@@ -180,14 +220,18 @@ def from_csv(text: str, required: tuple[str, ...], numeric: tuple[str, ...]) -> 
     return table if len(table.index) == len(keys) else None
 
 
-def _chunks(body: str, width: int) -> Iterator[list[str] | None]:
-    """The body's cells, row after row, a chunk of about CHUNK_CHARS at a time (whole lines; blank lines skipped as
-    csv skips them); None for a chunk with a row that has not `width` cells."""
-    start = 0
-    while start < len(body):
-        end = body.find("\n", start + CHUNK_CHARS)
-        end = len(body) if end < 0 else end
-        lines = body[start:end].split("\n")
+def _chunks(data: bytes, start: int, width: int) -> Iterator[list[str] | None]:
+    """The cells of the rows from start on, row after row, about CHUNK_BYTES at a time (whole lines, decoded one
+    chunk at a time; blank lines skipped as csv skips them); None for a chunk that is not UTF-8 or has a row
+    without `width` cells."""
+    while start < len(data):
+        end = data.find(b"\n", start + CHUNK_BYTES)
+        end = len(data) if end < 0 else end
+        try:
+            lines = data[start:end].decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            yield None
+            return
         start = end + 1
         if "" in lines:
             lines = [line for line in lines if line]
@@ -206,8 +250,8 @@ class _Column:
     def __init__(self, numeric: bool) -> None:
         self.numeric, self.whole = numeric, True
         self.pieces: list[np.ndarray] = []
-        self.texts: list[list | np.ndarray] = []
-        self.seen: dict[str, str] | None = {}
+        self.texts: list[list | np.ndarray] = []  # per chunk: canonical integers, codes, or strings
+        self.codes: dict[str, int] | None = {}
 
     def add(self, cells: list[str]) -> bool:
         """Take a chunk; False for a numeric cell that is not a finite number (the validating reader names it)."""
@@ -229,24 +273,42 @@ class _Column:
         return True
 
     def _text(self, cells: list[str]) -> list | np.ndarray:
-        if all(isinstance(p, np.ndarray) for p in self.texts):
+        if all(isinstance(p, np.ndarray) and p.dtype == np.int64 for p in self.texts):
             try:
                 ints = np.fromiter(map(int, cells), np.int64, len(cells))
                 if list(map(str, ints.tolist())) == cells:
                     return ints
             except (ValueError, OverflowError):
                 pass
-        if self.seen is None:
-            return cells
-        shared = [self.seen.setdefault(c, c) for c in cells]
-        if len(self.seen) > FEW:
-            self.seen = None  # many distinct values: sharing would only cost the dict
-        return shared
+        if self.codes is not None:
+            for value in set(cells) - self.codes.keys():
+                self.codes[value] = len(self.codes)
+            if len(self.codes) <= FEW:
+                return np.fromiter(map(self.codes.__getitem__, cells), np.int32, len(cells))
+            lookup = {code: value for value, code in self.codes.items()}
+            self.texts = [p if isinstance(p, list) else _decoded(p, lookup) for p in self.texts]
+            self.codes = None  # many distinct values: the strings themselves
+        return cells
 
     def numbers(self) -> np.ndarray:
         return np.concatenate(self.pieces) if self.pieces else np.empty(0)
 
-    def text_column(self) -> list | np.ndarray:
-        if all(isinstance(p, np.ndarray) for p in self.texts) and self.texts:
+    def text_column(self) -> list | np.ndarray | Categories:
+        if self.texts and all(isinstance(p, np.ndarray) and p.dtype == np.int64 for p in self.texts):
             return np.concatenate(self.texts)
-        return [str(c) if isinstance(p, np.ndarray) else c for p in self.texts for c in p]
+        if self.codes is not None:
+            values = sorted(self.codes, key=self.codes.__getitem__)
+            pieces = [p if p.dtype == np.int32 else _coded(p, self.codes) for p in self.texts]
+            return Categories(values, np.concatenate(pieces) if pieces else np.empty(0, np.int32))
+        return [c for p in self.texts for c in p]
+
+
+def _coded(ints: np.ndarray, codes: dict[str, int]) -> np.ndarray:
+    """Canonical integers of the first chunks as codes, once a later chunk held other text."""
+    for value in {str(v) for v in ints.tolist()} - codes.keys():
+        codes[value] = len(codes)
+    return np.fromiter((codes[str(v)] for v in ints.tolist()), np.int32, len(ints))
+
+
+def _decoded(piece: np.ndarray, lookup: dict[int, str]) -> list[str]:
+    return [str(v) for v in piece.tolist()] if piece.dtype == np.int64 else [lookup[c] for c in piece.tolist()]

@@ -256,10 +256,10 @@ def check_baselines(a, b, baselines: Sequence) -> None:
     """Each baseline (results.Results) is an independent run of A's kind: not RUN_A, RUN_B or another baseline
     again (the same folder by its real path, or the same result files by their digest), and with measured requests
     in common with A and B (warm-ups are never judged, so never noise). Else BaselineRefused, one line."""
-    from cloudvault.repro.timings import measured_keys
+    from cloudvault.repro.timings import measured_in, measured_keys, shared_measured
 
     seen = [("RUN_A", a), ("RUN_B", b)]
-    shared = set(measured_keys(a.rows)) & set(measured_keys(b.rows))
+    shared = shared_measured(a.rows, b.rows)
     for base in baselines:
         for name, other in seen:
             if os.path.realpath(base.where) == os.path.realpath(other.where):
@@ -267,10 +267,9 @@ def check_baselines(a, b, baselines: Sequence) -> None:
             if base.digest is not None and base.digest == other.digest:
                 raise BaselineRefused(baseline=base.label, why=f"holds the same results as {name} (a copy)")
         seen.append((f"--baseline {base.label}", base))
-        own = measured_keys(base.rows)
-        if not own:
+        if not measured_keys(base.rows):
             raise BaselineRefused(baseline=base.label, why="has no measured request (warm-ups are never judged)")
-        if not shared & set(own):
+        if not measured_in(base.rows, shared).any():
             raise BaselineRefused(baseline=base.label, why="has no measured request in common with RUN_A and RUN_B")
 
 

@@ -50,13 +50,12 @@ def _column_totals(table) -> dict | None:
     roles = table.texts.get("role")
     mask = np.array([r is None or r == "measured" for r in roles], bool) if roles is not None else None
     mask = np.ones(len(table), bool) if mask is None else mask
-    columns = [table.number(c)[mask] for c in ("output_tokens", "e2e_s", "ttft_s", "tpot_ms")]
-    if any(np.isnan(c).any() for c in columns):
+    out, e2e, ttft, tpot = (table.number(c)[mask] for c in ("output_tokens", "e2e_s", "ttft_s", "tpot_ms"))
+    if any(np.isnan(c).any() for c in (out, e2e, ttft, tpot)):
         return None
     finish = table.texts.get("finish")
     hits = sum(1 for f, m in zip(finish, mask.tolist(), strict=True) if m and f == "cap") if finish else 0
-    out, e2e, ttft, tpot = (c.tolist() for c in columns)
-    return run_totals([int(n) for n in out], e2e, ttft, tpot, hits)
+    return run_totals(out, e2e, ttft, tpot, hits)
 
 
 def request_key(row: dict) -> str:
@@ -100,10 +99,7 @@ def _table(data: bytes, path: str) -> Mapping[str, dict]:
     (which names what is wrong)."""
     from cloudvault.repro.columns import from_csv
 
-    try:
-        table = from_csv(data.decode("utf-8"), ("doc_id", "gpu"), NUMERIC)
-    except UnicodeDecodeError:
-        table = None
+    table = from_csv(data, ("doc_id", "gpu"), NUMERIC)
     if table is not None:
         return table
     rows: dict[str, dict] = {}

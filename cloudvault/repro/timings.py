@@ -92,7 +92,17 @@ def paired_values(a: Mapping, b: Mapping, metric: str) -> tuple[list[float], lis
 
 def shared_measured(a: Mapping, b: Mapping) -> list[str]:
     """The measured requests both runs have, in key order (the order the bootstrap draws them in)."""
-    return sorted(set(measured_keys(a)) & set(measured_keys(b)))
+    keys = measured_keys(a)
+    return sorted(k for k, both in zip(keys, measured_in(b, keys), strict=True) if both)
+
+
+def measured_in(rows: Mapping, keys: Sequence[str]) -> np.ndarray:
+    """Per key: the run has that request, measured."""
+    if hasattr(rows, "positions"):
+        at = rows.positions(keys)
+        return (at >= 0) & rows.measured_mask()[np.maximum(at, 0)] if len(rows) else np.zeros(len(keys), bool)
+    kept = measured(rows)
+    return np.fromiter((k in kept for k in keys), bool, len(keys))
 
 
 def metric_values(rows: Mapping, keys: Sequence[str], metric: str, *, measured_only: bool = False) -> np.ndarray:
@@ -148,7 +158,7 @@ def _windowed_ratios(x: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     slots = [np.clip(r[special] - first + 1, 0, last - first + 1).astype(np.int32) for r in (rank_x, rank_y)]
     sides = ((slots[0], np.sort(x), [2, 3]), (slots[1], np.sort(y), [1, 3]))
     found = []
-    for rows in _blocks(RESAMPLES, 200):
+    for rows in _blocks(RESAMPLES, 100):
         drawn = rng.binomial(n, special.size / n, size=rows)
         picks = rng.integers(0, special.size, size=int(drawn.sum()), dtype=np.int32)
         row_of = np.repeat(np.arange(rows, dtype=np.int32) * (last - first + 2), drawn)
