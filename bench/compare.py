@@ -1,7 +1,6 @@
 """`vault compare` at a serving benchmark's scale: two runs' per_request.csv (seed 001's columns) of 1k, 10k, 100k
 and 300k requests with two baselines, as whole processes. Prints rows vs seconds (wall and CPU), peak RSS and the
-file's size;
-run in one go: `python bench/compare.py` (BENCH_ROWS=1000,10000 for other sizes, BENCH_TIMEOUT=s per size)."""
+file's size; run in one go: `python bench/compare.py` (BENCH_ROWS=1000,10000 for other sizes, BENCH_TIMEOUT=s)."""
 
 from __future__ import annotations
 
