@@ -90,8 +90,26 @@ def parse(files: dict[str, bytes], where: str = "") -> Mapping[str, dict]:
         if all(record.get(k) is not None for k in ("t_start", "t_first", "t_done")) and ids:
             timing = request_timings(record["t_start"], record["t_first"], record["t_done"], len(ids))
             timing = {k: round(v, 3) for k, v in timing.items()}
+            if min(timing.values()) < 0:
+                raise DamagedFile(path=f"{name}{STREAM}", detail=f"request {record['request']}: its timestamps go "
+                                  "back (t_start <= t_first <= t_done is how time runs)")  # fmt: skip
         _lay_over(rows, record, fields, timing)
+    if TABLE in files:
+        _no_negative(rows, f"{name}{TABLE}")
     return rows
+
+
+def _no_negative(rows: Mapping[str, dict], path: str) -> None:
+    """Times, rates and token counts are never negative: one that is is DamagedFile naming its request."""
+    for column in NUMERIC:
+        if hasattr(rows, "numbers"):
+            values = rows.numbers.get(column)
+            bad = np.flatnonzero(values < 0) if values is not None else ()
+            found = [(rows.keys[i], values[i]) for i in bad[:1]]
+        else:
+            found = [(k, r[column]) for k, r in rows.items() if (r.get(column) or 0) < 0]
+        if found:
+            raise DamagedFile(path=path, detail=f"request {found[0][0]}: {column} = {found[0][1]:g} is negative")
 
 
 def _table(data: bytes, path: str) -> Mapping[str, dict]:

@@ -168,9 +168,10 @@ def test_timings_of_1e300_or_1e_minus_300_in_a_baseline_do_not_overflow(vault, t
         assert doc["timings"]["tpot"]["verdict"] == "within_noise"
 
 
-def test_compare_of_100k_requests_with_two_baselines_takes_seconds_and_little_memory(tmp_path):
-    """A serving benchmark's size (bench/compare.py's runs): 100,000 requests, two baselines, in a whole process
-    well under a minute (it was past 5 minutes) and under 20x the file's size in memory (300,000: bench/compare.py)."""
+def test_compare_of_300k_requests_with_two_baselines_takes_seconds_and_little_memory(tmp_path):
+    """A serving benchmark's size (bench/compare.py's runs): 300,000 requests, two baselines, in a whole process
+    under 10 CPU seconds (30,000 took 110 s) and under 20x the file's size in memory. CPU, not wall time: the
+    machine is shared, and wall time only says how busy it was."""
     import importlib.util
     import subprocess
     import sys
@@ -179,17 +180,18 @@ def test_compare_of_100k_requests_with_two_baselines_takes_seconds_and_little_me
     spec = importlib.util.spec_from_file_location("bench_compare", SMOKE.parents[3] / "bench/compare.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    size = max(bench.write_run(tmp_path / name, 100_000, seed) for name, seed in zip("abcd", (1, 2, 3, 4), strict=True))
+    size = max(bench.write_run(tmp_path / name, 300_000, seed) for name, seed in zip("abcd", (1, 2, 3, 4), strict=True))
     runs = [str(tmp_path / name) for name in "abcd"]
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-m", "cloudvault", "compare", runs[0], runs[1], "--baseline", runs[2],
                               "--baseline", runs[3]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     while (done := os.wait4(child.pid, os.WNOHANG))[0] == 0:
-        if time.monotonic() - started > 60:
+        if time.monotonic() - started > 120:
             child.kill()
-            raise AssertionError("vault compare of 100,000 requests ran past 60 s")
+            raise AssertionError("vault compare of 300,000 requests ran past 120 s")
         time.sleep(0.05)
     out = child.stdout.read().decode()
     assert os.waitstatus_to_exitcode(done[1]) == 0, child.stderr.read().decode()
-    assert "REPRODUCED: outputs 100,000/100,000 identical" in out.replace("100000", "100,000")
+    assert "REPRODUCED: outputs 300000/300000 identical; timings within noise (TPOT x1.0" in out
+    assert done[2].ru_utime + done[2].ru_stime < 10
     assert done[2].ru_maxrss * 1024 < 20 * size

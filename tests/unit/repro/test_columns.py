@@ -122,3 +122,16 @@ def test_the_windowed_bootstrap_draws_what_full_resampling_draws(monkeypatch, ro
     plain = (full[int(tail * (timings.RESAMPLES - 1))], full[int((1 - tail) * (timings.RESAMPLES - 1))])
     width = plain[1] - plain[0]
     assert abs(low - plain[0]) < 0.15 * width and abs(high - plain[1]) < 0.15 * width
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_a_negative_time_or_timestamps_that_go_back_are_a_damaged_file(alone):
+    rows = (REPO / "bench/repro_h200/runs/smoke/alone_01/per_request.csv").read_text().splitlines()
+    cells = rows[2].split(",")
+    cells[8] = "-4.679"  # tpot_ms
+    text = "\n".join([rows[0], rows[1], ",".join(cells), *rows[3:]])
+    assert parsed(text, alone=alone) == ("per_request.csv: request p1-032@gpu0: tpot_ms = -4.679 is negative; it is "
+                                         "not as vault wrote it (edited, or cut short): fix or remove it")
+    stream = '{"request": "p1@gpu0", "t_start": 5.0, "t_first": 4.0, "t_done": 6.0, "output_ids": [1, 2]}\n'
+    with pytest.raises(DamagedFile, match="request p1@gpu0: its timestamps go back"):
+        results.parse({"requests.jsonl": stream.encode()})
