@@ -24,20 +24,20 @@ FEW = 4096  # a text column with more distinct values than this keeps its string
 
 
 class RequestTable(Mapping):
-    """Per-request rows of one run, as columns (see the module's docstring)."""
+    """Per-request rows of one run, as columns (see the module's docstring); `requests`: the keys in file order."""
 
     def __init__(self, header: list[str], keys: list[str], numbers: dict, integral: set, texts: dict) -> None:
-        self.header, self.keys, self.numbers, self.integral, self.texts = header, keys, numbers, integral, texts
+        self.header, self.requests, self.numbers, self.integral, self.texts = header, keys, numbers, integral, texts
         self.index = {k: i for i, k in enumerate(keys)}
         self.extra: dict[int, dict] = {}  # row -> fields laid over it from requests.jsonl
         self._positions: tuple[object, np.ndarray] | None = None
         self._measured: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.requests)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.keys)
+        return iter(self.requests)
 
     def __contains__(self, key: object) -> bool:
         return key in self.index
@@ -64,23 +64,23 @@ class RequestTable(Mapping):
 
     def _doc_id(self, i: int) -> str | None:
         gpu = self.texts["gpu"][i]
-        return None if gpu is None else self.keys[i][: len(self.keys[i]) - len(f"@gpu{gpu}")]
+        return None if gpu is None else self.requests[i][: len(self.requests[i]) - len(f"@gpu{gpu}")]
 
     def add_request(self, key: str, fields: dict) -> int:
         """A request only requests.jsonl has: a new row, its CSV cells empty."""
-        self.index[key] = len(self.keys)
-        self.keys.append(key)
+        self.index[key] = len(self.requests)
+        self.requests.append(key)
         for name in self.numbers:
             self.numbers[name] = np.append(self.numbers[name], np.nan)
         for name, column in self.texts.items():
             self.texts[name] = _with_none(column)
-        self.extra[len(self.keys) - 1] = dict(fields)
+        self.extra[len(self.requests) - 1] = dict(fields)
         self._positions = self._measured = None
-        return len(self.keys) - 1
+        return len(self.requests) - 1
 
     def set_number(self, i: int, name: str, value: float) -> None:
         if name not in self.numbers:
-            self.numbers[name] = np.full(len(self.keys), np.nan)
+            self.numbers[name] = np.full(len(self.requests), np.nan)
         self.numbers[name][i] = value
         self.integral.discard(name)
 
@@ -96,7 +96,7 @@ class RequestTable(Mapping):
         if self._measured is None:
             roles = self.texts.get("role")
             if roles is None:
-                self._measured = np.ones(len(self.keys), bool)
+                self._measured = np.ones(len(self.requests), bool)
             elif isinstance(roles, Categories):
                 self._measured = roles.apply(lambda r: (r or "measured") == "measured", bool)
             else:
@@ -104,11 +104,11 @@ class RequestTable(Mapping):
         return self._measured
 
     def measured_keys(self) -> list[str]:
-        return [k for k, m in zip(self.keys, self.measured_mask(), strict=True) if m]
+        return [k for k, m in zip(self.requests, self.measured_mask(), strict=True) if m]
 
     def number(self, name: str) -> np.ndarray:
         """A numeric column (NaN where empty or not recorded)."""
-        return self.numbers.get(name, np.full(len(self.keys), np.nan))
+        return self.numbers.get(name, np.full(len(self.requests), np.nan))
 
     def metric_values(self, keys: Sequence[str], metric: str, *, measured_only: bool = False) -> np.ndarray:
         """repro.timings.value of each request in keys, NaN where missing (or not measured, with measured_only)."""
@@ -133,11 +133,11 @@ class RequestTable(Mapping):
         if isinstance(self.texts.get(name), Categories):
             return self.texts[name].codes >= 0
         if name in self.texts:
-            return np.fromiter((v is not None for v in self.texts[name]), bool, len(self.keys))
+            return np.fromiter((v is not None for v in self.texts[name]), bool, len(self.requests))
         if name == "doc_id" and "doc_id" in self.header:
             return self.recorded("gpu")
-        return np.fromiter((self.extra.get(i, {}).get(name) is not None for i in range(len(self.keys))), bool,
-                           len(self.keys))  # fmt: skip
+        return np.fromiter((self.extra.get(i, {}).get(name) is not None for i in range(len(self.requests))), bool,
+                           len(self.requests))  # fmt: skip
 
     def exact_values(self, name: str, normal) -> list | np.ndarray:
         """The column's values as compare's exact rule sees them (normal: compare._value), row by row."""
@@ -152,8 +152,9 @@ class RequestTable(Mapping):
             seen: dict = {}
             return [seen[v] if v in seen else seen.setdefault(v, normal(v)) for v in column]
         if name == "doc_id":
-            return [normal(self._doc_id(i)) for i in range(len(self.keys))]
-        return [None if (v := self.extra.get(i, {}).get(name)) is None else normal(v) for i in range(len(self.keys))]
+            return [normal(self._doc_id(i)) for i in range(len(self.requests))]
+        laid = (self.extra.get(i, {}).get(name) for i in range(len(self.requests)))
+        return [None if v is None else normal(v) for v in laid]
 
 
 def _with_none(column) -> list | Categories:

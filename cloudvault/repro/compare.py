@@ -204,7 +204,7 @@ class RequestResults(Sequence):
 def _column_results(a, b, rules, margin: float) -> tuple[RequestResults, list[str]]:
     """compare_request's verdicts for every request, over the columns of two RequestTables; the columns some pair
     did not record (unchecked)."""
-    at_b = b.positions(a.keys)
+    at_b = b.positions(a.requests)
     both = at_b >= 0
     ia, ib = np.flatnonzero(both), at_b[both]
     failed, unchecked = np.zeros(ia.size, bool), []
@@ -216,9 +216,9 @@ def _column_results(a, b, rules, margin: float) -> tuple[RequestResults, list[st
             unchecked.append(column)
         if rule == EXACT:
             failed |= recorded & _differ(a.exact_values(column, _value), b.exact_values(column, _value), ia, ib)
-    pairs = [a.keys[i] for i in ia.tolist()]
-    missing = [k for k, found in zip(a.keys, both, strict=True) if not found]
-    extra = [k for k in b.keys if k not in a.index]
+    pairs = [a.requests[i] for i in ia.tolist()]
+    missing = [k for k, found in zip(a.requests, both, strict=True) if not found]
+    extra = [k for k in b.requests if k not in a.index]
     verdicts = [("diverged" if f else "identical") for f in failed.tolist()]
     verdicts += ["missing"] * len(missing) + ["extra"] * len(extra)
     return RequestResults(a, b, rules, margin, pairs + missing + extra, verdicts), sorted(unchecked)

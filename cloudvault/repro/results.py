@@ -105,7 +105,7 @@ def _no_negative(rows: Mapping[str, dict], path: str) -> None:
         if hasattr(rows, "numbers"):
             values = rows.numbers.get(column)
             bad = np.flatnonzero(values < 0) if values is not None else ()
-            found = [(rows.keys[i], values[i]) for i in bad[:1]]
+            found = [(rows.requests[i], values[i]) for i in bad[:1]]
         else:
             found = [(k, r[column]) for k, r in rows.items() if (r.get(column) or 0) < 0]
         if found:

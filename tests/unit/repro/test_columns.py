@@ -36,7 +36,7 @@ def test_every_recorded_folder_reads_the_same_as_columns(folder):
     files = results.read_folder(folder)
     rows = results.parse(files)
     assert isinstance(rows, columns.RequestTable)
-    assert as_dicts(rows) == legacy(files)
+    assert as_dicts(rows) == legacy(files) and rows.keys() == legacy(files).keys() and list(rows) == list(legacy(files))
     assert results.Results("x", rows, None, "x").totals() == results.Results("x", legacy(files), None,
                                                                                "x").totals()  # fmt: skip
 
