@@ -114,7 +114,8 @@ def headline(cmp: RunComparison) -> str:
     same, total = identical_outputs(cmp)
     files = bool(cmp.requests) and isinstance(cmp.requests[0], FileResult)
     text = f"{cmp.verdict}: outputs {same}/{total}{' files' if files else ''} identical"
-    diverged = [r for r in differing(cmp) if r.verdict == "diverged" and r.first_divergence is not None]
+    at_token = [r for r in differing(cmp) if getattr(r, "first_divergence", None) is not None]  # files: none
+    diverged = [r for r in at_token if r.verdict == "diverged"]
     for r in diverged[:5]:
         name = getattr(r, "request", None) or r.name
         unit = "byte" if isinstance(r, FileResult) else "output token"
