@@ -10,10 +10,10 @@ the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recip
 (repeatable) names more runs of A's kind (the same experiment on the same hardware): their spread with A is the
 noise a timing of B is judged against; without one, a timing difference is inconclusive, never a change. Each is an
 independent run: RUN_A, RUN_B or another baseline again (the same folder, or a copy) is refused, and one whose
-settings differ from A's makes the comparison NOT_COMPARABLE. Nothing
-is written unless --out names a folder for compare.csv, REPORT.md and timings.png. Exit 0 when REPRODUCED, 10
-when not (OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that
-one (a check that a known divergence, like 014's rep2, is still exactly what it was). See docs/repro.md.
+settings differ from A's makes the comparison NOT_COMPARABLE. Nothing is written unless --out names a folder for
+compare.csv, REPORT.md and timings.png. Exit 0 when REPRODUCED, 10 when not (OUTPUTS_DIVERGED, TIMINGS_CHANGED,
+NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that one (a check that a known divergence, like 014's
+rep2, is still exactly what it was). See docs/repro.md.
 """
 
 from __future__ import annotations
