@@ -24,6 +24,19 @@ from cloudvault import errors
 from cloudvault.cli.common import add_output_options, opened_catalog
 from cloudvault.repro.executors import EXECUTORS  # names only: the executor modules load when one runs
 
+MAX_REPEAT = 100  # each repetition is a whole re-run of the experiment
+
+
+def repeat_count(text: str) -> int:
+    """--repeat N: 1 up to MAX_REPEAT runs, checked when parsed (so --dry-run refuses it too)."""
+    value = int(text)
+    if not 1 <= value <= MAX_REPEAT:
+        raise ValueError(text)
+    return value
+
+
+repeat_count.__name__ = f"repeat count (1..{MAX_REPEAT})"
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("name", nargs="?", metavar="NAME", help="recipe name, unique prefix, or path to a .toml")
@@ -38,7 +51,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (timing noise: docs/repro.md)")
+    parser.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
+                        help=f"run N times, 1..{MAX_REPEAT} (timing noise: docs/repro.md)")  # fmt: skip
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     add_output_options(parser)
 
@@ -66,8 +80,8 @@ def run(args) -> int:
         chosen = _executor(args)
         if args.detach and not chosen.queues:
             raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
-        if args.repeat < 1 or (args.repeat > 1 and args.detach):
-            raise errors.UsageError(detail="--repeat wants N >= 1, and a detached run is one run (no --repeat)")
+        if args.repeat > 1 and args.detach:
+            raise errors.UsageError(detail="a detached run is one run: --detach takes no --repeat")
         return _runs(conn, recipe, chosen, options, args, ui)
 
 

@@ -185,3 +185,35 @@ def test_the_committed_h200_reruns_say_what_their_readme_says(monkeypatch):
     bound_busy = [v for v in busy if v["recipe"] == "gpu_bound_decode"]
     assert [v["verdict"] for v in bound_busy] == [REPRODUCED, TIMINGS_CHANGED, REPRODUCED]
     assert [v["changed"] for v in bound_busy] == [[], ["TTFT"], []]
+
+
+def test_warmup_requests_of_a_baseline_are_not_noise():
+    """A baseline whose measured requests are all warm-ups (3x slow) measures nothing: B's x1.6 is not hidden."""
+    a, base = [standin_run(i, run_jitter=0.005, request_jitter=0.01) for i in range(2)]
+    for row in base.values():
+        row["role"] = "warmup"
+    b = standin_run(9, run_jitter=0.005, request_jitter=0.01, tpot_factor=1.6)
+    cmp = compare_runs(a, b, RULES, baselines=[base])
+    assert cmp.timings["tpot"].runs == 1 and cmp.timings["tpot"].verdict == timings.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e-320])
+def test_extreme_timings_never_overflow(scale):
+    a, b = [standin_run(i, run_jitter=0.005, request_jitter=0.01) for i in range(2)]
+    odd = {k: {**r, "ttft_s": r["ttft_s"] * scale, "tpot_ms": r["tpot_ms"] * scale, "e2e_s": r["e2e_s"] * scale,
+               "tps": r["tps"] * scale} for k, r in a.items()}  # fmt: skip
+    for args in ((a, b, [odd]), (odd, b, [a]), (a, odd, [b])):
+        cmp = compare_runs(*args[:2], RULES, baselines=args[2])
+        json.dumps(report.document(cmp, "A", "B"), allow_nan=False)
+        report.headline(cmp)
+
+
+def test_the_headline_names_the_noise_that_decided_a_metric():
+    """A run x1.6 slower, judged against runs of A's kind that spread that much, is within noise: say the noise."""
+    runs = [standin_run(i, run_jitter=0.0, request_jitter=0.01, tpot_factor=f) for i, f in enumerate((1, 1.9, 0.6))]
+    a, *baselines = runs
+    b = standin_run(9, run_jitter=0.0, request_jitter=0.01, tpot_factor=1.6)
+    cmp = compare_runs(a, b, RULES, baselines=baselines)
+    tpot = cmp.timings["tpot"]
+    assert cmp.verdict == REPRODUCED and tpot.verdict == timings.WITHIN_NOISE
+    assert f"TPOT x{tpot.ratio:.2f} within run-to-run noise of +-{tpot.noise:.0%} over 3 runs" in report.headline(cmp)
