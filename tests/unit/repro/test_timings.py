@@ -51,10 +51,22 @@ def test_a_knob_inflating_tpot_is_caught_against_identical_runs_every_time(seed,
     cmp = compare_runs(a, b, RULES, baselines=baselines)
     assert cmp.verdict == TIMINGS_CHANGED
     assert cmp.timings["tpot"].verdict == timings.SLOWER
-    # the knob is TPOT's: TTFT is never called changed (a jittered TTFT may be inconclusive, never slower/faster)
-    assert cmp.timings["ttft"].verdict in (timings.WITHIN_NOISE, timings.INCONCLUSIVE)
     line = report.headline(cmp)
     assert line.startswith("TIMINGS_CHANGED: outputs 18/18 identical; timings changed: ") and "TPOT slower x1." in line
+
+
+def test_ttft_left_alone_by_the_knob_is_rarely_called_changed():
+    """The knob is TPOT's, so a TTFT verdict of slower/faster is a false alarm. With 3 noise runs a new run can land
+    outside their spread and past the 5% floor (run jitter up to 3%, request jitter up to 5%): measured over these
+    2,000 fixed draws it happens 0.2-0.35% of the time (docs/repro.md); the bound keeps it from growing unseen."""
+    rng, false_alarms, draws = random.Random(20261204), 0, 2000
+    for _ in range(draws):
+        seed, rj, qj, knob = rng.randrange(2**32), rng.uniform(0, 0.03), rng.uniform(0, 0.05), rng.uniform(1.5, 1.7)
+        a, *baselines = [standin_run(seed + i, run_jitter=rj, request_jitter=qj) for i in range(3)]
+        b = standin_run(seed + 99, run_jitter=rj, request_jitter=qj, tpot_factor=knob)
+        cmp = compare_runs(a, b, RULES, baselines=baselines)
+        false_alarms += cmp.timings["ttft"].verdict not in (timings.WITHIN_NOISE, timings.INCONCLUSIVE)
+    assert false_alarms / draws <= 0.005, f"{false_alarms} of {draws} TTFT false alarms"
 
 
 @settings(max_examples=150, deadline=None)
