@@ -1,0 +1,173 @@
+"""No byte leaves vault unverified: an archive or plain file replaced after indexing (same size, mtime kept with
+`touch -r`, one byte changed) is caught piece by piece, before any byte of the changed piece is handed out, by
+extract to stdout and to a folder. The archives are made by zstd, pzstd and a seekable writer, the damage put in
+their first, middle and last frame."""
+
+from __future__ import annotations
+
+import io
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import require
+
+PIECE = 1 << 20
+BIG = 16 << 20  # three pzstd frames, four seekable ones
+FLIPS = {"first": PIECE // 2 + 3, "middle": BIG // 2 + 5, "last": BIG - 7}
+
+
+def big_bytes(seed: int = 41) -> bytes:
+    """Incompressible: zstd stores it as raw blocks, so a changed byte keeps the compressed size."""
+    return random.Random(seed).randbytes(BIG)
+
+
+def tar_bytes(big: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (("notes.txt", b"small member\n"), ("big.bin", big)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def compressed(raw: bytes, how: str, work: Path) -> bytes:
+    """raw compressed by zstd (one frame), pzstd (several) or the seekable writer (independent 4 MiB frames)."""
+    if how == "seekable":
+        from cloudvault.archive.seekable import SeekableWriter
+
+        out = io.BytesIO()
+        writer = SeekableWriter(out)
+        writer.write(raw)
+        writer.close()
+        return out.getvalue()
+    tool = {"zstd": ["zstd", "-q", "-c"], "pzstd": ["pzstd", "-q", "-p", "2", "-c"]}[how]
+    require(tool[0])
+    src = work / "in.tar"
+    src.write_bytes(raw)
+    with open(src, "rb") as fh:
+        return subprocess.run(tool, stdin=fh, capture_output=True, check=True).stdout
+
+
+def flipped(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1 :]
+
+
+def replace_keeping_mtime(path: Path, data: bytes) -> None:
+    """As a re-sync of a corrupted copy does: same size, new bytes, the old mtime put back (touch -r)."""
+    assert len(data) == path.stat().st_size, "the replacement must keep the size"
+    keep = path.with_name(path.name + ".mtime")
+    shutil.copy2(path, keep)
+    path.write_bytes(data)
+    subprocess.run(["touch", "-r", str(keep), str(path)], check=True)
+    keep.unlink()
+
+
+@pytest.fixture
+def damaged(tmp_path, vault):
+    """make(how, where) -> (catalog, the good bytes of big.bin, the flipped offset): an archive indexed, then
+    replaced by one whose big.bin has one byte changed at where (first, middle or last frame)."""
+
+    def make(how: str, where: str):
+        entry = tmp_path / "m/101_pieces"
+        entry.mkdir(parents=True)
+        big = big_bytes()
+        archive = entry / "data.tar.zst"
+        archive.write_bytes(compressed(tar_bytes(big), how, tmp_path))
+        db = str(tmp_path / "c.db")
+        r = vault("--catalog", db, "index", "-q", str(tmp_path / "m"))
+        assert r.code == 0, r.err
+        at = FLIPS[where]
+        replace_keeping_mtime(archive, compressed(tar_bytes(flipped(big, at)), how, tmp_path))
+        return db, big, at
+
+    return make
+
+
+def extract_stdout(db: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cloudvault", "--catalog", db, "extract", *args, "-o", "-"],
+                          capture_output=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize("where", list(FLIPS))
+@pytest.mark.parametrize("how", ["zstd", "pzstd", "seekable"])
+def test_stdout_hands_out_only_the_pieces_before_a_changed_byte(damaged, how, where, tally):
+    db, big, at = damaged(how, where)
+    tally("corruption")
+    r = extract_stdout(db, "101", "big.bin")
+    err = r.stderr.decode()
+    assert r.returncode == 5, err
+    good = at // PIECE * PIECE  # the pieces before the changed one verify; nothing of it or after goes out
+    assert len(r.stdout) == good, f"{len(r.stdout)} bytes out, {good} verified"
+    assert r.stdout == big[:good]
+    assert "big.bin" in err and f"offset {good}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("how", ["zstd", "pzstd"])
+def test_extract_to_a_folder_writes_nothing_of_a_changed_member(damaged, how, tmp_path, vault, tally):
+    db, big, at = damaged(how, "middle")
+    tally("corruption")
+    out = tmp_path / "out"
+    r = vault("--catalog", db, "extract", "101", "big.bin", "-o", str(out))
+    assert r.code == 5 and f"offset {at // PIECE * PIECE}" in r.err, r.err
+    assert list(out.iterdir()) == []  # no file, no temp
+
+
+def test_a_temp_never_holds_a_byte_of_an_unverified_piece(damaged, tmp_path, monkeypatch, vault):
+    """While extract writes its temp, every byte written so far is in pieces that verified."""
+    from cloudvault import atomic
+
+    db, big, at = damaged("zstd", "middle")
+    seen: list[int] = []
+    real = atomic.atomic_write
+
+    def spying(path, **kw):
+        cm = real(path, **kw)
+
+        class Spy:
+            def __enter__(self):
+                fh = cm.__enter__()
+                write = fh.write
+
+                def counted(data):
+                    seen.append(fh.tell() + len(data))
+                    return write(data)
+
+                fh.write = counted
+                return fh
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+
+        return Spy()
+
+    monkeypatch.setattr("cloudvault.extract.atomic_write", spying)
+    r = vault("--catalog", db, "extract", "101", "big.bin", "-o", str(tmp_path / "out"))
+    assert r.code == 5
+    assert seen and max(seen) <= at // PIECE * PIECE, f"{max(seen)} bytes written, {at // PIECE * PIECE} verified"
+
+
+@pytest.mark.parametrize("where", list(FLIPS))
+def test_a_plain_file_replaced_with_its_mtime_kept_is_caught_at_its_piece(tmp_path, vault, where, tally):
+    entry = tmp_path / "m/101_pieces"
+    entry.mkdir(parents=True)
+    big = big_bytes(7)
+    plain = entry / "weights.bin"
+    plain.write_bytes(big)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    at = FLIPS[where]
+    replace_keeping_mtime(plain, flipped(big, at))
+    tally("corruption")
+    r = extract_stdout(db, "101", "weights.bin")
+    good = at // PIECE * PIECE
+    assert r.returncode == 5 and r.stdout == big[:good], (len(r.stdout), good, r.stderr.decode())
+    assert f"offset {good}" in r.stderr.decode()
+    out = tmp_path / "out"
+    r2 = vault("--catalog", db, "extract", "101", "weights.bin", "-o", str(out))
+    assert r2.code == 5 and list(out.iterdir()) == []
