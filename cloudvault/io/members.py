@@ -132,11 +132,12 @@ class MemberStream:
     """The bytes of one member, handed out only in pieces that verified; once all have, blake3 is known."""
 
     def __init__(self, member: Member, expected: str | None, chunks: Iterator[bytes], pieces: bytes | None = None,
-                 *, withhold: bool = True) -> None:  # fmt: skip
+                 *, size: int | None = None, withhold: bool = True) -> None:  # fmt: skip
+        """size: of the data (a hardlink's is its target's; member.size when not given)."""
         self.member = member
         self.expected = expected
         self._chunks = chunks
-        self._check = PieceCheck(member.label, member.size, expected, pieces)
+        self._check = PieceCheck(member.label, member.size if size is None else size, expected, pieces)
         self._withhold = withhold
         self.blake3: str | None = None
         self.size = 0
@@ -179,7 +180,7 @@ class MemberStream:
         """No piece hashes (recorded before schema 5): every byte held back until the whole BLAKE3 matches."""
         import tempfile
 
-        if self.member.size > SPOOL_LIMIT:
+        if self._check.size > SPOOL_LIMIT:
             raise NoPieceHashes(path=self.member.label)
         h = blake3.blake3()
         with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:  # unnamed: gone however this ends
@@ -228,7 +229,7 @@ class MemberReader:
         else:
             parts = sparse.decode_map(data.sparse_map)
             chunks = sparse.expand(reader.chunks(data.data_offset, sparse.stored_size(parts)), parts, data.size)
-        return MemberStream(member, member.blake3, chunks, pieces, withhold=withhold)
+        return MemberStream(member, member.blake3, chunks, pieces, size=data.size, withhold=withhold)
 
     def _pieces_of(self, data: Member) -> bytes | None:
         """The piece hashes of an archive member's data (those of its archive loaded once)."""
