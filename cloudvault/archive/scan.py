@@ -20,8 +20,9 @@ from cloudvault.archive import sparse
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
-from cloudvault.hashing import PIECE, BackgroundHasher, HashJob, HashThreads, PieceHasher
+from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
 from cloudvault.models import Flag, Frame
+from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
 MAX_FLAGS_PER_KIND = 50

@@ -6,10 +6,11 @@ import os
 
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.db import transaction
-from cloudvault.hashing import CHUNK, PieceHasher, hash_file_pieces, hash_stream_pieces
+from cloudvault.hashing import CHUNK, hash_file_pieces, hash_stream_pieces
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.secrets import MAX_SCANNED, TEXT_SNIFF
 from cloudvault.models import FileStat, Flag
+from cloudvault.pieces import PieceHasher
 
 DOC_NAMES = {"SEARCH_INDEX.tsv", "CATALOG.md", "backup_status.json"}
 MAX_DOC = 2 << 20

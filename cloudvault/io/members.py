@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -40,8 +39,8 @@ from cloudvault.errors import (
     StaleArchive,
     UnsafeMember,
 )
-from cloudvault.hashing import PIECE, PIECE_DIGEST, piece_count
 from cloudvault.models import Member
+from cloudvault.pieces import PIECE, PIECE_DIGEST, piece_count
 from cloudvault.tools.mirrorfs import open_mirror
 
 CHUNK = 1 << 20
@@ -282,6 +281,8 @@ class PieceCache:
     first; safe for concurrent FUSE threads. A piece is handed out from here only, never read again unchecked."""
 
     def __init__(self, limit: int = 64 << 20) -> None:
+        import threading  # here, not at the top: extract imports this module and never caches pieces
+
         self.limit, self.used = limit, 0
         self._pieces: OrderedDict[tuple, bytes] = OrderedDict()
         self._lock = threading.Lock()
