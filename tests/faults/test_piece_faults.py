@@ -6,8 +6,10 @@ their first, middle and last frame."""
 from __future__ import annotations
 
 import io
+import json
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -171,3 +173,45 @@ def test_a_plain_file_replaced_with_its_mtime_kept_is_caught_at_its_piece(tmp_pa
     out = tmp_path / "out"
     r2 = vault("--catalog", db, "extract", "101", "weights.bin", "-o", str(out))
     assert r2.code == 5 and list(out.iterdir()) == []
+
+
+def as_version_4(db: str) -> None:
+    """The catalog as schema 4 left it (no piece hashes), then opened by this vault: migrated by step 5."""
+    from cloudvault.catalog.db import open_catalog
+
+    conn = sqlite3.connect(db)
+    conn.executescript("ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces;"
+                       "UPDATE meta SET value = '4' WHERE key = 'schema_version';")  # fmt: skip
+    conn.close()
+    open_catalog(db).close()
+
+
+def test_a_member_indexed_before_piece_hashes_is_withheld_until_its_whole_hash_matches(damaged, tally):
+    """A catalog from before schema 5 has no pieces: nothing of the changed member goes out, not even the bytes
+    before the change."""
+    db, big, at = damaged("pzstd", "last")
+    as_version_4(db)
+    tally("corruption")
+    r = extract_stdout(db, "101", "big.bin")
+    assert r.returncode == 5 and r.stdout == b"" and "BLAKE3 mismatch" in r.stderr.decode()
+    assert extract_stdout(db, "101", "notes.txt").stdout == b"small member\n"  # one piece: its hash is the whole's
+
+
+def test_an_old_catalog_s_objects_get_pieces_at_the_next_index_and_read_whole_before(tmp_path, vault):
+    entry = tmp_path / "m/101_pieces"
+    entry.mkdir(parents=True)
+    big = big_bytes()
+    (entry / "data.tar.zst").write_bytes(compressed(tar_bytes(big), "zstd", tmp_path))
+    (entry / "weights.bin").write_bytes(big)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    as_version_4(db)
+    for name in ("big.bin", "weights.bin"):  # no pieces: withheld whole, then handed out after the whole hash
+        r = extract_stdout(db, "101", name)
+        assert r.returncode == 0 and r.stdout == big
+    again = vault("--catalog", db, "index", "--json", str(tmp_path / "m"))
+    assert json.loads(again.out)["files_read"] == 2  # both re-read to record their pieces
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT length(pieces) FROM members WHERE path = 'big.bin'").fetchone()[0] == 16 * 16
+    assert conn.execute("SELECT length(pieces) FROM files WHERE path LIKE '%weights.bin'").fetchone()[0] == 16 * 16
+    conn.close()
