@@ -215,3 +215,78 @@ def test_an_old_catalog_s_objects_get_pieces_at_the_next_index_and_read_whole_be
     assert conn.execute("SELECT length(pieces) FROM members WHERE path = 'big.bin'").fetchone()[0] == 16 * 16
     assert conn.execute("SELECT length(pieces) FROM files WHERE path LIKE '%weights.bin'").fetchone()[0] == 16 * 16
     conn.close()
+
+
+def env_tar(big: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in (("envs/lab/conda-meta/x.json", b"{}"), ("envs/lab/lib/weights.bin", big)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.parametrize("how", ["zstd", "pzstd"])
+def test_env_staging_never_holds_a_byte_of_a_changed_piece(tmp_path, vault, monkeypatch, how, parallel, tally):
+    """Restore env (the parallel writers and the member reader alike) writes a file's bytes into staging only in
+    pieces that verified: the changed env archive is refused, naming the offset, with the bytes before it only."""
+    from cloudvault.restore.env import bulk as env_bulk
+
+    big = big_bytes(3)
+    archive = tmp_path / "m/015_x/data/lab.tar.zst"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(compressed(env_tar(big), how, tmp_path))
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    at = FLIPS["middle"]
+    replace_keeping_mtime(archive, compressed(env_tar(flipped(big, at)), how, tmp_path))
+    (tmp_path / "r/env").mkdir(parents=True)
+    (tmp_path / "r/env/lab.toml").write_text('entry = "015"\narchives = "data/*.tar.zst"\nroot = "/opt/lab"\n')
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "r"))
+    monkeypatch.setattr(env_bulk, "can_stage_in_parallel", lambda members: parallel)
+    written = spy_writes_to(monkeypatch, "weights.bin")
+    tally("corruption")
+    r = vault("--catalog", db, "restore", "env", "lab", "lab", "--prefix", str(tmp_path / "out/lab"))
+    good = at // PIECE * PIECE
+    assert r.code == 5, r.err
+    assert 0 < sum(written) <= good, f"{sum(written)} bytes staged, {good} verified"
+    assert f"offset {good}" in r.err, r.err
+    assert not (tmp_path / "out/lab").exists()
+
+
+def spy_writes_to(monkeypatch, name: str) -> list[int]:
+    """The sizes of every write into a file called name, through os.write or a file opened by os.fdopen."""
+    import os
+
+    sizes: list[int] = []
+    real_write, real_fdopen = os.write, os.fdopen
+
+    def named(fd: int) -> bool:
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}").endswith(name)
+        except OSError:
+            return False
+
+    def write(fd, data):
+        n = real_write(fd, data)
+        if named(fd):
+            sizes.append(n)
+        return n
+
+    def fdopen(fd, *args, **kw):
+        fh = real_fdopen(fd, *args, **kw)
+        if named(fd) and "w" in (args[0] if args else kw.get("mode", "r")):
+            raw_write = fh.write
+
+            def counted(data):
+                sizes.append(len(data))
+                return raw_write(data)
+
+            fh.write = counted
+        return fh
+
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    return sizes

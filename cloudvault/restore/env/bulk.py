@@ -1,6 +1,7 @@
 """Stage a whole env archive on every core: its frames decoded in parallel (ParallelFrameStream, as `vault index`
 reads a pzstd archive), the tar walked once in order, and each file written, BLAKE3-checked against the catalog,
-sha256-hashed (for conda-meta and pip RECORD) and scanned for the old prefix by a pool of writer threads.
+sha256-hashed (for conda-meta and pip RECORD) and scanned for the old prefix by a pool of writer threads. A file's
+bytes are written only in pieces that verified (io.members.PieceGate): staging never holds an unverified byte.
 
 The walk's thread keeps what must stay in order: folders, symlinks (each judged against the links already
 written), hardlinks, and the member list checked against the catalog (type and size of every member at its
@@ -18,8 +19,9 @@ import blake3
 
 from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
+from cloudvault.catalog.lookup import archive_pieces
 from cloudvault.errors import HashMismatch, IntegrityError
-from cloudvault.io.members import archive_source
+from cloudvault.io.members import PieceCheck, PieceGate, archive_source
 from cloudvault.jobthreads import JobThreads
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -45,10 +47,11 @@ def can_stage_in_parallel(members: list[Member]) -> bool:
 class _FileJob:
     """One file's bytes on their way to disk, hashed and scanned by the writer thread that took the job."""
 
-    __slots__ = ("fd", "rel", "member", "views", "scan", "error", "sha256", "holding", "done")
+    __slots__ = ("fd", "rel", "member", "views", "scan", "error", "sha256", "holding", "done", "check")
 
-    def __init__(self, fd: int, rel: str, member: Member, scan: bytes | None) -> None:
+    def __init__(self, fd: int, rel: str, member: Member, scan: bytes | None, pieces: bytes | None) -> None:
         self.fd, self.rel, self.member, self.scan = fd, rel, member, scan
+        self.check = PieceCheck(member.label, member.size, member.blake3, pieces)
         self.views: queue.SimpleQueue = queue.SimpleQueue()
         self.error: BaseException | None = None
         self.sha256 = ""
@@ -57,25 +60,26 @@ class _FileJob:
 
     def run(self) -> None:
         b3, sha = blake3.blake3(), hashlib.sha256()
+        gate = PieceGate(self.check) if self.check.by_piece else None  # else: recorded before piece hashes
         scanner = PrefixScanner(self.scan) if self.scan else None
         try:
             while (item := self.views.get()) is not None:
                 view, release = item
                 try:
                     if self.error is None:
-                        _write_all(self.fd, view)
-                        b3.update(view)
-                        sha.update(view)
-                        if scanner:
-                            scanner.feed(view if isinstance(view, bytes) else bytes(view))
+                        for part in gate.feed(view) if gate else (view,):
+                            _write_all(self.fd, part)
+                            sha.update(part)
+                            if scanner:
+                                scanner.feed(part if isinstance(part, bytes) else bytes(part))
+                        if gate is None:
+                            b3.update(view)
                 except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
                     self.error = exc
                 finally:
                     release()
             if self.error is None:
-                found = b3.hexdigest()
-                if self.member.blake3 is not None and found != self.member.blake3:
-                    self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
+                self._verify(gate, b3.hexdigest())
                 os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
                 os.utime(self.fd, (self.member.mtime, self.member.mtime))
                 self.sha256 = sha.hexdigest()
@@ -86,6 +90,12 @@ class _FileJob:
         finally:
             os.close(self.fd)
             self.done.set()
+
+    def _verify(self, gate: PieceGate | None, found: str) -> None:
+        if gate is not None:
+            gate.end()
+        elif self.member.blake3 is not None and found != self.member.blake3:
+            self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
 
 
 def _write_all(fd: int, view) -> None:
@@ -122,7 +132,8 @@ def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Pro
     IntegrityError (an archive that is not what the catalog says), OSError (a full disk)."""
     threads = max(2, threads or cores())
     opener, _frames = archive_source(conn, members[0].file_id)
-    wanted = {m.data_offset: m for m in members}
+    pieces = archive_pieces(conn, members[0].file_id)
+    wanted = {m.data_offset: (m, pieces.get((m.data_offset, m.path))) for m in members}  # with its piece hashes
     staged = Staged()
     writers = _Writers(threads)
     fh = opener()
@@ -147,7 +158,7 @@ def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Pro
         if job.holding is not None:
             staged.holding_prefix[job.rel] = job.holding
     if wanted:
-        missing = min(wanted.values(), key=lambda m: m.data_offset)
+        missing = min((m for m, _ in wanted.values()), key=lambda m: m.data_offset)
         raise IntegrityError(detail=f"the archive ends before {missing.label}; nothing was restored")
     for rel, target in hardlinks:  # their hashes are their targets', known once the writers are done
         staged.sha256[rel] = staged.sha256.get(target, "")
@@ -156,11 +167,11 @@ def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Pro
     return staged
 
 
-def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingArea, staged: Staged,
-          progress: Progress, hardlinks: list) -> None:  # fmt: skip
+def _walk(stream, wanted: dict[int, tuple[Member, bytes | None]], writers: _Writers, area: StagingArea,
+          staged: Staged, progress: Progress, hardlinks: list) -> None:  # fmt: skip
     """The tar walk: each member the catalog lists at its offset placed (folders, links) or handed to a writer."""
     for header, data in iter_members(stream, _refuse_damage):
-        member = wanted.pop(header.data_offset, None)
+        member, pieces = wanted.pop(header.data_offset, (None, None))
         if member is None:
             continue
         if header.type != member.type or (member.type == "file" and header.size != member.size):
@@ -175,13 +186,14 @@ def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingAre
             if member.type == "hardlink":
                 hardlinks.append((rel, env_relative(member.link_target or "", area.folder) or ""))
             continue
-        _start_file(writers, stream, data, member, rel, area)
+        _start_file(writers, stream, data, member, rel, area, pieces)
         staged.files += 1
         staged.bytes += member.size
         progress.advance(member.size)
 
 
-def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea) -> None:
+def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea,
+                pieces: bytes | None) -> None:  # fmt: skip
     out = area.landing.path_for(member, rel)
     folder = os.path.dirname(out)
     if folder not in area.made_dirs:
@@ -194,7 +206,7 @@ def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area:
             raise
         os.unlink(out)
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None))
+    job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None, pieces))
     try:
         if member.size <= SMALL:
             first = data.first_view(SMALL)
