@@ -120,38 +120,63 @@ def test_extract_to_a_folder_writes_nothing_of_a_changed_member(damaged, how, tm
     assert list(out.iterdir()) == []  # no file, no temp
 
 
-def test_a_temp_never_holds_a_byte_of_an_unverified_piece(damaged, tmp_path, monkeypatch, vault):
-    """While extract writes its temp, every byte written so far is in pieces that verified."""
+def spy_atomic_writes(monkeypatch, module: str) -> list[int]:
+    """The size of the temp file after each write made through module's atomic_write."""
+    import contextlib
+
     from cloudvault import atomic
 
-    db, big, at = damaged("zstd", "middle")
-    seen: list[int] = []
-    real = atomic.atomic_write
+    sizes: list[int] = []
 
+    @contextlib.contextmanager
     def spying(path, **kw):
-        cm = real(path, **kw)
+        with atomic.atomic_write(path, **kw) as fh:
+            write = fh.write
 
-        class Spy:
-            def __enter__(self):
-                fh = cm.__enter__()
-                write = fh.write
+            def counted(data):
+                sizes.append(fh.tell() + len(data))
+                return write(data)
 
-                def counted(data):
-                    seen.append(fh.tell() + len(data))
-                    return write(data)
+            fh.write = counted
+            yield fh
 
-                fh.write = counted
-                return fh
+    monkeypatch.setattr(f"{module}.atomic_write", spying)
+    return sizes
 
-            def __exit__(self, *exc):
-                return cm.__exit__(*exc)
 
-        return Spy()
-
-    monkeypatch.setattr("cloudvault.extract.atomic_write", spying)
+def test_a_temp_never_holds_a_byte_of_an_unverified_piece(damaged, tmp_path, monkeypatch, vault):
+    """While extract writes its temp, every byte written so far is in pieces that verified."""
+    db, big, at = damaged("zstd", "middle")
+    seen = spy_atomic_writes(monkeypatch, "cloudvault.extract")
     r = vault("--catalog", db, "extract", "101", "big.bin", "-o", str(tmp_path / "out"))
     assert r.code == 5
     assert seen and max(seen) <= at // PIECE * PIECE, f"{max(seen)} bytes written, {at // PIECE * PIECE} verified"
+
+
+def test_repro_input_staging_writes_only_verified_pieces(damaged, tmp_path, monkeypatch):
+    """A run's inputs are staged through the member reader: the temp of a changed input holds only the pieces
+    before the change, and the input never lands."""
+    from types import SimpleNamespace
+
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.errors import IntegrityError
+    from cloudvault.extract import find_targets
+    from cloudvault.progress import Progress
+    from cloudvault.repro.run import stage_inputs
+
+    db, big, at = damaged("pzstd", "middle")
+    conn = open_catalog(db)
+    (member,) = find_targets(conn, 1, "101_pieces", "big.bin")
+    dest = tmp_path / "run/inputs/big.bin"
+    staged = SimpleNamespace(dest=dest, single=True, name="weights", members=[member], base="")
+    plan = SimpleNamespace(inputs=[staged], recipe=SimpleNamespace(section=lambda name: {}), run_dir=tmp_path / "run")
+    seen = spy_atomic_writes(monkeypatch, "cloudvault.io.landing")
+    with pytest.raises(IntegrityError) as refused:
+        stage_inputs(conn, plan, Progress())
+    conn.close()
+    assert seen and max(seen) <= at // PIECE * PIECE, f"{max(seen)} bytes written, {at // PIECE * PIECE} verified"
+    assert f"offset {at // PIECE * PIECE}" in refused.value.message
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
 
 
 @pytest.mark.parametrize("where", list(FLIPS))
