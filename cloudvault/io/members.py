@@ -90,9 +90,9 @@ class PieceGate:
         self._index = 0
         self._hash = blake3.blake3()
 
-    def feed(self, chunk) -> list[bytes]:
-        """The pieces chunk completes, verified (raises PieceMismatch at the first that does not)."""
-        out: list[bytes] = []
+    def feed(self, chunk) -> Iterator[bytes]:
+        """The parts of the pieces chunk completes, each piece once it verified (PieceMismatch at the first that
+        does not, after the ones before it)."""
         hole = type(chunk) is sparse.Hole
         if not isinstance(chunk, bytes):
             chunk = bytes(chunk)
@@ -108,8 +108,7 @@ class PieceGate:
             self._held_len += take
             pos += take
             if self._held_len == self.check.piece_size(self._index):
-                out += self._release()
-        return out
+                yield from self._release()
 
     def _release(self) -> list[bytes]:
         self.check.verify(self._index, self._hash)
