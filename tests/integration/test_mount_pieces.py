@@ -85,3 +85,27 @@ def test_dd_and_preads_read_good_pieces_and_refuse_the_changed_one(damaged_mount
             os.close(fd)
     log = m.log.read_text()
     assert f"offset {bad * PIECE}" in log and "big.bin" in log and "weights.bin" in log
+
+
+def test_an_object_indexed_before_piece_hashes_is_refused_with_the_command_that_records_them(tmp_path, vault,
+                                                                                             mount_of):  # noqa: F811
+    from faults.test_piece_faults import as_version_4
+
+    entry = tmp_path / "m/101_pieces"
+    entry.mkdir(parents=True)
+    big = big_bytes()
+    (entry / "data.tar.zst").write_bytes(compressed(tar_bytes(big), "pzstd", tmp_path))
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    as_version_4(str(db))
+    m = mount_of(db)
+    (top,) = [p for p in m.point.rglob("101_pieces") if p.is_dir()]
+    assert (top / "data.tar.zst/notes.txt").read_bytes() == b"small member\n"  # one piece: checked by its hash
+    with pytest.raises(OSError) as refused:
+        (top / "data.tar.zst/big.bin").read_bytes()
+    assert refused.value.errno == errno.EIO and "run `vault index`" in m.log.read_text()
+    m.stop()
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    again = mount_of(db)
+    (top,) = [p for p in again.point.rglob("101_pieces") if p.is_dir()]
+    assert (top / "data.tar.zst/big.bin").read_bytes() == big
