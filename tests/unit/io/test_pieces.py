@@ -128,3 +128,13 @@ def test_an_object_of_more_than_a_piece_without_piece_hashes_is_refused_in_range
     small = data[:100]
     one = PieceCheck("small.bin", 100, blake3.blake3(small).hexdigest(), None)
     assert VerifiedRanges(("s",), lambda off, n: small[off : off + n], one, PieceCache())(10, 5) == small[10:15]
+
+
+@pytest.mark.parametrize("size", [5, PIECE + 7, 16 * PIECE + 5])  # the last one memory-mapped, pieces on threads
+def test_a_file_s_pieces_from_a_stream_and_from_a_map_are_the_same(tmp_path, size):
+    from cloudvault.hashing import hash_file_pieces
+
+    data = data_of(size, 3)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert hash_file_pieces(path) == recorded(data)
