@@ -139,6 +139,7 @@ class MemberStream:
         self._withhold = withhold
         self.blake3: str | None = None
         self.size = 0
+        self.withheld = False  # held back whole: recorded without piece hashes
 
     @property
     def verified(self) -> bool:
@@ -180,6 +181,7 @@ class MemberStream:
 
         if self._check.size > SPOOL_LIMIT:
             raise NoPieceHashes(path=self.member.label)
+        self.withheld = True
         h = blake3.blake3()
         with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:  # unnamed: gone however this ends
             for chunk in self._chunks:

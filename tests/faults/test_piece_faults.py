@@ -234,6 +234,7 @@ def test_an_old_catalog_s_objects_get_pieces_at_the_next_index_and_read_whole_be
     for name in ("big.bin", "weights.bin"):  # no pieces: withheld whole, then handed out after the whole hash
         r = extract_stdout(db, "101", name)
         assert r.returncode == 0 and r.stdout == big
+        assert "indexed without piece hashes" in r.stderr.decode() and "`vault index`" in r.stderr.decode()
     again = vault("--catalog", db, "index", "--json", str(tmp_path / "m"))
     assert json.loads(again.out)["files_read"] == 2  # both re-read to record their pieces
     conn = sqlite3.connect(db)
