@@ -10,10 +10,12 @@ offset). A writer gets views of the decoded pieces, pinned until written, so mem
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import queue
 import threading
+from tempfile import SpooledTemporaryFile
 
 import blake3
 
@@ -21,7 +23,7 @@ from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.catalog.lookup import archive_pieces
 from cloudvault.errors import HashMismatch, IntegrityError
-from cloudvault.io.members import PieceCheck, PieceGate, archive_source
+from cloudvault.io.members import SPOOL_IN_MEMORY, PieceCheck, PieceGate, archive_source
 from cloudvault.jobthreads import JobThreads
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -59,43 +61,57 @@ class _FileJob:
         self.done = threading.Event()
 
     def run(self) -> None:
-        b3, sha = blake3.blake3(), hashlib.sha256()
-        gate = PieceGate(self.check) if self.check.by_piece else None  # else: recorded before piece hashes
-        scanner = PrefixScanner(self.scan) if self.scan else None
-        try:
-            while (item := self.views.get()) is not None:
-                view, release = item
-                try:
-                    if self.error is None:
-                        for part in gate.feed(view) if gate else (view,):
-                            _write_all(self.fd, part)
-                            sha.update(part)
-                            if scanner:
-                                scanner.feed(part if isinstance(part, bytes) else bytes(part))
-                        if gate is None:
-                            b3.update(view)
-                except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
-                    self.error = exc
-                finally:
-                    release()
-            if self.error is None:
-                self._verify(gate, b3.hexdigest())
-                os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
-                os.utime(self.fd, (self.member.mtime, self.member.mtime))
-                self.sha256 = sha.hexdigest()
-                if scanner and scanner.found:
-                    self.holding = scanner.has_nul
+        withhold = not self.check.by_piece and self.member.blake3 is not None  # recorded before piece hashes
+        try:  # withheld: the whole file held back (spooled) until its BLAKE3 matches
+            with SpooledTemporaryFile(SPOOL_IN_MEMORY) if withhold else contextlib.nullcontext() as held:
+                self._write(held)
         except BaseException as exc:
             self.error = self.error or exc
         finally:
             os.close(self.fd)
             self.done.set()
 
-    def _verify(self, gate: PieceGate | None, found: str) -> None:
+    def _write(self, held) -> None:
+        b3, sha = blake3.blake3(), hashlib.sha256()
+        gate = PieceGate(self.check) if self.check.by_piece else None
+        scanner = PrefixScanner(self.scan) if self.scan else None
+        while (item := self.views.get()) is not None:
+            view, release = item
+            try:
+                if self.error is None and held is not None:
+                    held.write(view)
+                    b3.update(view)
+                elif self.error is None:
+                    for part in gate.feed(view) if gate else (view,):
+                        self._out(part, sha, scanner)
+            except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
+                self.error = exc
+            finally:
+                release()
+        if self.error is None:
+            self._verify(gate, b3.hexdigest(), held)
+        if self.error is None:
+            while held is not None and (chunk := held.read(IO_CHUNK)):
+                self._out(chunk, sha, scanner)
+            os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
+            os.utime(self.fd, (self.member.mtime, self.member.mtime))
+            self.sha256 = sha.hexdigest()
+            if scanner and scanner.found:
+                self.holding = scanner.has_nul
+
+    def _out(self, part, sha, scanner: PrefixScanner | None) -> None:
+        _write_all(self.fd, part)
+        sha.update(part)
+        if scanner:
+            scanner.feed(part if isinstance(part, bytes) else bytes(part))
+
+    def _verify(self, gate: PieceGate | None, found: str, held) -> None:
         if gate is not None:
             gate.end()
-        elif self.member.blake3 is not None and found != self.member.blake3:
+        elif held is not None and found != self.member.blake3:
             self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
+        elif held is not None:
+            held.seek(0)
 
 
 def _write_all(fd: int, view) -> None:
