@@ -67,8 +67,10 @@ def catalog_figures(db: Path, mirror_bytes: int) -> str:
         pieces = 0  # a vault from before piece hashes
     finally:
         conn.close()
-    return (f"catalog {db.stat().st_size / 2**20:.2f} MiB, piece hashes {pieces / 1024:.1f} KiB = "
-            f"{100 * pieces / mirror_bytes:.4f}% of the mirror's {mirror_bytes / 2**20:.0f} MiB")
+    return (
+        f"catalog {db.stat().st_size / 2**20:.2f} MiB, piece hashes {pieces / 1024:.1f} KiB = "
+        f"{100 * pieces / mirror_bytes:.4f}% of the mirror's {mirror_bytes / 2**20:.0f} MiB"
+    )
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ from cloudvault.pieces import PIECE, PieceHasher, piece_digest
 
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
+
+
 def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None]:
     """(BLAKE3, piece hashes) of a file; a big file memory-mapped, its whole hash and its pieces on all cores."""
     size = os.stat(path).st_size

@@ -87,8 +87,11 @@ def test_dd_and_preads_read_good_pieces_and_refuse_the_changed_one(damaged_mount
     assert f"offset {bad * PIECE}" in log and "big.bin" in log and "weights.bin" in log
 
 
-def test_an_object_indexed_before_piece_hashes_is_refused_with_the_command_that_records_them(tmp_path, vault,
-                                                                                             mount_of):  # noqa: F811
+def test_an_object_indexed_before_piece_hashes_is_refused_by_the_mount_until_vault_index(
+    tmp_path,
+    vault,
+    mount_of,  # noqa: F811
+):
     from faults.test_piece_faults import as_version_4
 
     entry = tmp_path / "m/101_pieces"
