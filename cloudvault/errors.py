@@ -152,6 +152,16 @@ class HashMismatch(IntegrityError):
     """BLAKE3 mismatch for {path}: expected {expected}, got {found}; nothing was written"""
 
 
+class PieceMismatch(IntegrityError):
+    """{path}: the {size} bytes at offset {offset} do not match the catalog's piece hash (changed or damaged since
+    it was indexed); only the bytes before offset {offset} verified and were handed out"""
+
+
+class NoPieceHashes(IntegrityError):
+    """{path} was indexed without piece hashes, so its bytes cannot be checked piece by piece; run `vault index`
+    to record them"""
+
+
 class UnsafeMember(IntegrityError):
     """refusing {path!r}: {why}"""
 

@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
 # version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
@@ -31,6 +31,16 @@ STEPS: dict[int, str] = {
 ALTER TABLE members ADD COLUMN raw_link_target BLOB;
 ALTER TABLE members ADD COLUMN sparse_map TEXT;
 UPDATE files SET mtime_ns = -1 WHERE id IN (SELECT file_id FROM archives);
+""",
+    # Piece hashes (catalog/schema.sql says what they are). Objects recorded before have none: a read of one of
+    # more than a piece is withheld until its whole BLAKE3 is checked (or, through the mount, refused). Their
+    # ctime is forgotten, so the next `vault index` reads them again and records their pieces (their size and
+    # mtime are kept: extract still finds them as indexed, and a re-read that finds other bytes is news).
+    5: """
+ALTER TABLE files ADD COLUMN pieces BLOB;
+ALTER TABLE members ADD COLUMN pieces BLOB;
+UPDATE files SET ctime_ns = -1
+    WHERE (kind = 'file' AND size > 1048576) OR id IN (SELECT file_id FROM archives);
 """,
 }
 

@@ -49,6 +49,9 @@ def run(args) -> int:
             progress.start(total, len(targets))
         report = extract(conn, targets, dest, keep_path=args.keep_path, force=args.force,
                          allow_outside_links=args.allow_outside_links, progress=progress)  # fmt: skip
+    if report.without_pieces:
+        sys.stderr.write(f"vault: note: {len(report.without_pieces)} file(s) indexed without piece hashes were held "
+                         "back whole until verified; `vault index` records their pieces\n")  # fmt: skip
     if ui.as_json:
         ui.emit(report.to_json())
     elif dest is not None:

@@ -241,7 +241,8 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
             with transaction(ctx.conn):
-                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None,
+                                                  scan.pieces)  # fmt: skip
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
                 archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)
                 if outcome.copy_tmp:

@@ -1,6 +1,7 @@
 """Stage a whole env archive on every core: its frames decoded in parallel (ParallelFrameStream, as `vault index`
 reads a pzstd archive), the tar walked once in order, and each file written, BLAKE3-checked against the catalog,
-sha256-hashed (for conda-meta and pip RECORD) and scanned for the old prefix by a pool of writer threads.
+sha256-hashed (for conda-meta and pip RECORD) and scanned for the old prefix by a pool of writer threads. A file's
+bytes are written only in pieces that verified (io.members.PieceGate): staging never holds an unverified byte.
 
 The walk's thread keeps what must stay in order: folders, symlinks (each judged against the links already
 written), hardlinks, and the member list checked against the catalog (type and size of every member at its
@@ -18,13 +19,15 @@ import hashlib
 import os
 import queue
 import threading
+from tempfile import SpooledTemporaryFile
 
 import blake3
 
 from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
+from cloudvault.catalog.lookup import archive_pieces
 from cloudvault.errors import HashMismatch, IntegrityError
-from cloudvault.io.members import archive_source
+from cloudvault.io.members import SPOOL_IN_MEMORY, PieceCheck, PieceGate, archive_source
 from cloudvault.jobthreads import JobThreads, StopOnSignal
 from cloudvault.models import Member
 from cloudvault.progress import Progress
@@ -50,10 +53,12 @@ def can_stage_in_parallel(members: list[Member]) -> bool:
 class _FileJob:
     """One file's bytes on their way to disk, hashed and scanned by the writer thread that took the job."""
 
-    __slots__ = ("fd", "rel", "member", "views", "scan", "stopping", "error", "sha256", "holding", "done")
+    __slots__ = ("fd", "rel", "member", "views", "scan", "stopping", "error", "sha256", "holding", "done", "check")
 
-    def __init__(self, fd: int, rel: str, member: Member, scan: bytes | None, stopping: threading.Event) -> None:
+    def __init__(self, fd: int, rel: str, member: Member, scan: bytes | None, pieces: bytes | None,
+                 stopping: threading.Event) -> None:  # fmt: skip
         self.fd, self.rel, self.member, self.scan, self.stopping = fd, rel, member, scan, stopping
+        self.check = PieceCheck(member.label, member.size, member.blake3, pieces)
         self.views: queue.SimpleQueue = queue.SimpleQueue()
         self.error: BaseException | None = None
         self.sha256 = ""
@@ -61,36 +66,61 @@ class _FileJob:
         self.done = threading.Event()
 
     def run(self) -> None:
-        b3, sha = blake3.blake3(), hashlib.sha256()
-        scanner = PrefixScanner(self.scan) if self.scan else None
-        try:
-            while (item := self.views.get()) is not None:
-                view, release = item
-                try:
-                    if self.error is None and not self.stopping.is_set():  # stopped: let the views go unwritten
-                        _write_all(self.fd, view)
-                        b3.update(view)
-                        sha.update(view)
-                        if scanner:
-                            scanner.feed(view if isinstance(view, bytes) else bytes(view))
-                except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
-                    self.error = exc
-                finally:
-                    release()
-            if self.error is None:
-                found = b3.hexdigest()
-                if self.member.blake3 is not None and found != self.member.blake3:
-                    self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
-                os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
-                os.utime(self.fd, (self.member.mtime, self.member.mtime))
-                self.sha256 = sha.hexdigest()
-                if scanner and scanner.found:
-                    self.holding = scanner.has_nul
+        withhold = not self.check.by_piece and self.member.blake3 is not None  # recorded before piece hashes
+        try:  # withheld: the whole file held back (spooled) until its BLAKE3 matches
+            with SpooledTemporaryFile(SPOOL_IN_MEMORY) if withhold else contextlib.nullcontext() as held:
+                self._write(held)
         except BaseException as exc:
             self.error = self.error or exc
         finally:
             os.close(self.fd)
             self.done.set()
+
+    def _write(self, held) -> None:
+        b3, sha = blake3.blake3(), hashlib.sha256()
+        gate = PieceGate(self.check) if self.check.by_piece else None
+        scanner = PrefixScanner(self.scan) if self.scan else None
+        while (item := self.views.get()) is not None:
+            view, release = item
+            try:
+                if self.error is not None or self.stopping.is_set():  # stopped: let the views go unwritten
+                    pass
+                elif held is not None:
+                    held.write(view)
+                    b3.update(view)
+                else:
+                    for part in gate.feed(view) if gate else (view,):
+                        self._out(part, sha, scanner)
+            except BaseException as exc:  # kept for the walk's thread; the views still drain and unpin
+                self.error = exc
+            finally:
+                release()
+        if self.stopping.is_set():  # the pass is ending: nothing more is written or checked
+            return
+        if self.error is None:
+            self._verify(gate, b3.hexdigest(), held)
+        if self.error is None:
+            while held is not None and (chunk := held.read(IO_CHUNK)):
+                self._out(chunk, sha, scanner)
+            os.fchmod(self.fd, self.member.mode & 0o1777)  # setuid/setgid bits are not restored
+            os.utime(self.fd, (self.member.mtime, self.member.mtime))
+            self.sha256 = sha.hexdigest()
+            if scanner and scanner.found:
+                self.holding = scanner.has_nul
+
+    def _out(self, part, sha, scanner: PrefixScanner | None) -> None:
+        _write_all(self.fd, part)
+        sha.update(part)
+        if scanner:
+            scanner.feed(part if isinstance(part, bytes) else bytes(part))
+
+    def _verify(self, gate: PieceGate | None, found: str, held) -> None:
+        if gate is not None:
+            gate.end()
+        elif held is not None and found != self.member.blake3:
+            self.error = HashMismatch(path=self.member.label, expected=self.member.blake3, found=found)
+        elif held is not None:
+            held.seek(0)
 
 
 def _write_all(fd: int, view) -> None:
@@ -167,7 +197,8 @@ def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Pro
     once every thread of the pass has been told to end."""
     threads = max(2, threads or cores())
     opener, _frames = archive_source(conn, members[0].file_id)
-    wanted = {m.data_offset: m for m in members}
+    pieces = archive_pieces(conn, members[0].file_id)
+    wanted = {m.data_offset: (m, pieces.get((m.data_offset, m.path))) for m in members}  # with its piece hashes
     staged = Staged()
     hardlinks: list[tuple[str, str]] = []
     run = _Staging()
@@ -185,7 +216,7 @@ def stage_parallel(conn, members: list[Member], area: StagingArea, progress: Pro
             run.close()
     _collect(run.writers, staged, hardlinks)
     if wanted:
-        missing = min(wanted.values(), key=lambda m: m.data_offset)
+        missing = min((m for m, _ in wanted.values()), key=lambda m: m.data_offset)
         raise IntegrityError(detail=f"the archive ends before {missing.label}; nothing was restored")
     return staged
 
@@ -204,11 +235,11 @@ def _collect(writers: _Writers, staged: Staged, hardlinks: list[tuple[str, str]]
             staged.holding_prefix[rel] = staged.holding_prefix[target]
 
 
-def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingArea, staged: Staged,
-          progress: Progress, hardlinks: list) -> None:  # fmt: skip
+def _walk(stream, wanted: dict[int, tuple[Member, bytes | None]], writers: _Writers, area: StagingArea,
+          staged: Staged, progress: Progress, hardlinks: list) -> None:  # fmt: skip
     """The tar walk: each member the catalog lists at its offset placed (folders, links) or handed to a writer."""
     for header, data in iter_members(stream, _refuse_damage):
-        member = wanted.pop(header.data_offset, None)
+        member, pieces = wanted.pop(header.data_offset, (None, None))
         if member is None:
             continue
         if header.type != member.type or (member.type == "file" and header.size != member.size):
@@ -223,13 +254,14 @@ def _walk(stream, wanted: dict[int, Member], writers: _Writers, area: StagingAre
             if member.type == "hardlink":
                 hardlinks.append((rel, env_relative(member.link_target or "", area.folder) or ""))
             continue
-        _start_file(writers, stream, data, member, rel, area)
+        _start_file(writers, stream, data, member, rel, area, pieces)
         staged.files += 1
         staged.bytes += member.size
         progress.advance(member.size)
 
 
-def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea) -> None:
+def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area: StagingArea,
+                pieces: bytes | None) -> None:  # fmt: skip
     out = area.landing.path_for(member, rel)
     folder = os.path.dirname(out)
     if folder not in area.made_dirs:
@@ -242,7 +274,7 @@ def _start_file(writers: _Writers, stream, data, member: Member, rel: str, area:
             raise
         os.unlink(out)
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None, writers.stopping))
+    job = writers.start(_FileJob(fd, rel, member, area.old.encode() if area.scan else None, pieces, writers.stopping))
     try:
         if member.size <= SMALL:
             first = data.first_view(SMALL)
