@@ -96,7 +96,7 @@ def test_stopped_env_writers_end_every_started_job_even_one_never_fed():
 
     writers = _Writers(2)
     member = Member(1, "015", "x", "x", "file", 3, 0o644, 0, None, None, "a.tar.zst", 1, 512)
-    jobs = [writers.start(_FileJob(os.open(os.devnull, os.O_WRONLY), f"f{i}", member, None, writers.stopping))
+    jobs = [writers.start(_FileJob(os.open(os.devnull, os.O_WRONLY), f"f{i}", member, None, None, writers.stopping))
             for i in range(4)]  # fmt: skip
     jobs[0].views.put((b"abc", lambda: None))  # fed, never ended: its producer was interrupted
     writers.stop()
