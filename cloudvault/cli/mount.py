@@ -17,7 +17,8 @@ DEFAULT_CACHE_MB = 256
 def add_arguments(parser) -> None:
     parser.add_argument("mountpoint", help="an existing, empty folder")
     parser.add_argument("--entry", help="mount only this entry (ID or unique prefix, e.g. 018)")
-    parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
+    parser.add_argument("--foreground", action="store_true",
+                        help="serve in this process; Ctrl-C, SIGTERM or SIGHUP unmounts (exit 0)")  # fmt: skip
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
                         help=f"decoded frames kept in memory, in MiB (default {DEFAULT_CACHE_MB})")  # fmt: skip
     parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
@@ -37,7 +38,7 @@ def run(args) -> int:
     mountpoint = Path(args.mountpoint).expanduser().absolute()
     session.require_fuse()
     session.check_mount_point(mountpoint)
-    _check_catalog(catalog, args.entry)  # here, so a missing catalog or entry is its own one line and exit code
+    _check_catalog(catalog, args.entry, mountpoint)  # here, so a missing catalog or entry is its own one line
     if args.foreground:
         return _serve(args, catalog, mountpoint)
     argv = ["--catalog", catalog, "mount", "--foreground", "--cache-mb", str(args.cache_mb), str(mountpoint)]
@@ -49,11 +50,15 @@ def run(args) -> int:
     return errors.OK
 
 
-def _check_catalog(catalog: str, entry: str | None) -> None:
+def _check_catalog(catalog: str, entry: str | None, mountpoint) -> None:
+    """The catalog opens, the entry resolves, and the mount point is in no mirror (a mount there would hide the
+    mirror's own folder, from which the mount reads, and an index of the mirror would walk into the mount)."""
+    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.common import opened_catalog
 
     with opened_catalog(path=catalog, readonly=True) as conn:
+        refuse_write_into_mirror(conn, mountpoint, "a mount at")
         if entry:
             resolve_entry(conn, entry)
 
