@@ -172,3 +172,38 @@ def test_every_shipped_recipe_that_runs_vault_runs_it_with_python_P():
     vaults = [(name, p) for name, p in programs if "cloudvault" in p]
     assert len(vaults) >= 5
     assert [(name, p) for name, p in vaults if not p.startswith("{python} -P -m cloudvault.")] == []
+
+
+def test_the_preflight_module_probe_does_not_find_modules_in_vaults_working_directory(demo_catalog, tmp_path, vault,
+                                                                                      monkeypatch, tally):  # fmt: skip
+    """[preflight] python_modules asks the runner's Python whether it can import them; a folder of that name where
+    vault was started (never on the runner's path) must not answer for it: exit 7, nothing run."""
+    text = (REPO / "recipes/repro/016_plots.toml").read_text()
+    recipe = tmp_path / "016_needs_a_module.toml"
+    recipe.write_text(text + '\n[preflight]\npython_modules = ["vault_absent_module"]\n')
+    cwd, marker = tmp_path / "clone", tmp_path / "marker"
+    (cwd / "vault_absent_module").mkdir(parents=True)
+    (cwd / "vault_absent_module/__init__.py").write_text(IMPOSTOR.format(marker=str(marker)))
+    monkeypatch.chdir(cwd)
+    tally("hostile_input")
+    result = vault("--catalog", str(demo_catalog), "repro", str(recipe), "--out", str(tmp_path / "runs"))
+    assert result.code == 7 and "vault_absent_module" in result.err, (result.code, result.err)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert _written(marker, tally) == ""
+
+
+def test_the_demo_makes_its_venvs_with_the_installed_venv_module_not_the_working_directorys(tmp_path, monkeypatch,
+                                                                                           tally):  # fmt: skip
+    """`vault demo` builds envs with `python -m venv`: a `venv/` package where it was started must not run."""
+    from cloudvault.demo.envs import make_venv
+
+    cwd, marker = tmp_path / "clone", tmp_path / "marker"
+    (cwd / "venv").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (cwd / "venv" / name).write_text(IMPOSTOR.format(marker=str(marker)))
+    monkeypatch.chdir(cwd)
+    tally("hostile_input")
+    build = tmp_path / "env"
+    make_venv(build, str(build))
+    assert _written(marker, tally) == ""
+    assert (build / "bin/python").is_file() and (build / "pyvenv.cfg").is_file()
