@@ -18,6 +18,7 @@ from pathlib import Path
 from cloudvault.errors import EnvironmentProblem, ToolMissing, UsageError
 
 READY_TIMEOUT_S = 30.0
+STOP_WAIT_S = 5.0  # for a child stopped before its mount answered
 MAX_THREADS = 16
 KERNEL_CACHE_S = 3600  # the tree and its bytes never change while mounted: the kernel may keep what it was told
 LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a signal the handlers caught)
@@ -126,25 +127,48 @@ def stopping_signals_to_libfuse():
 
 def start_background(argv: list[str], mountpoint: Path, log_path: Path) -> int:
     """Run `vault ... mount --foreground` detached, its log in log_path; its pid once the mount answers. The child
-    is the installed vault (-P: a `cloudvault/` folder in the working directory is never imported)."""
+    is the installed vault (-P: a `cloudvault/` folder in the working directory is never imported). If it does not
+    answer, or this process is stopped first (Ctrl-C, SIGTERM), the child is stopped and nothing stays mounted."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         child = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault", *argv], stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+    try:
+        if _answered(child, mountpoint, log_path):
+            return child.pid
+        raise MountFailed(path=mountpoint, detail=f"no answer in {READY_TIMEOUT_S:.0f} s; see {log_path}")
+    except BaseException:
+        _stop_child(child, mountpoint)
+        raise
+
+
+def _answered(child: subprocess.Popen, mountpoint: Path, log_path: Path) -> bool:
+    """Whether the mount answered within READY_TIMEOUT_S; MountFailed (its log's last line) if the child ended."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if child.poll() is not None:
             detail = _last_line(log_path) or f"the mount process exited {child.returncode}"
             raise MountFailed(path=mountpoint, detail=detail)
         if mounted(mountpoint):
-            try:
+            with contextlib.suppress(OSError):
                 os.stat(mountpoint)
-                return child.pid
-            except OSError:
-                pass
+                return True
         time.sleep(0.02)
-    child.kill()
-    raise MountFailed(path=mountpoint, detail=f"no answer in {READY_TIMEOUT_S:.0f} s; see {log_path}")
+    return False
+
+
+def _stop_child(child: subprocess.Popen, mountpoint: Path) -> None:
+    """SIGTERM (libfuse unmounts, or the child stops before mounting), SIGKILL if it lingers, then a lazy unmount
+    of whatever a killed child left."""
+    child.terminate()
+    try:
+        child.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    if mounted(mountpoint):
+        with contextlib.suppress(MountFailed, ToolMissing, NotMounted):
+            unmount(mountpoint)
 
 
 def _last_line(path: Path) -> str:

@@ -161,3 +161,49 @@ def test_timeout_ends_a_foreground_mount_and_leaves_the_folder_usable(demo_catal
         _cleared(point)
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_vault_mount_interrupted_before_the_mount_answers_leaves_no_mount_and_no_process(demo_catalog, tmp_path,
+                                                                                         sig, tally):  # fmt: skip
+    """Class: a `vault mount` stopped while it waits for its background process must not leave that process
+    serving a mount nobody was told of. Signals at spread delays; where the mount answered first, it is a mount
+    like any other (unmounted here)."""
+    from cli.test_repro import processes_naming
+
+    def argv(point: Path) -> list[str]:
+        return [sys.executable, "-m", "cloudvault", "--catalog", str(demo_catalog), "mount", "--entry", "018",
+                str(point)]  # fmt: skip
+
+    first = tmp_path / "timed"
+    first.mkdir()
+    start = time.monotonic()
+    subprocess.run(argv(first), capture_output=True, check=True, timeout=60)
+    answered_after = time.monotonic() - start  # the delays are spread over how long a mount takes here, now
+    _cleared(first)
+    stopped = 0
+    for n, share in enumerate([0.1, 0.25, 0.4, 0.55, 0.7, 0.85]):
+        point, delay = tmp_path / f"m{n}", share * answered_after
+        point.mkdir()
+        parent = subprocess.Popen(argv(point), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        tally("kill")
+        parent.send_signal(sig)
+        try:
+            parent.communicate(timeout=30)
+            if parent.returncode == 0:  # it had answered: a mount like any other
+                continue
+            stopped += 1
+            deadline = time.monotonic() + ENDED_WITHIN_S
+            while time.monotonic() < deadline and (mounted(point) or processes_naming(str(point))):
+                time.sleep(0.05)
+            left = processes_naming(str(point))
+            tally("write_outside", len(left) + int(mounted(point)))
+            assert not mounted(point) and left == [], f"{sig.name} after {delay} s left {left}, {mounted(point)}"
+        finally:
+            _cleared(point)
+            for pid in processes_naming(str(point)):
+                os.kill(pid, signal.SIGKILL)
+            parent.kill()
+            parent.wait()
+    assert stopped >= 2  # the early signals landed before the mount answered
