@@ -103,7 +103,7 @@ def test_ctrl_c_at_every_point_of_a_run_leaves_no_run_running(demo_catalog, tmp_
 
 def test_ctrl_c_pressed_twice_at_random_points_of_a_repeated_run_leaves_no_run_running(demo_catalog, tmp_path, tally):
     """Real signals to a real `vault repro 014 --standin --repeat 3`: one Ctrl-C, or two 30 ms apart (an impatient
-    user), at delays spread over the batch's first two thirds (timed here first); every run it started ends
+    user), at 16 delays spread over the batch's first 80% (timed here first); every run it started ends
     finished or interrupted, and vault exits 130 with one line."""
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
 
@@ -111,10 +111,13 @@ def test_ctrl_c_pressed_twice_at_random_points_of_a_repeated_run_leaves_no_run_r
         return [sys.executable, "-m", "cloudvault", "--catalog", str(demo_catalog), "repro", "014_ss20_temp0",
                 "--standin", "--repeat", "3", "--out", str(out)]  # fmt: skip
 
-    start = time.monotonic()
-    subprocess.run(argv(tmp_path / "timed"), env=env, capture_output=True, check=True, timeout=120)
-    batch_s = time.monotonic() - start
-    for n, share in enumerate([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.15]):
+    timed = []
+    for n in range(2):  # the faster of two (the first pays for cold caches)
+        start = time.monotonic()
+        subprocess.run(argv(tmp_path / f"timed{n}"), env=env, capture_output=True, check=True, timeout=120)
+        timed.append(time.monotonic() - start)
+    batch_s = min(timed)
+    for n, share in enumerate([0.05 * k for k in range(1, 17)]):
         out = tmp_path / f"runs{n}"
         proc = subprocess.Popen(argv(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(share * batch_s)
@@ -134,5 +137,8 @@ def test_ctrl_c_pressed_twice_at_random_points_of_a_repeated_run_leaves_no_run_r
         assert not left, f"Ctrl-C after {share * batch_s:.2f} s left {left} running"
         assert set(statuses.values()) <= {"finished", "interrupted"}, statuses
         tally("traceback", err.count("Traceback"))
-        # -2: the second Ctrl-C came after vault had reported the first and put Python's own handler back
-        assert proc.returncode in (130, -signal.SIGINT) and "Traceback" not in err, err
+        assert "Traceback" not in err, err
+        if proc.returncode == 0:  # the Ctrl-C came once the batch had ended (it ran faster than when timed)
+            assert sorted(statuses.values()) == ["finished"] * 3, statuses
+        else:  # -2: the second Ctrl-C came after vault had reported the first and put Python's own handler back
+            assert proc.returncode in (130, -signal.SIGINT), err
