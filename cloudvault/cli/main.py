@@ -182,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                 ((_signal.SIGINT, _interrupt), (_signal.SIGTERM, _stop), (_signal.SIGHUP, _stop))}  # fmt: skip
     try:
         try:
-            _ENDED["yes"] = False
+            _COMMAND["ended"] = False
             code = run_command(argv)
         finally:  # a stopping signal from here on finds the command ended: let go, never a traceback mid-report
-            _ENDED["yes"] = True
+            _COMMAND["ended"] = True
     except errors.VaultError as exc:
         code = _report_error(exc, argv)
     except KeyboardInterrupt:
@@ -242,11 +242,11 @@ def _bug(exc: Exception, argv: list[str]) -> int:
     return errors.BUG
 
 
-_ENDED = {"yes": False}  # whether main's command has its outcome (a second Ctrl-C while it is reported)
+_COMMAND = {"ended": False}  # whether main's command has its outcome (a signal then lands while it is reported)
 
 
 def _interrupt(signum, frame) -> None:
-    if not _ENDED["yes"]:
+    if not _COMMAND["ended"]:
         raise errors.Interrupted()
 
 
@@ -254,7 +254,7 @@ def _stop(signum, frame) -> None:
     """SIGTERM and SIGHUP are handled as Ctrl-C is: children stopped, the run recorded interrupted (143, 129).
     A second one (a batch system repeats it) does not cut that stopping short; SIGKILL still does."""
     _signal.signal(signum, _signal.SIG_IGN)
-    if not _ENDED["yes"]:
+    if not _COMMAND["ended"]:
         raise errors.Signalled(signum)
 
 
