@@ -222,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = {sig: _signal.signal(sig, handler) for sig, handler in
                 ((_signal.SIGINT, _interrupt), (_signal.SIGTERM, _stop), (_signal.SIGHUP, _stop))}  # fmt: skip
     try:
-        code = run_command(argv)
+        try:
+            _COMMAND["ended"] = False
+            code = run_command(argv)
+        finally:  # a stopping signal from here on finds the command ended: let go, never a traceback mid-report
+            _COMMAND["ended"] = True
     except errors.VaultError as exc:
         code = _report_error(exc, argv)
     except KeyboardInterrupt:
@@ -295,15 +299,20 @@ def _bug(exc: Exception, argv: list[str]) -> int:
     return errors.BUG
 
 
+_COMMAND = {"ended": False}  # whether main's command has its outcome (a signal then lands while it is reported)
+
+
 def _interrupt(signum, frame) -> None:
-    raise errors.Interrupted()
+    if not _COMMAND["ended"]:
+        raise errors.Interrupted()
 
 
 def _stop(signum, frame) -> None:
     """SIGTERM and SIGHUP are handled as Ctrl-C is: children stopped, the run recorded interrupted (143, 129).
     A second one (a batch system repeats it) does not cut that stopping short; SIGKILL still does."""
     _signal.signal(signum, _signal.SIG_IGN)
-    raise errors.Signalled(signum)
+    if not _COMMAND["ended"]:
+        raise errors.Signalled(signum)
 
 
 def console_main() -> None:

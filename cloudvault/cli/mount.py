@@ -38,7 +38,7 @@ def run(args) -> int:
     mountpoint = Path(args.mountpoint).expanduser().absolute()
     session.require_fuse()
     session.check_mount_point(mountpoint)
-    _check_catalog(catalog, args.entry)  # here, so a missing catalog or entry is its own one line and exit code
+    _check_catalog(catalog, args.entry, mountpoint)  # here, so a missing catalog or entry is its own one line
     if args.foreground:
         return _serve(args, catalog, mountpoint)
     argv = ["--catalog", catalog, "mount", "--foreground", "--cache-mb", str(args.cache_mb), str(mountpoint)]
@@ -50,11 +50,15 @@ def run(args) -> int:
     return errors.OK
 
 
-def _check_catalog(catalog: str, entry: str | None) -> None:
+def _check_catalog(catalog: str, entry: str | None, mountpoint) -> None:
+    """The catalog opens, the entry resolves, and the mount point is in no mirror (a mount there would hide the
+    mirror's own folder, from which the mount reads, and an index of the mirror would walk into the mount)."""
+    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.common import opened_catalog
 
     with opened_catalog(path=catalog, readonly=True) as conn:
+        refuse_write_into_mirror(conn, mountpoint, "a mount at")
         if entry:
             resolve_entry(conn, entry)
 

@@ -43,7 +43,7 @@ def _sha256(path: Path) -> str:
 
 def make_venv(build: Path, prefix: str) -> None:
     """A venv (real copies of the python binary) at build, its text files saying prefix as if it lived there."""
-    subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(build)], check=True)
+    subprocess.run([sys.executable, "-P", "-m", "venv", "--copies", "--without-pip", str(build)], check=True)
     if str(build) == prefix:
         return
     for path in [*build.glob("bin/activate*"), *build.glob("bin/Activate*"), build / "pyvenv.cfg"]:

@@ -15,6 +15,9 @@ from cloudvault.repro.plan import Plan
 Check = namedtuple("Check", "name ok detail")
 VOLATILE = ("/tmp", "/dev/shm", "/run")  # gone when the machine or pod stops
 POD_VOLATILE = ("/root",)  # a pod's container disk: gone when the pod stops
+# `python -c` puts the working directory (vault's, never the runner's) first on sys.path: the module probe takes
+# it off (not -P: the runner's Python may be older than 3.11)
+WITHOUT_CWD = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
 
 
 class PreflightFailed(EnvironmentProblem):
@@ -57,7 +60,8 @@ def modules_check(plan: Plan) -> Check:
         return Check("python", True, "not run by a Python here: nothing this machine can check")  # e.g. in an image
     probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
     env = {**os.environ, **plan.processes[0].env}
-    found = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, env=env, check=False)
+    found = subprocess.run([python, "-c", WITHOUT_CWD + probe, *modules], capture_output=True, text=True, env=env,
+                           check=False)  # fmt: skip
     missing = found.stdout.split() if found.returncode == 0 else modules
     if missing:
         hint = needs.get("install", "pip install " + " ".join(missing))

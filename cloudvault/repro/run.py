@@ -7,10 +7,13 @@ mirror's files, so a script that writes next to its inputs cannot touch the mirr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
+import signal
 import socket
 import sqlite3
+import threading
 from collections import namedtuple
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +28,7 @@ from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
 RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
 
 
@@ -70,11 +74,11 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     # what `vault runs` needs to rebuild the plan of a detached run
     prov["options"] = {"standin": options.standin, "env": options.env_overrides or {},
                        **executor.options}  # fmt: skip
-    _write_json(run_dir / results.PROVENANCE, prov)
-    start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
-              entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
     job = None
-    try:
+    try:  # from here on, however the run ends (an interrupt at any line included) it is recorded as ended
+        _write_json(run_dir / results.PROVENANCE, prov)
+        start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
+                  entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
         stage_inputs(conn, plan, progress)
         job = executor.submit(plan)
@@ -88,17 +92,18 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
         cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov, more_noise)
+        _write_report(plan, cmp, totals, conn)
+        _close(conn, prov, run_dir, "finished", cmp)
     except (KeyboardInterrupt, Interrupted) as exc:  # Ctrl-C, SIGTERM, SIGHUP
-        if job is not None:
-            prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
-        _close(conn, prov, run_dir, "interrupted")
+        if not _recorded_ended(conn, run_id):  # else it came once the run was recorded (held until then)
+            if job is not None:
+                prov["exit_codes"] = {p.name: c for p, c in zip(plan.processes, job.codes, strict=True)}
+            _close(conn, prov, run_dir, "interrupted")
         raise as_interrupted(exc) from None
     except Exception as exc:  # a VaultError, or a bug: either way the run must not stay "running"
         prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")
         raise
-    _write_report(plan, cmp, totals, conn)
-    _close(conn, prov, run_dir, "finished", cmp)
     return cmp, prov
 
 
@@ -185,14 +190,34 @@ def _gpu_names(plan) -> list[str]:
 
 
 def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | None = None) -> None:
-    """The run's end, in provenance.json and in the catalog (with its verdict and per-request results)."""
-    from cloudvault.catalog.records import finish_run
+    """The run's end, in provenance.json and in the catalog (with its verdict and per-request results). Ctrl-C,
+    SIGTERM and SIGHUP are held until both are written, then delivered: a second Ctrl-C (or one landing as the run
+    ends) never leaves the run `running`."""
     from cloudvault.mount.staging import release
 
-    release(run_dir)  # an input mount, if the recipe asked for one
+    with stopping_signals_held():
+        try:
+            release(run_dir)  # an input mount, if the recipe asked for one
+        finally:
+            _record_end(conn, prov, run_dir, status, cmp)
+
+
+def _recorded_ended(conn, run_id: str) -> bool:
+    """Whether the catalog holds the run's end (finished, failed, interrupted), not only its start or nothing."""
+    from cloudvault.catalog.records import runs
+
+    return any(r.status not in ("queued", "running") for r in runs(conn, run_id=run_id))
+
+
+def _record_end(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | None) -> None:
+    """provenance.json, then the catalog's row (if the run got one), say how the run ended."""
+    from cloudvault.catalog.records import finish_run, runs
+
     verdict = cmp.verdict if cmp else None
     prov.update(status=status, verdict=verdict, finished_at=datetime.now(UTC).isoformat(timespec="seconds"))
     _write_json(run_dir / results.PROVENANCE, prov)
+    if not runs(conn, run_id=prov["run_id"]):
+        return  # interrupted before its row was written: its folder says how it ended
     if cmp is None:
         finish_run(conn, prov["run_id"], status=status, summary={"error": prov.get("error", status)})
         return
@@ -202,6 +227,26 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
                "timings": as_document(cmp.timings), "forced_preflight": prov["forced_preflight"]}  # fmt: skip
     finish_run(conn, prov["run_id"], status=status, verdict=verdict, summary=summary,
                requests=report.requests_for_catalog(cmp))  # fmt: skip
+
+
+@contextlib.contextmanager
+def stopping_signals_held():
+    """SIGINT, SIGTERM and SIGHUP noted, not acted on, inside the block; the first one noted is raised again (to
+    the handler that was there) when it ends. Outside the main thread, where no handler can be set, nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous: dict[int, object] = {}
+    try:
+        for sig in STOPPING_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+        yield
+    finally:
+        for sig, handler in reversed(previous.items()):  # SIGINT, the one pressed twice, last
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _write_json(path: Path, doc: dict) -> None:
