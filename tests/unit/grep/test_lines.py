@@ -32,14 +32,12 @@ def gnu(pattern: str, data: bytes, args: list[str]) -> list[str]:
     lines,
     st.sampled_from(["alpha", "^alpha", "beta$", "a.p", r"\bx\b", "loss=[0-9.]+", "^$"]),
     st.integers(1, 40),
-    st.integers(0, 2),
-    st.integers(0, 2),
-    st.booleans(),
-    st.integers(0, 3),
+    st.tuples(st.integers(0, 2), st.integers(0, 2), st.booleans(), st.integers(0, 3)),
     st.booleans(),
     st.booleans(),
 )
-def test_lines_and_context_agree_with_gnu_grep(rows, pattern, chunk, before, after, invert, max_count, nl, case):
+def test_lines_and_context_agree_with_gnu_grep(rows, pattern, chunk, options, nl, case):
+    before, after, invert, max_count = options
     data = b"\n".join(rows) + (b"\n" if nl and rows else b"")
     args = ([f"-B{before}"] if before else []) + ([f"-A{after}"] if after else [])  # -A0 prints `--` in GNU grep
     args += (["-v"] if invert else []) + (["-i"] if case else [])
