@@ -161,3 +161,23 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
     if now is None:
         raise IntegrityError(detail=f"{loc.path} is gone from the mirror and has no seekable copy")
     return partial(mirror.open, loc.path, loc.raw_path), frame_table(conn, loc.archive_id)
+
+
+def read_together(
+    reader: MemberReader, members: list[Member], span: int = 8 * CHUNK
+) -> Iterator[tuple[Member, bytes | None]]:
+    """Small file members of one archive (at most CHUNK bytes each, no sparse map, in data-offset order) read as
+    runs of the decompressed stream of up to span bytes, each checked against its BLAKE3 before it is handed out;
+    one that does not verify (or has no hash to check) comes with None. 200,000 small members cost a few reads,
+    not 200,000 streams (`vault grep`)."""
+    at = 0
+    while at < len(members):
+        start, end = members[at].data_offset, at + 1
+        while end < len(members) and members[end].data_offset + members[end].size - start <= span:
+            end += 1
+        stop = members[end - 1].data_offset + members[end - 1].size
+        data = b"".join(reader._reader(members[at].file_id).chunks(start, stop - start))
+        for member in members[at:end]:
+            piece = data[member.data_offset - start : member.data_offset - start + member.size]
+            yield member, piece if blake3.blake3(piece).hexdigest() == member.blake3 else None
+        at = end
