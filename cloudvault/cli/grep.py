@@ -33,6 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kind", choices=KINDS, help="only plain files, or only archive members")
     parser.add_argument("--max-filesize", metavar="SIZE", help="skip files/members bigger than SIZE (10M, 1G)")
     parser.add_argument("--binary", action="store_true", help="search binary files too (a NUL in the first 8 KiB)")
+    parser.add_argument("-n", "--line-number", action="store_true", help="(always on: lines are numbered)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing; exit 0 at the first match")
     parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour the output")

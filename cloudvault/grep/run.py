@@ -162,6 +162,7 @@ def _why(exc: BaseException) -> str:
 
 def grep(conn: sqlite3.Connection, catalog: str, options: GrepOptions, scopes: list[str], progress=None) -> Iterator:
     """Found and Failure, as they come, for every file and member of the scopes (whole catalog: none given)."""
+    compiled(options)  # a bad pattern is a usage error here, before any worker starts
     tasks = plan(conn, resolve_scopes(conn, scopes), options.kind, options.globs)
     jobs = max(1, min(options.jobs, len(tasks)))
     messages = _in_process(conn, tasks, options) if jobs == 1 else _in_workers(catalog, tasks, options, jobs)

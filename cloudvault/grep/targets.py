@@ -48,15 +48,19 @@ def resolve_scopes(conn: sqlite3.Connection, given: list[str]) -> list[Scope] | 
     return scopes or None
 
 
-def wanted(path: str, globs: tuple[str, ...]) -> bool:
-    """Whether a path within its entry is picked by the globs (all must hold; none: everything)."""
-    name = path.rsplit("/", 1)[-1]
+def wanted(path: str, globs: tuple[str, ...], archive: str | None = None) -> bool:
+    """Whether a path within its entry (a member's, with its archive's) is picked by the globs: each must hold
+    (a `!GLOB` holds when neither matches); none: everything."""
     for glob in globs:
         negate, pattern = glob.startswith("!"), glob.removeprefix("!")
-        hit = fnmatchcase(path if "/" in pattern else name, pattern) or fnmatchcase(path, pattern)
+        hit = _matches(path, pattern) or (archive is not None and _matches(archive, pattern))
         if hit == negate:
             return False
     return True
+
+
+def _matches(path: str, pattern: str) -> bool:
+    return fnmatchcase(path if "/" in pattern else path.rsplit("/", 1)[-1], pattern) or fnmatchcase(path, pattern)
 
 
 def plan(conn: sqlite3.Connection, scopes: list[Scope] | None, kind: str | None, globs: tuple[str, ...]) -> list[Task]:
@@ -123,17 +127,15 @@ def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) 
     """The members of the task's archive with bytes to search (files, hardlinks to them), in data-offset order,
     picked by the task's globs (a member by its path or its archive's)."""
     archive_in_entry = within_entry(task.entry_id, task.path)
-    if task.globs and wanted(archive_in_entry, task.globs):
-        globs: tuple[str, ...] = ()
-    else:
-        globs = task.globs
     sql = ("SELECT ?, ?, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, mb.link_target, ?, ?, "
            "mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb JOIN archives a ON a.id = mb.archive_id "
            "WHERE a.file_id = ? AND mb.type IN ('file', 'hardlink')" + (" AND mb.size <= ?" if max_size else "") +
            " ORDER BY mb.data_offset")  # fmt: skip
     args = [task.mirror_id, task.entry_id, task.path, task.file_id, task.file_id] + ([max_size] if max_size else [])
     members = map(Member._make, conn.execute(sql, args))
-    return [m for m in members if wanted(m.path, globs)] if globs else list(members)
+    if not task.globs:
+        return list(members)
+    return [m for m in members if wanted(m.path, task.globs, archive_in_entry)]
 
 
 def plain_files(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:

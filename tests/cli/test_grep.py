@@ -1,0 +1,152 @@
+"""`vault grep` as users run it: words inside logs, CSV and JSON files and archive members of the demo, with the
+entry they belong to, checked against GNU grep over what `zstd -dc | tar -xO` gives; secrets never printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+E018 = "018_aicluster_breakdown_debugger"
+ACCEPT = "data/accept_g07.tar.zst"
+
+
+def member_text(mirror: Path, archive: str, member: str) -> bytes:
+    """A member's bytes as GNU tar gives them: the truth vault's lines are checked against."""
+    cmd = f"zstd -dc '{mirror / archive}' | tar -xO './{member}'"
+    return subprocess.run(cmd, shell=True, capture_output=True, check=True).stdout
+
+
+def gnu_grep(data: bytes, *args: str) -> list[str]:
+    out = subprocess.run(["grep", "-a", *args], input=data, capture_output=True)
+    return out.stdout.decode().splitlines()
+
+
+def test_a_word_inside_a_log_member_is_found_with_its_entry_archive_and_line(demo_catalog, demo_mirror, vault):
+    r = vault("--catalog", str(demo_catalog), "grep", "accept_len=4", "018")
+    assert r.code == 0, r.err
+    prefix = f"{E018}:{ACCEPT}::logs/accept_00.log:"
+    ours = [line.removeprefix(prefix) for line in r.out.splitlines() if line.startswith(prefix)]
+    truth = gnu_grep(member_text(demo_mirror, f"{E018}/{ACCEPT}", "logs/accept_00.log"), "-n", "accept_len=4")
+    assert ours == truth and truth
+
+
+def test_csv_files_and_json_members_are_found(demo_catalog, demo_mirror, vault):
+    db = str(demo_catalog)
+    r = vault("--catalog", db, "grep", "-F", "140-160K", "016")
+    entry = "016_ysshin_rtxpro6000_results"
+    truth = subprocess.run(["grep", "-rn", "-F", "140-160K", "--exclude=*.zst", "."], cwd=demo_mirror / entry,
+                           capture_output=True, text=True).stdout.splitlines()  # fmt: skip
+    assert sorted(r.out.splitlines()) == sorted(f"{entry}:{line.removeprefix('./')}" for line in truth)
+    assert any(".csv:" in line for line in r.out.splitlines())
+    r = vault("--catalog", db, "grep", '"node": "n81"', "018")
+    assert f'{E018}:{ACCEPT}::dumps/accept_meta.json:1:{{"kind": "accept", "node": "n81"}}' in r.out.splitlines()
+
+
+def test_the_demo_secret_is_searched_but_never_printed(demo_catalog, demo_mirror, vault):
+    archive = demo_mirror / "019_aicluster_dump_debugger/data/saturate_logs_n61.tar.zst"
+    raw = member_text(demo_mirror, str(archive.relative_to(demo_mirror)), "logs/saturate_env.log").decode()
+    token = next(line for line in raw.splitlines() if "HF_TOKEN" in line).split("=", 1)[1].strip()
+    assert len(token) > 8
+    db = str(demo_catalog)
+    for args in (["HF_TOKEN"], ["-i", "hf_"], ["--json", "TOKEN"], ["-C", "3", "export"], ["-v", "zzz", "019"],
+                 ["--color", "always", token[:6]], ["-F", token]):  # fmt: skip
+        r = vault("--catalog", db, "grep", *args)
+        assert token not in r.out and token not in r.err, args
+        assert token[3:12] not in r.out
+    r = vault("--catalog", db, "grep", "HF_TOKEN", "019")
+    assert "logs/saturate_env.log:2:export [redacted hf_token_assignment]" in r.out
+    docs = [json.loads(line) for line in vault("--catalog", db, "grep", "--json", "HF_TOKEN", "019").out.splitlines()]
+    assert {"entry", "path", "archive", "member", "line", "offset", "text"} <= docs[0].keys()
+    assert any(d["text"] == "export [redacted hf_token_assignment]" for d in docs)
+
+
+def test_exit_codes_are_greps(demo_catalog, vault):
+    db = str(demo_catalog)
+    assert vault("--catalog", db, "grep", "accept_len", "018").code == 0
+    assert vault("--catalog", db, "grep", "no-such-word-anywhere-xyzzy").code == 1
+    assert vault("--catalog", db, "grep", "(unclosed").code == 2
+    q = vault("--catalog", db, "grep", "-q", "accept_len")
+    assert q.code == 0 and q.out == ""
+    assert vault("--catalog", db, "grep", "-q", "no-such-word-xyzzy").code == 1
+    assert vault("--catalog", db, "grep", "x", "no-such-entry").code == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-i", "ACCEPT_LEN=3"], ["-w", "step"], ["-v", "accept_len"], ["-m", "3", "accept"], ["-C", "2", "accept_len=7"],
+     ["-A", "1", "-B", "2", "t=1"], ["-c", "accept_len=2"], ["-E", "step [0-9]+ accept_len=(1|5)"]],
+)  # fmt: skip
+def test_options_agree_with_gnu_grep_on_a_member(demo_catalog, demo_mirror, vault, args):
+    args = [a for a in args if a != "-E"]
+    r = vault("--catalog", str(demo_catalog), "grep", *args, f"018:logs/accept_01.log")
+    label = f"{E018}:{ACCEPT}::logs/accept_01.log"
+    data = member_text(demo_mirror, f"{E018}/{ACCEPT}", "logs/accept_01.log")
+    truth = gnu_grep(data, "-E", *([] if "-c" in args else ["-n"]), *args)
+    ours = [line if line == "--" else line.removeprefix(label)[1:] for line in r.out.splitlines()]
+    assert ours == truth
+
+
+def test_files_with_matches_glob_and_kind(demo_catalog, vault):
+    db = str(demo_catalog)
+    names = vault("--catalog", db, "grep", "-l", "accept_len", "018").out.splitlines()
+    assert f"{E018}:{ACCEPT}::logs/accept_00.log" in names and len(names) == len(set(names))
+    assert all(":" not in n.split("::")[-1] for n in names)
+    logs = vault("--catalog", db, "grep", "-l", "--glob", "*.json", "accept", "018").out.splitlines()
+    assert logs and all(n.endswith(".json") for n in logs)
+    none = vault("--catalog", db, "grep", "-l", "--glob", "!*.log", "accept_len", "018")
+    assert all(not n.endswith(".log") for n in none.out.splitlines())
+    files = vault("--catalog", db, "grep", "-l", "--kind", "file", "accept", "018").out.splitlines()
+    members = vault("--catalog", db, "grep", "-l", "--kind", "member", "accept", "018").out.splitlines()
+    assert files and members and all("::" not in f for f in files) and all("::" in m for m in members)
+
+
+def test_a_scoped_grep_opens_only_that_entrys_archives(demo_catalog, vault, monkeypatch, tmp_path):
+    from cloudvault.io import members
+
+    opened = tmp_path / "opened"
+    real = members.archive_source
+
+    def counted(conn, file_id, use_copy=True):
+        path = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()[0]
+        with open(opened, "a") as fh:  # a file: the forked workers count too
+            fh.write(path + "\n")
+        return real(conn, file_id, use_copy)
+
+    monkeypatch.setattr(members, "archive_source", counted)
+    r = vault("--catalog", str(demo_catalog), "grep", "-j", "2", "accept_len", "018")
+    assert r.code == 0
+    paths = opened.read_text().splitlines()
+    conn = sqlite3.connect(demo_catalog)
+    archives = {p for (p,) in conn.execute("SELECT f.path FROM files f JOIN archives a ON a.file_id = f.id "
+                                           "WHERE f.entry_id = ?", (E018,))}  # fmt: skip
+    assert set(paths) == archives and len(paths) == len(archives)
+
+
+def test_a_member_that_does_not_verify_is_reported_and_not_searched(demo_catalog, vault):
+    conn = sqlite3.connect(demo_catalog)
+    conn.execute("UPDATE members SET blake3 = ? WHERE path = './logs/accept_00.log' OR path = 'logs/accept_00.log'",
+                 ("0" * 64,))  # fmt: skip
+    conn.commit()
+    conn.close()
+    r = vault("--catalog", str(demo_catalog), "grep", "accept_len", "018")
+    assert r.code == 2
+    assert f"{E018}:{ACCEPT}::logs/accept_00.log: its bytes do not match the catalog" in r.err
+    assert "logs/accept_00.log:" not in r.out and "logs/accept_01.log:" in r.out
+
+
+def test_ctrl_c_is_one_line_and_exit_130(demo_catalog, vault, monkeypatch):
+    from cloudvault.grep import lines
+
+    def interrupted(self, chunk):
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(lines.LineSearch, "feed", interrupted)
+    r = vault("--catalog", str(demo_catalog), "grep", "-j", "1", "accept_len", "018")
+    assert r.code == 130
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
