@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-A", "--after-context", type=int, metavar="N", help="N lines after each match")
     parser.add_argument("-B", "--before-context", type=int, metavar="N", help="N lines before each match")
     parser.add_argument("-g", "--glob", action="append", default=[], metavar="GLOB",
-                        help="only paths (file, member, archive) matching GLOB; !GLOB leaves out; repeatable")  # fmt: skip
+                        help="only paths (file, member, archive) matching GLOB; !GLOB: not; repeatable")  # fmt: skip
     parser.add_argument("--kind", choices=KINDS, help="only plain files, or only archive members")
     parser.add_argument("--max-filesize", metavar="SIZE", help="skip files/members bigger than SIZE (10M, 1G)")
     parser.add_argument("--binary", action="store_true", help="search binary files too (a NUL in the first 8 KiB)")

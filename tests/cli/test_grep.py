@@ -84,7 +84,7 @@ def test_exit_codes_are_greps(demo_catalog, vault):
 )  # fmt: skip
 def test_options_agree_with_gnu_grep_on_a_member(demo_catalog, demo_mirror, vault, args):
     args = [a for a in args if a != "-E"]
-    r = vault("--catalog", str(demo_catalog), "grep", *args, f"018:logs/accept_01.log")
+    r = vault("--catalog", str(demo_catalog), "grep", *args, "018:logs/accept_01.log")
     label = f"{E018}:{ACCEPT}::logs/accept_01.log"
     data = member_text(demo_mirror, f"{E018}/{ACCEPT}", "logs/accept_01.log")
     truth = gnu_grep(data, "-E", *([] if "-c" in args else ["-n"]), *args)
