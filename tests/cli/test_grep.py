@@ -150,3 +150,84 @@ def test_ctrl_c_is_one_line_and_exit_130(demo_catalog, vault, monkeypatch):
     r = vault("--catalog", str(demo_catalog), "grep", "-j", "1", "accept_len", "018")
     assert r.code == 130
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+# -- a held-out mirror made with GNU tar and pzstd, not by vault ------------------------------------------------
+NEEDLE = "needle-7f3"
+
+
+@pytest.fixture
+def heldout(tmp_path, vault):
+    """An entry with a plain log and a pzstd archive (GNU tar): a 3 MiB log with a needle line across its first
+    MiB, 300 small members, a JSON, a binary dump holding the needle."""
+    from conftest import require
+
+    require("tar")
+    require("pzstd")
+    src = tmp_path / "src"
+    (src / "logs").mkdir(parents=True)
+    (src / "many").mkdir()
+    filler = b"".join(b"step %06d loss=0.%04d ok\n" % (i, i % 9973) for i in range(120_000))  # ~3 MiB
+    cut = filler.rfind(b"\n", 0, (1 << 20) - 10) + 1
+    big = filler[:cut] + b"x" * 30 + NEEDLE.encode() + b" spans the first MiB\n" + filler[cut:]
+    (src / "logs/big.log").write_bytes(big)
+    for i in range(300):
+        (src / f"many/f{i:03d}.txt").write_bytes(b"line one\n" + (f"{NEEDLE} {i}\n".encode() if i % 7 == 0 else b""))
+    (src / "metrics.json").write_text(json.dumps({"tag": NEEDLE, "loss": 0.5}) + "\n")
+    (src / "weights.bin").write_bytes(b"\0\1\2" + NEEDLE.encode() + b"\n")
+    entry = tmp_path / "m" / "100_heldout"
+    (entry / "data").mkdir(parents=True)
+    (entry / "notes.log").write_text(f"a {NEEDLE} in a plain file\nnothing here\n")
+    archive = entry / "data/run.tar.zst"
+    subprocess.run(f"tar -C '{src}' -cf - . | pzstd -q -p 2 -o '{archive}'", shell=True, check=True)
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    return db, archive
+
+
+def truth_counts(archive: Path, needle: str) -> dict[str, int]:
+    """Per member, `zstd -dc | tar -xO | grep -c` (text members; ripgrep and vault skip binary ones)."""
+    names = subprocess.run(f"zstd -dc '{archive}' | tar -t", shell=True, capture_output=True, text=True).stdout
+    counts = {}
+    for name in names.split():
+        if name.endswith("/"):
+            continue
+        data = subprocess.run(f"zstd -dc '{archive}' | tar -xO '{name}'", shell=True, capture_output=True).stdout
+        if b"\0" in data[:8192]:
+            continue
+        n = len(gnu_grep(data, "-F", needle))
+        if n:
+            counts[name.removeprefix("./")] = n
+    return counts
+
+
+def test_a_heldout_pzstd_mirror_agrees_with_tar_and_grep(heldout, vault):
+    db, archive = heldout
+    r = vault("--catalog", str(db), "grep", "-c", "-F", NEEDLE)
+    assert r.code == 0, r.err
+    ours = dict(line.rsplit(":", 1) for line in r.out.splitlines())
+    label = "100_heldout:data/run.tar.zst::"
+    want = {label + name: str(n) for name, n in truth_counts(archive, NEEDLE).items()}
+    want["100_heldout:notes.log"] = "1"
+    assert ours == want
+    lines = vault("--catalog", str(db), "grep", "-F", NEEDLE, "100:logs/*").out.splitlines()
+    assert lines == [f"{label}logs/big.log:{big_line(archive)}:{'x' * 30}{NEEDLE} spans the first MiB"]
+    binary = vault("--catalog", str(db), "grep", "--binary", "-l", "-F", NEEDLE, "100:*.bin").out.splitlines()
+    assert binary == [f"{label}weights.bin"]
+
+
+def big_line(archive: Path) -> str:
+    data = subprocess.run(f"zstd -dc '{archive}' | tar -xO ./logs/big.log", shell=True, capture_output=True).stdout
+    return gnu_grep(data, "-n", "-F", NEEDLE)[0].split(":", 1)[0]
+
+
+def test_a_big_member_that_does_not_verify_shows_none_of_its_lines(heldout, vault):
+    db, _ = heldout
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE members SET blake3 = ? WHERE path LIKE '%logs/big.log'", ("1" * 64,))
+    conn.commit()
+    conn.close()
+    r = vault("--catalog", str(db), "grep", "-F", NEEDLE, "100")
+    assert r.code == 2
+    assert "100_heldout:data/run.tar.zst::logs/big.log: its bytes do not match the catalog" in r.err
+    assert "big.log:" not in r.out and "many/f007.txt:2:" in r.out
