@@ -52,7 +52,7 @@ class LineSearch:
         self._line = 1  # number of the line the next buffer starts with
         self._offset = 0  # byte offset in the stream of the next buffer's first byte
         self._started = False
-        self._before: deque[Hit] = deque(maxlen=max(shape.before, 1))
+        self._before: deque[Hit] | tuple = deque(maxlen=shape.before) if shape.before else ()
         self._after_left = 0
         self._last_shown = 0  # number of the last line shown (0: none yet)
 
@@ -105,9 +105,10 @@ class LineSearch:
     def _others(self, buf: bytes, pos: int, stop: int, line: int) -> int:
         """The lines of buf[pos:stop], none of which matches (the first numbered line); the next line's number.
         Python walks them only for -v and context."""
-        n = buf.count(b"\n", pos, stop) + (stop > pos and buf[stop - 1 : stop] != b"\n")
         if not (self.shape.invert or self._after_left or self.shape.before) or pos >= stop:
-            return line + n
+            if not self.shape.keep_lines:
+                return line  # -c, -l, -q: no line is shown, so none needs its number
+            return line + buf.count(b"\n", pos, stop) + (stop > pos and buf[stop - 1 : stop] != b"\n")
         if not self.shape.invert and not self._after_left:  # only the last `before` lines can be context
             keep, at = self.shape.before, stop
             while keep and at > pos:
@@ -138,7 +139,8 @@ class LineSearch:
             for hit in self._before:
                 if self._last_shown < hit.line < line:
                     self._show(hit._replace(text=self.redact(hit.text)))
-            self._before.clear()
+            if self._before:
+                self._before.clear()
             self._show(Hit(":", line, self._offset + start, self.redact(buf[start:stop])))
             self._after_left = self.shape.after
         self.done = bool(self.shape.max_count) and self.count >= self.shape.max_count and not self._after_left

@@ -82,7 +82,8 @@ def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, patt
     else:
         members = archive_members(conn, task, options.max_filesize)
     shown = within_entry(task.entry_id, task.path) if task.path else ""
-    reached, told, counted = 0, 0, 0
+    reached = told = task.start
+    counted = 0
     with MemberReader(conn) as reader:
         for small, group in itertools.groupby(members, key=_small):
             group = list(group)
@@ -101,7 +102,7 @@ def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, patt
             except (IntegrityError, OSError) as exc:  # the archive cannot be read (changed, gone, damaged)
                 yield Failure(_label(task, shown, None), _why(exc))
                 return
-    yield Progressed(max(task.size - told, 0), counted, shown)
+    yield Progressed(max(task.start + task.size - told, 0), counted, shown)
 
 
 def _small(member: Member) -> bool:
@@ -129,6 +130,8 @@ def _search_member(task: Task, shown: str, member: Member, stream, shape: Shape,
     if isinstance(stream, UnsafeMember):
         yield Failure(label, _why(stream))
         return
+    if type(stream) is list and not shape.invert and pattern.first_end(stream[0]) < 0:
+        return  # a small member without a match: one scan settles it
     search = LineSearch(pattern, shape, redact)
     try:
         for chunk in stream:

@@ -16,6 +16,8 @@ from cloudvault.catalog.query import resolve_entry
 from cloudvault.models import Member
 
 FILES_PER_TASK = 64 << 20  # plain files are read in batches of about this many bytes
+PIECE = 128 << 20  # a multi-frame archive is searched in pieces of about this many bytes, at frame starts
+MEMBER_COST = 16 << 10  # a member costs about as much as this many bytes (its row, its hash, its scan)
 
 
 class Scope(NamedTuple):
@@ -30,10 +32,13 @@ class Task(NamedTuple):
     mirror_id: int
     entry_id: str
     path: str  # the archive's mirror path; '' for a batch of plain files
-    size: int  # decompressed bytes, for the progress bar and to start the biggest first
+    size: int  # decompressed bytes, for the progress bar
     file_id: int | None
     file_ids: tuple[int, ...]
     globs: tuple[str, ...]
+    start: int = 0  # the piece of the archive's stream whose members are this task's (by data offset)
+    stop: int | None = None
+    cost: int = 0  # bytes, and members at MEMBER_COST each: the costliest start first
 
 
 def resolve_scopes(conn: sqlite3.Connection, given: list[str]) -> list[Scope] | None:
@@ -72,7 +77,7 @@ def plan(conn: sqlite3.Connection, scopes: list[Scope] | None, kind: str | None,
             tasks += _archive_tasks(conn, where, args, picked)
         if kind != "member":
             tasks += _file_tasks(conn, where, args, picked)
-    return sorted(tasks, key=lambda t: -t.size)
+    return sorted(tasks, key=lambda t: -t.cost)
 
 
 def _wheres(scopes: list[Scope] | None):
@@ -82,11 +87,37 @@ def _wheres(scopes: list[Scope] | None):
 
 
 def _archive_tasks(conn: sqlite3.Connection, where: str, args: list, globs: tuple[str, ...]) -> list[Task]:
-    sql = ("SELECT f.id, f.mirror_id, f.entry_id, f.path, a.raw_size FROM files f JOIN archives a ON a.file_id = f.id "
-           "WHERE 1" + where + " ORDER BY f.path")  # fmt: skip
+    sql = ("SELECT f.id, f.mirror_id, f.entry_id, f.path, a.id AS archive_id, a.raw_size, a.member_count, "
+           "a.frame_count FROM files f JOIN archives a ON a.file_id = f.id WHERE 1" + where +
+           " ORDER BY f.path")  # fmt: skip
+    tasks = []
+    for row in _rows(conn, sql, args):
+        whole = Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["id"], (), globs)
+        tasks += _pieces(conn, whole, row)
+    return tasks
+
+
+def _pieces(conn: sqlite3.Connection, whole: Task, row: dict) -> list[Task]:
+    """The archive as one task, or, when it has frames to enter at, as pieces of about PIECE bytes that workers
+    search side by side (each piece's reader enters at its first member's frame)."""
+    per_byte = whole.size + MEMBER_COST * row["member_count"]
+    if row["frame_count"] < 2 or whole.size < 2 * PIECE:
+        return [whole._replace(cost=per_byte)]
+    cuts, want = [0], PIECE
+    for (offset,) in conn.execute("SELECT raw_offset FROM frames WHERE archive_id = ? ORDER BY idx",
+                                  (row["archive_id"],)):  # fmt: skip
+        if offset >= want and whole.size - offset >= PIECE // 2:
+            cuts.append(offset)
+            want = offset + PIECE
+    bounds = [*cuts, whole.size]
     return [
-        Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["id"], (), globs)
-        for row in _rows(conn, sql, args)
+        whole._replace(
+            size=stop - start,
+            start=start,
+            stop=stop if stop < whole.size else None,
+            cost=per_byte * (stop - start) // max(whole.size, 1),
+        )  # fmt: skip
+        for start, stop in zip(bounds, bounds[1:], strict=False)
     ]
 
 
@@ -109,7 +140,8 @@ def _file_tasks(conn: sqlite3.Connection, where: str, args: list, globs: tuple[s
 
 def _file_task(batch: list, size: int) -> Task:
     first = batch[0]
-    return Task(first["mirror_id"], first["entry_id"], "", size, None, tuple(r["id"] for r in batch), ())
+    ids = tuple(r["id"] for r in batch)
+    return Task(first["mirror_id"], first["entry_id"], "", size, None, ids, (), cost=size + MEMBER_COST * len(ids))
 
 
 def _rows(conn: sqlite3.Connection, sql: str, args: list) -> list[sqlite3.Row]:
@@ -127,14 +159,20 @@ def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) 
     """The members of the task's archive with bytes to search (files, hardlinks to them), in data-offset order,
     picked by the task's globs (a member by its path or its archive's)."""
     archive_in_entry = within_entry(task.entry_id, task.path)
-    sql = ("SELECT ?, ?, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, mb.link_target, ?, ?, "
-           "mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb JOIN archives a ON a.id = mb.archive_id "
-           "WHERE a.file_id = ? AND mb.type IN ('file', 'hardlink')" + (" AND mb.size <= ?" if max_size else "") +
-           " ORDER BY mb.data_offset")  # fmt: skip
-    args = [task.mirror_id, task.entry_id, task.path, task.file_id, task.file_id] + ([max_size] if max_size else [])
-    members = map(Member._make, conn.execute(sql, args))
+    sql = ("SELECT mb.path, mb.type, mb.size, mb.blake3, mb.link_target, mb.data_offset, mb.sparse_map "
+           "FROM members mb WHERE mb.archive_id = (SELECT id FROM archives WHERE file_id = ?) "
+           "AND mb.type IN ('file', 'hardlink') AND mb.data_offset >= ?" + (" AND mb.data_offset < ?" if task.stop
+           else "") + (" AND mb.size <= ?" if max_size else ""))  # fmt: skip
+    head, fid = (task.mirror_id, task.entry_id), task.file_id
+    args = [fid, task.start] + ([task.stop] if task.stop else []) + ([max_size] if max_size else [])
+    rows = conn.execute(sql, args)
+    # only what reading needs (mode, mtime, raw names stay in the catalog): 200,000 rows are read in a blink
+    members = [
+        Member(*head, p, None, t, n, None, None, b, lt, task.path, fid, o, None, sm) for p, t, n, b, lt, o, sm in rows
+    ]
+    members.sort(key=_offset)  # already in order, as the index wrote them: a pass to be sure
     if not task.globs:
-        return list(members)
+        return members
     return [m for m in members if wanted(m.path, task.globs, archive_in_entry)]
 
 
@@ -146,3 +184,7 @@ def plain_files(conn: sqlite3.Connection, task: Task, max_size: int | None) -> l
     members = [Member(*row) for row in conn.execute(sql, task.file_ids)]
     members = [m._replace(path=within_entry(m.entry_id, m.path)) for m in members]
     return [m for m in members if not max_size or m.size <= max_size]
+
+
+def _offset(member: Member) -> int:
+    return member.data_offset

@@ -231,3 +231,31 @@ def test_a_big_member_that_does_not_verify_shows_none_of_its_lines(heldout, vaul
     assert r.code == 2
     assert "100_heldout:data/run.tar.zst::logs/big.log: its bytes do not match the catalog" in r.err
     assert "big.log:" not in r.out and "many/f007.txt:2:" in r.out
+
+
+def test_a_multiframe_archive_searched_in_pieces_finds_what_tar_and_grep_find(tmp_path, vault, monkeypatch):
+    """An archive of 1 MiB zstd frames (GNU tar, split, zstd), searched as pieces of 2 MiB by two workers: every
+    member counted once, as `zstd -dc | tar -xO | grep -c` counts it."""
+    from cloudvault.grep import targets
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        lines = b"".join(b"%s row %d of file %d\n" % (b"needle" if (i * 7 + j) % 13 == 0 else b"hay", j, i)
+                         for j in range(12_000))  # fmt: skip
+        (src / f"part{i:02d}.log").write_bytes(lines)
+    entry = tmp_path / "m" / "101_frames"
+    entry.mkdir(parents=True)
+    archive = entry / "parts.tar.zst"
+    subprocess.run(f"tar -C '{src}' -cf - . | split -b 1M --filter='zstd -q -c' - > '{archive}'", shell=True,
+                   check=True)  # fmt: skip
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    assert sqlite3.connect(db).execute("SELECT frame_count FROM archives").fetchone()[0] > 8
+    monkeypatch.setattr(targets, "PIECE", 2 << 20)
+    tasks = targets.plan(sqlite3.connect(db), None, None, ())
+    assert len(tasks) > 3 and len({t.file_id for t in tasks}) == 1
+    r = vault("--catalog", str(db), "grep", "-j", "2", "-c", "needle")
+    ours = dict(line.rsplit(":", 1) for line in r.out.splitlines())
+    want = {f"101_frames:parts.tar.zst::{name}": str(n) for name, n in truth_counts(archive, "needle").items()}
+    assert ours == want
