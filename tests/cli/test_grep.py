@@ -259,3 +259,30 @@ def test_a_multiframe_archive_searched_in_pieces_finds_what_tar_and_grep_find(tm
     ours = dict(line.rsplit(":", 1) for line in r.out.splitlines())
     want = {f"101_frames:parts.tar.zst::{name}": str(n) for name, n in truth_counts(archive, "needle").items()}
     assert ours == want
+
+
+def test_a_huge_member_and_a_huge_line_are_streamed_not_held(tmp_path, vault):
+    """A 160 MiB log and a 40 MiB line with no newline: found, with the peak memory of the whole vault process
+    under 200 MB (neither is ever read whole)."""
+    import sys
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "huge.log", "wb") as fh:
+        block = b"".join(b"epoch %d step %d loss=0.25 ok\n" % (i // 1000, i) for i in range(40_000))
+        for n in range(160 << 20 >> 20):
+            fh.write(block[: 1 << 20])
+            if n == 100:
+                fh.write(b"the needle-9q line\n")
+    (src / "oneline.txt").write_bytes(b"a" * (40 << 20) + b" needle-9q at the end")
+    entry = tmp_path / "m" / "102_huge"
+    entry.mkdir(parents=True)
+    subprocess.run(f"tar -C '{src}' -cf - . | zstd -q -1 -T0 -o '{entry}/big.tar.zst'", shell=True, check=True)
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    r = subprocess.run(["/usr/bin/time", "-f", "peak %M", sys.executable, "-m", "cloudvault", "--catalog", str(db),
+                        "grep", "-j", "1", "-c", "needle-9q"], capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["102_huge:big.tar.zst::huge.log:1", "102_huge:big.tar.zst::oneline.txt:1"]
+    peak_kib = int(r.stderr.split("peak ")[-1])
+    assert peak_kib < 200 << 10, f"peak RSS {peak_kib >> 10} MiB"
