@@ -286,3 +286,40 @@ def test_a_huge_member_and_a_huge_line_are_streamed_not_held(tmp_path, vault):
     assert sorted(r.stdout.splitlines()) == ["102_huge:big.tar.zst::huge.log:1", "102_huge:big.tar.zst::oneline.txt:1"]
     peak_kib = int(r.stderr.split("peak ")[-1])
     assert peak_kib < 200 << 10, f"peak RSS {peak_kib >> 10} MiB"
+
+
+class Recorded:
+    """A progress facility that remembers what it was told."""
+
+    def __init__(self) -> None:
+        self.total, self.done, self.currents, self.finished = 0, 0, [], False
+
+    def start(self, total_bytes: int, total_files: int) -> None:
+        self.total = total_bytes
+
+    def advance(self, nbytes: int) -> None:
+        self.done += nbytes
+
+    def current(self, path: str) -> None:
+        self.currents.append(path)
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def test_progress_counts_bytes_and_members_and_names_the_archive(demo_catalog, vault):
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.grep.run import GrepOptions, grep
+
+    progress = Recorded()
+    conn = open_catalog(demo_catalog, readonly=True)
+    found = list(grep(conn, str(demo_catalog), GrepOptions("accept_len", jobs=2), ["018"], progress=progress))
+    raw = conn.execute("SELECT sum(a.raw_size) FROM archives a JOIN files f ON f.id = a.file_id "
+                       "WHERE f.entry_id = ?", (E018,)).fetchone()[0]  # fmt: skip
+    plain = conn.execute("SELECT sum(size) FROM files WHERE entry_id = ? AND kind = 'file' AND id NOT IN "
+                         "(SELECT file_id FROM archives)", (E018,)).fetchone()[0]  # fmt: skip
+    assert found and progress.finished
+    assert progress.total == progress.done == raw + plain
+    assert any("members, data/accept_g07.tar.zst" in c for c in progress.currents)
+    r = vault("--catalog", str(demo_catalog), "grep", "accept_len", "018")
+    assert r.err == ""  # not a terminal: no progress on stderr
