@@ -12,6 +12,7 @@ import sqlite3
 from fnmatch import fnmatchcase
 from typing import NamedTuple
 
+from cloudvault.catalog.contents import archives_in, frame_starts, members_between, plain_files_in, plain_members
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.models import Member
 
@@ -69,32 +70,19 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def plan(conn: sqlite3.Connection, scopes: list[Scope] | None, kind: str | None, globs: tuple[str, ...]) -> list[Task]:
-    """Every archive and plain file the scopes hold, as tasks, biggest first."""
+    """Every archive and plain file the scopes hold, as tasks, the costliest first."""
     tasks: list[Task] = []
-    for where, args, scope_glob in _wheres(scopes):
-        picked = globs + ((scope_glob,) if scope_glob else ())
+    for scope in scopes or [None]:
+        where = (scope.mirror_id, scope.entry_id) if scope else None
+        picked = globs + ((scope.glob,) if scope and scope.glob else ())
         if kind != "file":
-            tasks += _archive_tasks(conn, where, args, picked)
+            for row in archives_in(conn, where):
+                whole = Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["file_id"], (),
+                             picked)  # fmt: skip
+                tasks += _pieces(conn, whole, row)
         if kind != "member":
-            tasks += _file_tasks(conn, where, args, picked)
+            tasks += _file_tasks(plain_files_in(conn, where), picked)
     return sorted(tasks, key=lambda t: -t.cost)
-
-
-def _wheres(scopes: list[Scope] | None):
-    if scopes is None:
-        return [("", [], None)]
-    return [(" AND f.mirror_id = ? AND f.entry_id = ?", [s.mirror_id, s.entry_id], s.glob) for s in scopes]
-
-
-def _archive_tasks(conn: sqlite3.Connection, where: str, args: list, globs: tuple[str, ...]) -> list[Task]:
-    sql = ("SELECT f.id, f.mirror_id, f.entry_id, f.path, a.id AS archive_id, a.raw_size, a.member_count, "
-           "a.frame_count FROM files f JOIN archives a ON a.file_id = f.id WHERE 1" + where +
-           " ORDER BY f.path")  # fmt: skip
-    tasks = []
-    for row in _rows(conn, sql, args):
-        whole = Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["id"], (), globs)
-        tasks += _pieces(conn, whole, row)
-    return tasks
 
 
 def _pieces(conn: sqlite3.Connection, whole: Task, row: dict) -> list[Task]:
@@ -104,8 +92,7 @@ def _pieces(conn: sqlite3.Connection, whole: Task, row: dict) -> list[Task]:
     if row["frame_count"] < 2 or whole.size < 2 * PIECE:
         return [whole._replace(cost=per_byte)]
     cuts, want = [0], PIECE
-    for (offset,) in conn.execute("SELECT raw_offset FROM frames WHERE archive_id = ? ORDER BY idx",
-                                  (row["archive_id"],)):  # fmt: skip
+    for offset in frame_starts(conn, row["archive_id"]):
         if offset >= want and whole.size - offset >= PIECE // 2:
             cuts.append(offset)
             want = offset + PIECE
@@ -121,12 +108,10 @@ def _pieces(conn: sqlite3.Connection, whole: Task, row: dict) -> list[Task]:
     ]
 
 
-def _file_tasks(conn: sqlite3.Connection, where: str, args: list, globs: tuple[str, ...]) -> list[Task]:
-    sql = ("SELECT f.id, f.mirror_id, f.entry_id, f.path, f.size FROM files f WHERE f.kind = 'file' "
-           "AND f.id NOT IN (SELECT file_id FROM archives)" + where +
-           " ORDER BY f.mirror_id, f.entry_id, f.path")  # fmt: skip
+def _file_tasks(rows: list[dict], globs: tuple[str, ...]) -> list[Task]:
+    """Plain files in batches of about FILES_PER_TASK bytes, one entry per batch."""
     tasks, batch, size = [], [], 0
-    for row in _rows(conn, sql, args):
+    for row in rows:
         if not wanted(within_entry(row["entry_id"], row["path"]), globs):
             continue
         if batch and (size + row["size"] > FILES_PER_TASK or (batch[0]["mirror_id"], batch[0]["entry_id"])
@@ -140,14 +125,8 @@ def _file_tasks(conn: sqlite3.Connection, where: str, args: list, globs: tuple[s
 
 def _file_task(batch: list, size: int) -> Task:
     first = batch[0]
-    ids = tuple(r["id"] for r in batch)
+    ids = tuple(r["file_id"] for r in batch)
     return Task(first["mirror_id"], first["entry_id"], "", size, None, ids, (), cost=size + MEMBER_COST * len(ids))
-
-
-def _rows(conn: sqlite3.Connection, sql: str, args: list) -> list[sqlite3.Row]:
-    cursor = conn.execute(sql, args)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
 def within_entry(entry_id: str, path: str) -> str:
@@ -156,35 +135,17 @@ def within_entry(entry_id: str, path: str) -> str:
 
 
 def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:
-    """The members of the task's archive with bytes to search (files, hardlinks to them), in data-offset order,
-    picked by the task's globs (a member by its path or its archive's)."""
-    archive_in_entry = within_entry(task.entry_id, task.path)
-    sql = ("SELECT mb.path, mb.type, mb.size, mb.blake3, mb.link_target, mb.data_offset, mb.sparse_map "
-           "FROM members mb WHERE mb.archive_id = (SELECT id FROM archives WHERE file_id = ?) "
-           "AND mb.type IN ('file', 'hardlink') AND mb.data_offset >= ?" + (" AND mb.data_offset < ?" if task.stop
-           else "") + (" AND mb.size <= ?" if max_size else ""))  # fmt: skip
-    head, fid = (task.mirror_id, task.entry_id), task.file_id
-    args = [fid, task.start] + ([task.stop] if task.stop else []) + ([max_size] if max_size else [])
-    rows = conn.execute(sql, args)
-    # only what reading needs (mode, mtime, raw names stay in the catalog): 200,000 rows are read in a blink
-    members = [
-        Member(*head, p, None, t, n, None, None, b, lt, task.path, fid, o, None, sm) for p, t, n, b, lt, o, sm in rows
-    ]
-    members.sort(key=_offset)  # already in order, as the index wrote them: a pass to be sure
+    """The members of the task's piece of its archive with bytes to search, in data-offset order, picked by the
+    task's globs (a member by its path or its archive's)."""
+    archive = (task.mirror_id, task.entry_id, task.path, task.file_id)
+    members = members_between(conn, archive, task.start, task.stop, max_size)
     if not task.globs:
         return members
+    archive_in_entry = within_entry(task.entry_id, task.path)
     return [m for m in members if wanted(m.path, task.globs, archive_in_entry)]
 
 
 def plain_files(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:
     """The task's plain files as Members (path within the entry; archive None), in path order."""
-    marks = ", ".join("?" * len(task.file_ids))
-    sql = ("SELECT mirror_id, entry_id, path, raw_path, 'file', size, mode, mtime_ns, blake3, NULL, NULL, id, 0 "
-           f"FROM files WHERE id IN ({marks}) ORDER BY path")  # fmt: skip
-    members = [Member(*row) for row in conn.execute(sql, task.file_ids)]
-    members = [m._replace(path=within_entry(m.entry_id, m.path)) for m in members]
+    members = [m._replace(path=within_entry(m.entry_id, m.path)) for m in plain_members(conn, task.file_ids)]
     return [m for m in members if not max_size or m.size <= max_size]
-
-
-def _offset(member: Member) -> int:
-    return member.data_offset
