@@ -61,6 +61,14 @@ class Failure(NamedTuple):
     message: str
 
 
+class Matching(NamedTuple):
+    """How each stream is searched: the pattern, the shape of the output, the redactor of shown lines."""
+
+    pattern: Pattern
+    shape: Shape
+    redact: object
+
+
 class Progressed(NamedTuple):
     nbytes: int
     members: int
@@ -82,57 +90,64 @@ def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, patt
     else:
         members = archive_members(conn, task, options.max_filesize)
     shown = within_entry(task.entry_id, task.path) if task.path else ""
-    reached = told = task.start
-    counted = 0
+    how = Matching(pattern, options.shape, redact)
+    told, members_told = task.start, 0
     with MemberReader(conn) as reader:
+        done = 0  # members of the groups before this one
         for small, group in itertools.groupby(members, key=_small):
             group = list(group)
             if small and task.file_id is not None:
-                streams = (_held(m, data) for m, data in read_together(reader, group))
+                found = _small_members(task, reader, group, done, how)
             else:
-                streams = ((m, _opened(reader, m)) for m in group)
+                found = _streamed(task, reader, group, done, how)
+            done += len(group)
             try:
-                for member, stream in streams:
-                    yield from _search_member(task, shown, member, stream, options.shape, pattern, redact)
-                    reached = member.data_offset + member.size if task.file_id is not None else reached + member.size
-                    counted += 1
-                    if reached - told >= PROGRESS_EVERY:
-                        yield Progressed(reached - told, counted, shown or member.path)
-                        told, counted = reached, 0
+                for message in found:
+                    if type(message) is tuple:  # (how far the task has read, members done), from time to time
+                        if message[0] - told >= PROGRESS_EVERY:
+                            yield Progressed(message[0] - told, message[1] - members_told, shown or "plain files")
+                            told, members_told = message
+                    else:
+                        yield message
             except (IntegrityError, OSError) as exc:  # the archive cannot be read (changed, gone, damaged)
-                yield Failure(_label(task, shown, None), _why(exc))
+                yield Failure(_label(task, None), _why(exc))
                 return
-    yield Progressed(max(task.start + task.size - told, 0), counted, shown)
+    yield Progressed(max(task.start + task.size - told, 0), len(members) - members_told, shown or "plain files")
 
 
 def _small(member: Member) -> bool:
     return member.type == "file" and member.sparse_map is None and member.size <= CHUNK
 
 
-def _held(member: Member, data: bytes | None):
-    return member, [data] if data is not None else HashMismatch(path=member.path, expected="", found="")
+def _small_members(task: Task, reader: MemberReader, group: list, before: int, how: Matching) -> Iterator:
+    """Small members read together and each verified before it is searched: one scan settles most of them."""
+    scan, invert = how.pattern.first_end, how.shape.invert
+    for n, (member, data) in enumerate(read_together(reader, group), 1):
+        if data is None:
+            yield Failure(_label(task, member), MISMATCH)
+        elif invert or scan(data) >= 0:
+            yield from _search_member(task, member, [data], how)
+        if not n & 1023:
+            yield (member.data_offset + member.size, before + n)
 
 
-def _opened(reader: MemberReader, member: Member):
-    """The member's verified stream, or why it has none (a hardlink to nothing) as the exception."""
-    try:
-        return reader.open(member)
-    except UnsafeMember as exc:
-        return exc
+def _streamed(task: Task, reader: MemberReader, group: list, before: int, how: Matching) -> Iterator:
+    """Bigger members and plain files, each a verified stream."""
+    reached = task.start
+    for n, member in enumerate(group, 1):
+        try:
+            stream = reader.open(member)
+        except UnsafeMember as exc:  # a hardlink to nothing: this member, not the archive
+            yield Failure(_label(task, member), _why(exc))
+            continue
+        yield from _search_member(task, member, stream, how)
+        reached = member.data_offset + member.size if task.file_id is not None else reached + member.size
+        yield (reached, before + n)
 
 
-def _search_member(task: Task, shown: str, member: Member, stream, shape: Shape, pattern: Pattern, redact):
+def _search_member(task: Task, member: Member, stream, how: Matching):
     """One member's (or plain file's) Found or Failure, or nothing: its lines are handed out only once verified."""
-    label = _label(task, shown, member)
-    if isinstance(stream, HashMismatch):
-        yield Failure(label, MISMATCH)
-        return
-    if isinstance(stream, UnsafeMember):
-        yield Failure(label, _why(stream))
-        return
-    if type(stream) is list and not shape.invert and pattern.first_end(stream[0]) < 0:
-        return  # a small member without a match: one scan settles it
-    search = LineSearch(pattern, shape, redact)
+    search = LineSearch(*how)
     try:
         for chunk in stream:
             if not search.done:
@@ -140,16 +155,17 @@ def _search_member(task: Task, shown: str, member: Member, stream, shape: Shape,
             elif search.binary or not search.count:
                 break  # skipped (binary): nothing from it is shown, nothing to verify
     except HashMismatch:
-        yield Failure(label, MISMATCH)
+        yield Failure(_label(task, member), MISMATCH)
         return
     search.finish()
     if search.count:
         archive = task.path or None
-        path = shown if archive else member.path
+        path = within_entry(task.entry_id, task.path) if archive else member.path
         yield Found(task.entry_id, path, archive, member.path if archive else None, search.count, search.hits)
 
 
-def _label(task: Task, shown: str, member: Member | None) -> str:
+def _label(task: Task, member: Member | None) -> str:
+    shown = within_entry(task.entry_id, task.path) if task.path else ""
     if member is None:
         return f"{task.entry_id}:{shown}" if task.entry_id else shown
     where = f"{shown}::{member.path}" if task.file_id is not None else member.path
