@@ -4,6 +4,7 @@ members of one piece of an archive (or a batch of plain files) as Members, in th
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 
 from cloudvault.catalog.query import entry_filter
 from cloudvault.models import Member
@@ -41,20 +42,19 @@ def frame_starts(conn: sqlite3.Connection, archive_id: int) -> list[int]:
 
 def members_between(
     conn: sqlite3.Connection, archive: tuple[int, str, str, int], start: int, stop: int | None, max_size: int | None
-) -> list[Member]:
+) -> Iterator[Member]:
     """The members with bytes (files, hardlinks) whose data starts in [start, stop) of the stream of archive
-    (mirror id, entry, its mirror path, its file id), in data-offset order. Only what reading needs is read
-    (mode, mtime and raw names stay in the catalog), so 200,000 rows take a fraction of a second."""
+    (mirror id, entry, its mirror path, its file id), in data-offset order, as the rows come (an archive of
+    millions of members is never a list). Only what reading needs is read (mode, mtime and raw names stay in
+    the catalog)."""
     sql = ("SELECT mb.path, mb.type, mb.size, mb.blake3, mb.link_target, mb.data_offset, mb.sparse_map "
            "FROM members mb WHERE mb.archive_id = (SELECT id FROM archives WHERE file_id = ?) "
            "AND mb.type IN ('file', 'hardlink') AND mb.data_offset >= ?" + (" AND mb.data_offset < ?" if stop
-           else "") + (" AND mb.size <= ?" if max_size else ""))  # fmt: skip
+           else "") + (" AND mb.size <= ?" if max_size else "") + " ORDER BY mb.data_offset")  # fmt: skip
     mirror_id, entry_id, path, file_id = archive
     args = [file_id, start] + ([stop] if stop else []) + ([max_size] if max_size else [])
-    members = [Member(mirror_id, entry_id, p, None, t, n, None, None, b, lt, path, file_id, o, None, sm)
-               for p, t, n, b, lt, o, sm in conn.execute(sql, args)]  # fmt: skip
-    members.sort(key=_offset)  # already in order, as the index wrote them: a pass to be sure
-    return members
+    for p, t, n, b, lt, o, sm in conn.execute(sql, args):
+        yield Member(mirror_id, entry_id, p, None, t, n, None, None, b, lt, path, file_id, o, None, sm)
 
 
 def plain_members(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> list[Member]:
@@ -63,7 +63,3 @@ def plain_members(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> list[M
     sql = ("SELECT mirror_id, entry_id, path, raw_path, 'file', size, mode, mtime_ns, blake3, NULL, NULL, id, 0 "
            f"FROM files WHERE id IN ({marks}) ORDER BY path")  # fmt: skip
     return [Member(*row) for row in conn.execute(sql, file_ids)]
-
-
-def _offset(member: Member) -> int:
-    return member.data_offset

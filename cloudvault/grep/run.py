@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from cloudvault.errors import HashMismatch, IntegrityError, UnsafeMember
@@ -91,35 +91,38 @@ def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, patt
         members = archive_members(conn, task, options.max_filesize)
     shown = within_entry(task.entry_id, task.path) if task.path else ""
     how = Matching(pattern, options.shape, redact)
+    seen = [0]  # members taken from the catalog so far
     told, members_told = task.start, 0
     with MemberReader(conn) as reader:
-        done = 0  # members of the groups before this one
-        for small, group in itertools.groupby(members, key=_small):
-            group = list(group)
+        for small, group in itertools.groupby(_counted(members, seen), key=_small):
             if small and task.file_id is not None:
-                found = _small_members(task, reader, group, done, how)
+                found = _small_members(task, reader, group, how)
             else:
-                found = _streamed(task, reader, group, done, how)
-            done += len(group)
+                found = _streamed(task, reader, group, how)
             try:
                 for message in found:
-                    if type(message) is tuple:  # (how far the task has read, members done), from time to time
-                        if message[0] - told >= PROGRESS_EVERY:
-                            yield Progressed(message[0] - told, message[1] - members_told, shown or "plain files")
-                            told, members_told = message
-                    else:
+                    if type(message) is not int:
                         yield message
+                    elif message - told >= PROGRESS_EVERY:  # how far the task has read, from time to time
+                        yield Progressed(message - told, seen[0] - members_told, shown or "plain files")
+                        told, members_told = message, seen[0]
             except (IntegrityError, OSError) as exc:  # the archive cannot be read (changed, gone, damaged)
                 yield Failure(_label(task, None), _why(exc))
                 return
-    yield Progressed(max(task.start + task.size - told, 0), len(members) - members_told, shown or "plain files")
+    yield Progressed(max(task.start + task.size - told, 0), seen[0] - members_told, shown or "plain files")
+
+
+def _counted(members: Iterable[Member], seen: list[int]) -> Iterator[Member]:
+    for member in members:
+        seen[0] += 1
+        yield member
 
 
 def _small(member: Member) -> bool:
     return member.type == "file" and member.sparse_map is None and member.size <= CHUNK
 
 
-def _small_members(task: Task, reader: MemberReader, group: list, before: int, how: Matching) -> Iterator:
+def _small_members(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching) -> Iterator:
     """Small members read together and each verified before it is searched: one scan settles most of them."""
     scan, invert = how.pattern.first_end, how.shape.invert
     for n, (member, data) in enumerate(read_together(reader, group), 1):
@@ -128,13 +131,13 @@ def _small_members(task: Task, reader: MemberReader, group: list, before: int, h
         elif invert or scan(data) >= 0:
             yield from _search_member(task, member, [data], how)
         if not n & 1023:
-            yield (member.data_offset + member.size, before + n)
+            yield member.data_offset + member.size
 
 
-def _streamed(task: Task, reader: MemberReader, group: list, before: int, how: Matching) -> Iterator:
+def _streamed(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching) -> Iterator:
     """Bigger members and plain files, each a verified stream."""
     reached = task.start
-    for n, member in enumerate(group, 1):
+    for member in group:
         try:
             stream = reader.open(member)
         except UnsafeMember as exc:  # a hardlink to nothing: this member, not the archive
@@ -142,7 +145,7 @@ def _streamed(task: Task, reader: MemberReader, group: list, before: int, how: M
             continue
         yield from _search_member(task, member, stream, how)
         reached = member.data_offset + member.size if task.file_id is not None else reached + member.size
-        yield (reached, before + n)
+        yield reached
 
 
 def _search_member(task: Task, member: Member, stream, how: Matching):

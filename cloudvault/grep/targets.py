@@ -9,6 +9,7 @@ archive's; `!GLOB` leaves out what matches.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from typing import NamedTuple
 
@@ -16,7 +17,8 @@ from cloudvault.catalog.contents import archives_in, frame_starts, members_betwe
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.models import Member
 
-FILES_PER_TASK = 64 << 20  # plain files are read in batches of about this many bytes
+FILES_PER_TASK = 64 << 20  # plain files are read in batches of about this many bytes, or this many files:
+FILES_PER_BATCH = 4096
 PIECE = 128 << 20  # a multi-frame archive is searched in pieces of about this many bytes, at frame starts
 MEMBER_COST = 16 << 10  # a member costs about as much as this many bytes (its row, its hash, its scan)
 
@@ -114,8 +116,8 @@ def _file_tasks(rows: list[dict], globs: tuple[str, ...]) -> list[Task]:
     for row in rows:
         if not wanted(within_entry(row["entry_id"], row["path"]), globs):
             continue
-        if batch and (size + row["size"] > FILES_PER_TASK or (batch[0]["mirror_id"], batch[0]["entry_id"])
-                      != (row["mirror_id"], row["entry_id"])):  # fmt: skip
+        full = size + row["size"] > FILES_PER_TASK or len(batch) >= FILES_PER_BATCH
+        if batch and (full or (batch[0]["mirror_id"], batch[0]["entry_id"]) != (row["mirror_id"], row["entry_id"])):
             tasks.append(_file_task(batch, size))
             batch, size = [], 0
         batch.append(row)
@@ -134,7 +136,7 @@ def within_entry(entry_id: str, path: str) -> str:
     return path[len(entry_id) + 1 :] if entry_id and path.startswith(f"{entry_id}/") else path
 
 
-def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:
+def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) -> Iterator[Member]:
     """The members of the task's piece of its archive with bytes to search, in data-offset order, picked by the
     task's globs (a member by its path or its archive's)."""
     archive = (task.mirror_id, task.entry_id, task.path, task.file_id)
@@ -142,7 +144,7 @@ def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) 
     if not task.globs:
         return members
     archive_in_entry = within_entry(task.entry_id, task.path)
-    return [m for m in members if wanted(m.path, task.globs, archive_in_entry)]
+    return (m for m in members if wanted(m.path, task.globs, archive_in_entry))
 
 
 def plain_files(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:

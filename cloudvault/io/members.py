@@ -164,45 +164,49 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
 
 
 def read_together(
-    reader: MemberReader, members: list[Member], span: int = 8 * CHUNK
+    reader: MemberReader, members: Iterable[Member], span: int = 8 * CHUNK
 ) -> Iterator[tuple[Member, bytes | None]]:
     """Small file members of one archive (at most CHUNK bytes each, no sparse map, in data-offset order) read as
     runs of the decompressed stream of up to span bytes, each checked against its BLAKE3 before it is handed out;
     one that does not verify (or has no hash to check) comes with None. 200,000 small members cost a few reads,
-    not 200,000 streams (`vault grep`). The next run is decoded in a thread (zstd lets go of the GIL) while this
-    one's members are hashed and handed out."""
+    not 200,000 streams (`vault grep`); members are taken from the iterable a run at a time. The next run is
+    decoded in a thread (zstd lets go of the GIL) while this one's members are hashed and handed out."""
     from concurrent.futures import ThreadPoolExecutor
 
-    runs = _runs(members, span)
-    if not runs:
+    runs = _runs(iter(members), span)
+    run = next(runs, None)
+    if run is None:
         return
-    archive = reader._reader(members[0].file_id)
+    archive = reader._reader(run[0].file_id)
     with ThreadPoolExecutor(1) as pool:
-        ahead = pool.submit(_decoded, archive, runs[0])
+        ahead = pool.submit(_decoded, archive, run)
         try:
-            for n, (first, end, start, _) in enumerate(runs):
+            while run is not None:
                 data = ahead.result()
-                if n + 1 < len(runs):
-                    ahead = pool.submit(_decoded, archive, runs[n + 1])
-                for member in members[first:end]:
+                following = next(runs, None)
+                if following is not None:
+                    ahead = pool.submit(_decoded, archive, following)
+                start = run[0].data_offset
+                for member in run:
                     piece = data[member.data_offset - start : member.data_offset - start + member.size]
                     yield member, piece if blake3.blake3(piece).hexdigest() == member.blake3 else None
+                run = following
         finally:
-            ahead.cancel()  # a run decoding while the caller stopped: waited for below, never read by two threads
+            ahead.cancel()  # a run decoding when the caller stopped is waited for: never read by two threads
 
 
-def _runs(members: list[Member], span: int) -> list[tuple[int, int, int, int]]:
-    """(first member, end member, stream start, stream stop) of each run of members spanning up to span bytes."""
-    runs, at = [], 0
-    while at < len(members):
-        start, end = members[at].data_offset, at + 1
-        while end < len(members) and members[end].data_offset + members[end].size - start <= span:
-            end += 1
-        runs.append((at, end, start, members[end - 1].data_offset + members[end - 1].size))
-        at = end
-    return runs
+def _runs(members: Iterator[Member], span: int) -> Iterator[list[Member]]:
+    """The members in runs whose bytes span up to span bytes of the stream."""
+    run: list[Member] = []
+    for member in members:
+        if run and member.data_offset + member.size - run[0].data_offset > span:
+            yield run
+            run = []
+        run.append(member)
+    if run:
+        yield run
 
 
-def _decoded(archive: ArchiveReader, run: tuple[int, int, int, int]) -> bytes:
-    _, _, start, stop = run
+def _decoded(archive: ArchiveReader, run: list[Member]) -> bytes:
+    start, stop = run[0].data_offset, run[-1].data_offset + run[-1].size
     return b"".join(archive.chunks(start, stop - start))
