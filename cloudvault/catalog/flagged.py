@@ -49,3 +49,13 @@ def searched_documents(conn: sqlite3.Connection, scope: tuple[int, str] | None) 
     if scope is None:
         return conn.execute(sql).fetchone()[0]
     return conn.execute(sql + " WHERE f.mirror_id = ? AND f.entry_id = ?", scope).fetchone()[0]
+
+
+def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict[tuple[int, str | None], set[str]]:
+    """(file id, member or None) -> the secret rules the index flagged in it (the first word of each detail)."""
+    marks = ", ".join("?" * len(file_ids))
+    sql = f"SELECT file_id, member, detail FROM flags WHERE kind = 'secret' AND file_id IN ({marks})"
+    found: dict[tuple[int, str | None], set[str]] = {}
+    for file_id, member, detail in conn.execute(sql, file_ids):
+        found.setdefault((file_id, member), set()).add(detail.split(" ", 1)[0])
+    return found

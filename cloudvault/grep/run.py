@@ -83,6 +83,25 @@ def compiled(options: GrepOptions) -> tuple[Pattern, object]:
     return pattern, SecretRules(DEFAULT_RULES).redact_bytes
 
 
+def _unknown_secrets(conn: sqlite3.Connection, task: Task) -> dict[str | None, str]:
+    """Member (None: the plain file, by file id) -> a rule the index flagged in it that the default rules do not
+    know (a mirror definition's own): every line shown of it is then withheld whole."""
+    from cloudvault.catalog.flagged import secret_rules_in
+    from cloudvault.index.secrets import DEFAULT_RULES
+
+    ids = (task.file_id,) if task.file_id is not None else task.file_ids
+    unknown = {}
+    for (file_id, member), rules in secret_rules_in(conn, ids).items():
+        if rules - DEFAULT_RULES.keys():
+            unknown[member if task.file_id is not None else file_id] = sorted(rules - DEFAULT_RULES.keys())[0]
+    return unknown
+
+
+def _withheld(rule: str):
+    text = f"[redacted line: flagged {rule}]".encode()
+    return lambda line: text
+
+
 def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, pattern: Pattern, redact) -> Iterator:
     """Found, Failure and Progressed messages for one task, in the order its bytes are read."""
     if task.file_id is None:
@@ -91,14 +110,15 @@ def search_task(conn: sqlite3.Connection, task: Task, options: GrepOptions, patt
         members = archive_members(conn, task, options.max_filesize)
     shown = within_entry(task.entry_id, task.path) if task.path else ""
     how = Matching(pattern, options.shape, redact)
+    withheld = _unknown_secrets(conn, task)
     seen = [0]  # members taken from the catalog so far
     told, members_told = task.start, 0
     with MemberReader(conn) as reader:
         for small, group in itertools.groupby(_counted(members, seen), key=_small):
             if small and task.file_id is not None:
-                found = _small_members(task, reader, group, how)
+                found = _small_members(task, reader, group, how, withheld)
             else:
-                found = _streamed(task, reader, group, how)
+                found = _streamed(task, reader, group, how, withheld)
             try:
                 for message in found:
                     if type(message) is not int:
@@ -122,19 +142,21 @@ def _small(member: Member) -> bool:
     return member.type == "file" and member.sparse_map is None and member.size <= CHUNK
 
 
-def _small_members(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching) -> Iterator:
+def _small_members(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching, withheld: dict
+                   ) -> Iterator:  # fmt: skip
     """Small members read together and each verified before it is searched: one scan settles most of them."""
     scan, invert = how.pattern.first_end, how.shape.invert
     for n, (member, data) in enumerate(read_together(reader, group), 1):
         if data is None:
             yield Failure(_label(task, member), MISMATCH)
         elif invert or scan(data) >= 0:
-            yield from _search_member(task, member, [data], how)
+            yield from _search_member(task, member, [data], _for(member, how, withheld))
         if not n & 1023:
             yield member.data_offset + member.size
 
 
-def _streamed(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching) -> Iterator:
+def _streamed(task: Task, reader: MemberReader, group: Iterable[Member], how: Matching, withheld: dict
+              ) -> Iterator:  # fmt: skip
     """Bigger members and plain files, each a verified stream."""
     reached = task.start
     for member in group:
@@ -143,9 +165,17 @@ def _streamed(task: Task, reader: MemberReader, group: Iterable[Member], how: Ma
         except UnsafeMember as exc:  # a hardlink to nothing: this member, not the archive
             yield Failure(_label(task, member), _why(exc))
             continue
-        yield from _search_member(task, member, stream, how)
+        yield from _search_member(task, member, stream, _for(member, how, withheld))
         reached = member.data_offset + member.size if task.file_id is not None else reached + member.size
         yield reached
+
+
+def _for(member: Member, how: Matching, withheld: dict) -> Matching:
+    """How this member is searched: as all are, or with its lines withheld (a secret of an unknown rule)."""
+    if not withheld:
+        return how
+    rule = withheld.get(member.path if member.archive else member.file_id)
+    return how if rule is None else how._replace(redact=_withheld(rule))
 
 
 def _search_member(task: Task, member: Member, stream, how: Matching):

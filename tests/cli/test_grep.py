@@ -324,3 +324,21 @@ def test_progress_counts_bytes_and_members_and_names_the_archive(demo_catalog, v
     assert any("members, data/accept_g07.tar.zst" in c for c in progress.currents)
     r = vault("--catalog", str(demo_catalog), "grep", "accept_len", "018")
     assert r.err == ""  # not a terminal: no progress on stderr
+
+
+def test_a_member_flagged_by_a_rule_grep_does_not_know_has_its_lines_withheld(demo_catalog, vault):
+    """A mirror definition's own secret rule flagged a member: grep cannot redact what it cannot match, so every
+    line it shows of that member is withheld whole."""
+    conn = sqlite3.connect(demo_catalog)
+    sql = "SELECT id, mirror_id FROM files WHERE path LIKE '%accept_g07.tar.zst'"
+    file_id, mirror_id = conn.execute(sql).fetchone()
+    conn.execute("INSERT INTO flags (mirror_id, entry_id, file_id, member, kind, detail) VALUES (?, ?, ?, ?, "
+                 "'secret', 'lab_api_key at line 3 (value not stored)')",
+                 (mirror_id, E018, file_id, "logs/accept_00.log"))  # fmt: skip
+    conn.commit()
+    conn.close()
+    r = vault("--catalog", str(demo_catalog), "grep", "accept_len=4", "018:logs/accept_0[01].log")
+    lines = r.out.splitlines()
+    flagged = [line for line in lines if "logs/accept_00.log:" in line]
+    assert flagged and all(line.endswith(":[redacted line: flagged lab_api_key]") for line in flagged)
+    assert any("logs/accept_01.log:" in line and "accept_len=4" in line for line in lines)
