@@ -41,18 +41,26 @@ def frame_starts(conn: sqlite3.Connection, archive_id: int) -> list[int]:
 
 
 def members_between(
-    conn: sqlite3.Connection, archive: tuple[int, str, str, int], start: int, stop: int | None, max_size: int | None
+    conn: sqlite3.Connection,
+    archive: tuple[int, str, str, int],
+    start: int,
+    stop: int | None,
+    max_size: int | None,
+    globs: tuple[str, ...] = (),
 ) -> Iterator[Member]:
     """The members with bytes (files, hardlinks) whose data starts in [start, stop) of the stream of archive
     (mirror id, entry, its mirror path, its file id), in data-offset order, as the rows come (an archive of
     millions of members is never a list). Only what reading needs is read (mode, mtime and raw names stay in
-    the catalog)."""
+    the catalog). globs: SQLite GLOBs one of whose forms (the pattern, or `*/` and the pattern for a name in any
+    folder) each member's path must match: a pre-filter run in SQLite, the caller checks its own rules after."""
     sql = ("SELECT mb.path, mb.type, mb.size, mb.blake3, mb.link_target, mb.data_offset, mb.sparse_map "
            "FROM members mb WHERE mb.archive_id = (SELECT id FROM archives WHERE file_id = ?) "
            "AND mb.type IN ('file', 'hardlink') AND mb.data_offset >= ?" + (" AND mb.data_offset < ?" if stop
-           else "") + (" AND mb.size <= ?" if max_size else "") + " ORDER BY mb.data_offset")  # fmt: skip
+           else "") + (" AND mb.size <= ?" if max_size else "") +
+           " AND (mb.path GLOB ? OR mb.path GLOB ?)" * len(globs) + " ORDER BY mb.data_offset")  # fmt: skip
     mirror_id, entry_id, path, file_id = archive
     args = [file_id, start] + ([stop] if stop else []) + ([max_size] if max_size else [])
+    args += [form for glob in globs for form in (glob, "*/" + glob)]
     for p, t, n, b, lt, o, sm in conn.execute(sql, args):
         yield Member(mirror_id, entry_id, p, None, t, n, None, None, b, lt, path, file_id, o, None, sm)
 

@@ -79,12 +79,27 @@ def plan(conn: sqlite3.Connection, scopes: list[Scope] | None, kind: str | None,
         picked = globs + ((scope.glob,) if scope and scope.glob else ())
         if kind != "file":
             for row in archives_in(conn, where):
-                whole = Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["file_id"], (),
-                             picked)  # fmt: skip
-                tasks += _pieces(conn, whole, row)
+                left = _left_for_members(within_entry(row["entry_id"], row["path"]), picked)
+                if left is not None:
+                    whole = Task(row["mirror_id"], row["entry_id"], row["path"], row["raw_size"], row["file_id"], (),
+                                 left)  # fmt: skip
+                    tasks += _pieces(conn, whole, row)
         if kind != "member":
             tasks += _file_tasks(plain_files_in(conn, where), picked)
     return sorted(tasks, key=lambda t: -t.cost)
+
+
+def _left_for_members(archive: str, globs: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The globs an archive's members must still be checked against: one its own path settles is dropped (a
+    `!GLOB` it matches leaves none of them: None)."""
+    left = []
+    for glob in globs:
+        if _matches(archive, glob.removeprefix("!")):
+            if glob.startswith("!"):
+                return None
+            continue
+        left.append(glob)
+    return tuple(left)
 
 
 def _pieces(conn: sqlite3.Connection, whole: Task, row: dict) -> list[Task]:
@@ -138,13 +153,13 @@ def within_entry(entry_id: str, path: str) -> str:
 
 def archive_members(conn: sqlite3.Connection, task: Task, max_size: int | None) -> Iterator[Member]:
     """The members of the task's piece of its archive with bytes to search, in data-offset order, picked by the
-    task's globs (a member by its path or its archive's)."""
+    globs the archive's own path did not settle."""
     archive = (task.mirror_id, task.entry_id, task.path, task.file_id)
-    members = members_between(conn, archive, task.start, task.stop, max_size)
+    plain = tuple(g for g in task.globs if not g.startswith("!") and "[" not in g)  # the same in SQLite's GLOB
+    members = members_between(conn, archive, task.start, task.stop, max_size, plain)
     if not task.globs:
         return members
-    archive_in_entry = within_entry(task.entry_id, task.path)
-    return (m for m in members if wanted(m.path, task.globs, archive_in_entry))
+    return (m for m in members if wanted(m.path, task.globs))
 
 
 def plain_files(conn: sqlite3.Connection, task: Task, max_size: int | None) -> list[Member]:
