@@ -3,12 +3,14 @@
 SCOPE is an entry (ID or unique prefix), ENTRY:GLOB (`018:*.log`), or nothing for the whole catalog. Every byte is
 read through the verified reader (a member that does not match the catalog is reported, not searched), archives
 in parallel; binary members are skipped unless --binary; secrets are shown redacted. Lines print as
-ENTRY:PATH[::MEMBER]:LINE:text. Exit 0 when a line is selected, 1 when none, 2 on an error (as grep).
+ENTRY:PATH[::MEMBER]:LINE:text; --json gives {"matches": [...]}, one object per line; -q prints nothing and stops
+at the first match. Exit 0 when a line is selected, 1 when none, 2 on an error (as grep).
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import add_output_options
 
 KINDS = ("file", "member")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -34,10 +36,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-filesize", metavar="SIZE", help="skip files/members bigger than SIZE (10M, 1G)")
     parser.add_argument("--binary", action="store_true", help="search binary files too (a NUL in the first 8 KiB)")
     parser.add_argument("-n", "--line-number", action="store_true", help="(always on: lines are numbered)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing; exit 0 at the first match")
     parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="worker processes (default: cores)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour the output")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line shown (JSON Lines)")
+    add_output_options(parser, quiet=True)
 
 
 def run(args) -> int:
@@ -52,8 +53,10 @@ def run(args) -> int:
     options = _options(args)
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not args.json)
     out = sys.stdout.buffer
-    found = failed = False
+    found = failed = wrote = False
     progress = UI(as_json=args.json, quiet=args.quiet).progress("searching")
+    if args.json:
+        out.write(b'{"matches": [')  # one document, written as the matches come
     with opened_catalog(args, readonly=True) as conn:
         catalog = os.path.abspath(config.catalog_path(args.catalog))
         for result in grep(conn, catalog, options, args.scopes, progress=progress):
@@ -61,11 +64,19 @@ def run(args) -> int:
                 failed = True
                 sys.stderr.write(f"vault: {result.label}: {result.message}\n")
                 continue
-            found = True
             if args.quiet:
+                found = True
                 break
-            out.write(_json(result, args) if args.json else _text(result, args, options, colour))
+            found = True
+            if args.json:
+                chunk = _json(result, args, first=not wrote)
+                wrote = wrote or bool(chunk)
+            else:
+                chunk = _text(result, args, options, colour)
+            out.write(chunk)
             out.flush()
+    if args.json:
+        out.write(b"\n]}\n" if wrote else b"]}\n")
     if found and args.quiet:
         return errors.OK
     return 2 if failed else errors.OK if found else errors.NOTHING_FOUND
@@ -154,7 +165,8 @@ def _painted(text: bytes, pattern) -> bytes:
     return b"".join([*out, text[at:]])
 
 
-def _json(result, args) -> bytes:
+def _json(result, args, first: bool) -> bytes:
+    """The result's objects of the one --json document, each on its own line, after a comma unless first."""
     import json
 
     base = {"entry": result.entry, "path": result.path, "archive": result.archive, "member": result.member}
@@ -166,4 +178,7 @@ def _json(result, args) -> bytes:
              "text": hit.text.decode("utf-8", "replace")}
             for hit in result.hits if hit.kind != "--"
         ]  # fmt: skip
-    return "".join(json.dumps(doc, ensure_ascii=False) + "\n" for doc in docs).encode()
+    if not docs:
+        return b""
+    text = ",\n".join(json.dumps(doc, ensure_ascii=False) for doc in docs)
+    return (b"\n" if first else b",\n") + text.encode()

@@ -61,7 +61,7 @@ def test_the_demo_secret_is_searched_but_never_printed(demo_catalog, demo_mirror
         assert token[3:12] not in r.out
     r = vault("--catalog", db, "grep", "HF_TOKEN", "019")
     assert "logs/saturate_env.log:2:export [redacted hf_token_assignment]" in r.out
-    docs = [json.loads(line) for line in vault("--catalog", db, "grep", "--json", "HF_TOKEN", "019").out.splitlines()]
+    docs = json.loads(vault("--catalog", db, "grep", "--json", "HF_TOKEN", "019").out)["matches"]
     assert {"entry", "path", "archive", "member", "line", "offset", "text"} <= docs[0].keys()
     assert any(d["text"] == "export [redacted hf_token_assignment]" for d in docs)
 
@@ -73,6 +73,10 @@ def test_exit_codes_are_greps(demo_catalog, vault):
     assert vault("--catalog", db, "grep", "(unclosed").code == 2
     q = vault("--catalog", db, "grep", "-q", "accept_len")
     assert q.code == 0 and q.out == ""
+    empty = vault("--catalog", db, "grep", "--json", "no-such-word-xyzzy")
+    assert empty.code == 1 and json.loads(empty.out) == {"matches": []}
+    counts = json.loads(vault("--catalog", db, "grep", "--json", "-c", "accept_len", "018").out)["matches"]
+    assert counts and all(c["type"] == "count" and c["count"] > 0 for c in counts)
     assert vault("--catalog", db, "grep", "-q", "no-such-word-xyzzy").code == 1
     assert vault("--catalog", db, "grep", "x", "no-such-entry").code == 3
 
