@@ -9,12 +9,13 @@ as they are kept, so a secret's value never leaves this object.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from cloudvault.grep.pattern import Pattern
 
 LINE_MAX = 16 << 20
+HOLD_MAX = 16 << 20  # lines held (until the stream verifies) beyond this many bytes go to an unnamed temp file
 BINARY_SNIFF = 8192  # as the index and ripgrep judge it: a NUL in the first bytes means binary
 
 
@@ -45,6 +46,8 @@ class LineSearch:
     def __init__(self, pattern: Pattern, shape: Shape, redact: Callable[[bytes], bytes]) -> None:
         self.pattern, self.shape, self.redact = pattern, shape, redact
         self.hits: list[Hit] = []
+        self._held = 0  # bytes of text in hits
+        self._spill = None  # a temp file of pickled batches of hits, once hits outgrew HOLD_MAX
         self.count = 0
         self.binary = False
         self.done = False  # nothing more to find (-m reached, binary, -l's first match): the rest need not be fed
@@ -159,3 +162,31 @@ class LineSearch:
             self.hits.append(Hit("--", 0, 0, b""))
         self.hits.append(hit)
         self._last_shown = hit.line
+        self._held += len(hit.text) + 64
+        if self._held > HOLD_MAX:
+            self._spilled()
+
+    def _spilled(self) -> None:
+        """The held lines written out (already redacted), so a member whose every line matches stays small."""
+        import pickle
+        import tempfile
+
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(prefix="vault-grep-")  # noqa: SIM115 (read back in batches())
+        pickle.dump(self.hits, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
+        self.hits, self._held = [], 0
+
+    def batches(self) -> Iterator[list[Hit]]:
+        """The lines to show, in order, in batches (one when nothing was spilled)."""
+        if self._spill is not None:
+            import pickle
+
+            self._spill.seek(0)
+            with self._spill:
+                while True:
+                    try:
+                        yield pickle.load(self._spill)
+                    except EOFError:
+                        break
+            self._spill = None
+        yield self.hits

@@ -194,7 +194,9 @@ def _search_member(task: Task, member: Member, stream, how: Matching):
     if search.count:
         archive = task.path or None
         path = within_entry(task.entry_id, task.path) if archive else member.path
-        yield Found(task.entry_id, path, archive, member.path if archive else None, search.count, search.hits)
+        for hits in search.batches():  # verified: now its lines can go
+            if hits or not search.shape.keep_lines:
+                yield Found(task.entry_id, path, archive, member.path if archive else None, search.count, hits)
 
 
 def _label(task: Task, member: Member | None) -> str:
