@@ -187,8 +187,8 @@ def _search_member(task: Task, member: Member, stream, how: Matching):
                 search.feed(chunk)
             elif search.binary or not search.count:
                 break  # skipped (binary): nothing from it is shown, nothing to verify
-    except HashMismatch:
-        yield Failure(_label(task, member), MISMATCH)
+    except IntegrityError as exc:  # its bytes (a piece of them) do not verify, or its frames are damaged
+        yield Failure(_label(task, member), MISMATCH if isinstance(exc, HashMismatch) else _why(exc))
         return
     search.finish()
     if search.count:

@@ -346,3 +346,27 @@ def test_a_member_flagged_by_a_rule_grep_does_not_know_has_its_lines_withheld(de
     flagged = [line for line in lines if "logs/accept_00.log:" in line]
     assert flagged and all(line.endswith(":[redacted line: flagged lab_api_key]") for line in flagged)
     assert any("logs/accept_01.log:" in line and "accept_len=4" in line for line in lines)
+
+
+@pytest.mark.parametrize("damage", [b"\x40", b"\0" * 4096], ids=["a flipped bit", "4 KiB zeroed"])
+def test_damaged_bytes_inside_the_archive_are_reported_and_the_rest_is_searched(heldout, vault, damage):
+    """Bytes damaged inside the compressed frames of big.log (size and mtime kept, so the archive still looks as
+    indexed): big.log is named on stderr (its bytes do not verify, or its frame does not decode), exit 2, and the
+    search goes on (a bit flipped: the members after it are found; a frame that does not decode and that small
+    members share ends that archive's search, named on stderr too)."""
+    db, archive = heldout
+    data = bytearray(archive.read_bytes())
+    stat = archive.stat()
+    at = len(data) // 4  # inside big.log's frames (the first quarter of the tar)
+    if len(damage) == 1:
+        data[at] ^= damage[0]
+    else:
+        data[at : at + len(damage)] = damage
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    r = vault("--catalog", str(db), "grep", "-c", "-F", NEEDLE, "100")
+    assert r.code == 2
+    assert "100_heldout:data/run.tar.zst::logs/big.log: " in r.err and "Traceback" not in r.err
+    assert "100_heldout:notes.log:1" in r.out.splitlines()
+    if len(damage) == 1:
+        assert "100_heldout:data/run.tar.zst::many/f294.txt:1" in r.out.splitlines(), r.err
