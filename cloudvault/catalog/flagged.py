@@ -24,3 +24,38 @@ def secret_flags(conn: sqlite3.Connection, targets) -> list[tuple[str, str]]:
         ).fetchall()
         found += [(t.label, detail) for (detail,) in rows]
     return found
+
+
+def all_flags(conn: sqlite3.Connection, kind: str | None = None) -> list[dict]:
+    """Every flag of the catalog (or of one kind), by entry and path: where it is, its kind and detail (never a
+    value: flags hold none)."""
+    sql = ("SELECT fl.entry_id AS entry, f.path AS file, a.id IS NOT NULL AS is_archive, fl.member AS member, "
+           "fl.kind AS kind, fl.detail AS detail FROM flags fl LEFT JOIN files f ON f.id = fl.file_id "
+           "LEFT JOIN archives a ON a.file_id = f.id" + (" WHERE fl.kind = ?" if kind else "") +
+           " ORDER BY fl.entry_id, f.path, fl.member, fl.kind")  # fmt: skip
+    cursor = conn.execute(sql, (kind,) if kind else ())
+    names = [d[0] for d in cursor.description]
+    flags = []
+    for row in cursor:
+        flag = dict(zip(names, row, strict=True))
+        flags.append({"entry": flag["entry"], "path": flag["file"], "archive": flag["file"] if flag["is_archive"]
+                      else None, "member": flag["member"], "kind": flag["kind"], "detail": flag["detail"]})  # fmt: skip
+    return flags
+
+
+def searched_documents(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
+    """How many documents' text `vault search` reads (the rest of the mirror it knows by name)."""
+    sql = "SELECT count(*) FROM docs d JOIN files f ON f.id = d.file_id"
+    if scope is None:
+        return conn.execute(sql).fetchone()[0]
+    return conn.execute(sql + " WHERE f.mirror_id = ? AND f.entry_id = ?", scope).fetchone()[0]
+
+
+def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict[tuple[int, str | None], set[str]]:
+    """(file id, member or None) -> the secret rules the index flagged in it (the first word of each detail)."""
+    marks = ", ".join("?" * len(file_ids))
+    sql = f"SELECT file_id, member, detail FROM flags WHERE kind = 'secret' AND file_id IN ({marks})"
+    found: dict[tuple[int, str | None], set[str]] = {}
+    for file_id, member, detail in conn.execute(sql, file_ids):
+        found.setdefault((file_id, member), set()).add(detail.split(" ", 1)[0])
+    return found

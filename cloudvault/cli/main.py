@@ -17,6 +17,7 @@ from cloudvault import errors
 COMMANDS = {
     "index": "cloudvault.cli.index",
     "search": "cloudvault.cli.search",
+    "grep": "cloudvault.cli.grep",
     "show": "cloudvault.cli.show",
     "ls": "cloudvault.cli.ls",
     "extract": "cloudvault.cli.extract",

@@ -15,9 +15,10 @@ HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archi
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "terms", nargs="+", metavar="TERM", type=catalog_name, help="search terms; every one must match"
-    )
+    parser.add_argument("terms", nargs="*", metavar="TERM", type=catalog_name,
+                        help="search terms; every one must match")  # fmt: skip
+    parser.add_argument("--flagged", nargs="?", const="", metavar="KIND",
+                        help="list what the index flagged (secret, damage ...) across the mirror, instead")  # fmt: skip
     parser.add_argument("--entry", type=catalog_name, help="only this entry (ID or unique prefix)")
     parser.add_argument("--kind", action="append", default=[], choices=KINDS, help="only this kind; repeatable")
     parser.add_argument("--limit", type=int, default=20, help="at most this many results per kind; 0 for all")
@@ -25,24 +26,48 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from cloudvault.catalog.flagged import searched_documents
     from cloudvault.catalog.query import resolve_entry, search
     from cloudvault.cli.ui import UI
 
     if args.limit < 0:
         raise errors.UsageError(detail="--limit must be 0 (no limit) or more")
     limit = 0 if args.limit >= 1 << 63 else args.limit  # more than SQLite can count: no limit
+    if args.flagged is not None:
+        return _flagged(args)
     terms = [t for t in args.terms if t.strip()]
     if not terms:
         raise errors.UsageError(detail="give a search term")
     with opened_catalog(args, readonly=True) as conn:
         scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
         result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=limit)
+        documents = searched_documents(conn, scope)
     ui = UI(as_json=args.json)
     if args.json:
         ui.emit(result.to_json())
     else:
         _print(ui, result, args.catalog)
+        ui.line(f"searched names, and the text of {documents} documents; `vault grep` searches inside files")
     return errors.OK if result.found else errors.NOTHING_FOUND
+
+
+def _flagged(args) -> int:
+    """`vault search --flagged [KIND]`: every flag of the catalog, one line each."""
+    from cloudvault.catalog.flagged import all_flags
+    from cloudvault.cli.ui import UI
+
+    with opened_catalog(args, readonly=True) as conn:
+        flags = all_flags(conn, args.flagged or None)
+    ui = UI(as_json=args.json)
+    if args.json:
+        ui.emit({"flags": flags})
+    else:
+        for flag in flags:
+            path = _in_entry(flag["entry"], flag["path"] or "").removeprefix(f"{flag['entry']}/")
+            where = f"{flag['entry']}:{path}" if flag["entry"] else path
+            where = f"{where}::{flag['member']}" if flag["member"] else where
+            ui.line(f"{where}  {flag['kind']}: {flag['detail']}")
+    return errors.OK if flags else errors.NOTHING_FOUND
 
 
 def _print(ui, result, catalog: str | None) -> None:
