@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from cloudvault import errors
 from cloudvault.errors import HashMismatch, IntegrityError, UnsafeMember
 from cloudvault.grep.lines import LineSearch, Shape
 from cloudvault.grep.pattern import Pattern
@@ -25,8 +24,6 @@ from cloudvault.models import Member
 PROGRESS_EVERY = 4 << 20
 BATCH = 256  # messages a worker sends at once
 MISMATCH = "its bytes do not match the catalog (hash mismatch); not searched"
-# a whole-object BLAKE3 that does not match, and (where the reader checks piece by piece) a piece's
-MISMATCHES = (HashMismatch, getattr(errors, "PieceMismatch", HashMismatch))
 
 
 class GrepOptions(NamedTuple):
@@ -191,7 +188,7 @@ def _search_member(task: Task, member: Member, stream, how: Matching):
             elif search.binary or not search.count:
                 break  # skipped (binary): nothing from it is shown, nothing to verify
     except IntegrityError as exc:  # its bytes (a piece of them) do not verify, or its frames are damaged
-        yield Failure(_label(task, member), MISMATCH if isinstance(exc, MISMATCHES) else _why(exc))
+        yield Failure(_label(task, member), MISMATCH if isinstance(exc, HashMismatch) else _why(exc))
         return
     search.finish()
     if search.count:
@@ -211,6 +208,8 @@ def _label(task: Task, member: Member | None) -> str:
 
 
 def _why(exc: BaseException) -> str:
+    from cloudvault import errors
+
     message = exc.message if isinstance(exc, errors.VaultError) else str(exc)
     return errors.one_line(message).replace("; nothing was written", "")
 
