@@ -123,6 +123,10 @@ class CatalogMissing(NotFound):
     """no catalog at {path}; run `vault index MIRROR` first (or `vault demo`)"""
 
 
+class GenerationNotFound(NotFound):
+    """no index generation {number} in this catalog (the last is {last}); `vault log` lists them"""
+
+
 class RecipeNotFound(NotFound):
     """no {kind} recipe {name!r}{hint}"""
 
@@ -151,6 +155,10 @@ class UnsafeMember(IntegrityError):
 
 class CatalogDamaged(IntegrityError):
     """catalog {path} is damaged ({detail}); restore it from a copy or rebuild it with `vault index`"""
+
+
+class ChangedSinceRecorded(IntegrityError):
+    """refusing {path}: {why}"""
 
 
 class CorruptArchive(IntegrityError):

@@ -103,6 +103,14 @@ def known_files(conn: sqlite3.Connection, mirror_id: int) -> dict[str, tuple[int
             retry in rows}  # fmt: skip
 
 
+def flagged_paths(conn: sqlite3.Connection, mirror_id: int, kinds: tuple[str, ...]) -> set[str]:
+    """Paths of the mirror's files flagged with any of kinds."""
+    marks = ",".join("?" * len(kinds))
+    rows = conn.execute(f"SELECT DISTINCT f.path FROM flags fl JOIN files f ON f.id = fl.file_id "
+                        f"WHERE fl.mirror_id = ? AND fl.kind IN ({marks})", (mirror_id, *kinds))  # fmt: skip
+    return {path for (path,) in rows}
+
+
 def archive_at(conn: sqlite3.Connection, mirror_id: int, path: str) -> tuple[int, int] | None:
     """(archive id, file id) of the archive at path in the mirror, if it was read as one."""
     return conn.execute(

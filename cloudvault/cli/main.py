@@ -29,6 +29,8 @@ COMMANDS = {
     "repro": "cloudvault.cli.repro",
     "compare": "cloudvault.cli.compare",
     "runs": "cloudvault.cli.runs",
+    "log": "cloudvault.cli.log",
+    "diff": "cloudvault.cli.diff",
     "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
 }

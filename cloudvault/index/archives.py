@@ -20,8 +20,10 @@ from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
 from cloudvault.catalog.db import catalog_file, transaction
 from cloudvault.config import seekable_copy_path
+from cloudvault.index import versions
 from cloudvault.index.budget import Budget, plan_budget
 from cloudvault.index.context import MirrorContext
+from cloudvault.index.salvage import damage_flags
 from cloudvault.index.secrets import SecretRules
 from cloudvault.models import FileStat, Frame
 from cloudvault.tools.mirrorfs import open_mirror
@@ -215,8 +217,13 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             ctx.progress.phase(f"writing {scan.member_count:,} members to the catalog and search index: {st.path}")
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
+            version = versions.judged(ctx, st, scan.blake3 or None, scan.status)
+            if version.kept:  # its recorded members stay; the damage is said in flags
+                _keep_recorded_archive(ctx, version, scan)
+                return
             with transaction(ctx.conn):
-                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                file_id = versions.record_new(ctx, version, lambda: catalog_files.insert_file(
+                    ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None))  # fmt: skip
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
                 archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)
                 if outcome.copy_tmp:
@@ -231,6 +238,19 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     ctx.report.files_read += 1
     ctx.report.members_indexed += scan.member_count
     ctx.report.bytes_read += st.size
+
+
+def _keep_recorded_archive(ctx: MirrorContext, version: versions.Version, scan: ScanResult) -> None:
+    """An archive changed in place or damaged: the recorded members, frames and hash stay; which frames and members
+    the change reaches is flagged (a file that cannot be read at all is read again next run)."""
+    flags = [f for f in scan.flags if f.kind in catalog_files.RETRY_KINDS]
+    if version.verdict != "unreadable":
+        flags += damage_flags(ctx.conn, ctx.mirror, version.st, version.old)
+    with transaction(ctx.conn):
+        versions.keep_recorded(ctx, version, flags)
+    ctx.report.archives_read += 1
+    ctx.report.files_read += 1
+    ctx.report.bytes_read += version.st.size
 
 
 def recorded_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> tuple[ScanResult, tuple[int, int]]:

@@ -18,8 +18,16 @@ import blake3
 from cloudvault.archive import sparse
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
+from cloudvault.catalog.flagged import refusal
 from cloudvault.catalog.lookup import archive_location, file_location, frame_table, member_before
-from cloudvault.errors import CorruptArchive, HashMismatch, IntegrityError, StaleArchive, UnsafeMember
+from cloudvault.errors import (
+    ChangedSinceRecorded,
+    CorruptArchive,
+    HashMismatch,
+    IntegrityError,
+    StaleArchive,
+    UnsafeMember,
+)
 from cloudvault.models import Member
 from cloudvault.tools.mirrorfs import open_mirror
 
@@ -79,8 +87,10 @@ class MemberReader:
         """The verified stream of member's data (a hardlink yields its target's; a sparse member its expanded
         bytes, holes as `sparse.Hole` chunks)."""
         if member.archive is None:
+            refuse_changed(self.conn, member, member)
             return MemberStream(member, member.blake3, self._plain_chunks(member))
         data = self._stored_member(member)
+        refuse_changed(self.conn, member, data)
         reader = self._reader(data.file_id)
         if data.sparse_map is None:
             return MemberStream(member, member.blake3, reader.chunks(data.data_offset, data.size))
@@ -125,6 +135,14 @@ class MemberReader:
             self.frames_read += reader.frames_read
             self.bytes_decompressed += reader.bytes_decompressed
         self._readers.clear()
+
+
+def refuse_changed(conn: sqlite3.Connection, member: Member, data: Member) -> None:
+    """ChangedSinceRecorded when data (member's own bytes, or a hardlink's target) was flagged changed in place or
+    damaged by `vault index`: nothing of it is read."""
+    why = refusal(conn, data)
+    if why is not None:
+        raise ChangedSinceRecorded(path=member.label, why=why)
 
 
 def open_plain(root: str, path: str, raw: bytes | None):

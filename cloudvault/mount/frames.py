@@ -25,7 +25,7 @@ from cloudvault.archive import sparse
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
 from cloudvault.catalog.lookup import archive_location, file_location
 from cloudvault.errors import IntegrityError, StaleArchive
-from cloudvault.io.members import archive_source, open_plain
+from cloudvault.io.members import archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
 from cloudvault.tools.mirrorfs import open_mirror
 
@@ -166,6 +166,7 @@ class Sources:
     def check(self, member: Member) -> None:
         """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
         with self._lock:
+            refuse_changed(self.conn, member, member)
             if member.archive is None:
                 root, path, raw, size, mtime_ns = file_location(self.conn, member.file_id)
             else:
