@@ -1,5 +1,7 @@
-"""Show what changed between two index generations: files and archive members added (+), removed (-), modified
-(M), changed in place (C: same size and mtime, other bytes, the recorded hash kept) and damaged (D).
+"""Show what changed between two index generations, files and archive members, as `restic diff` does.
+
+Added (+), removed (-), modified (M), changed in place (C: same size and mtime, other bytes, the recorded hash
+kept) and damaged (D: an archive intact when recorded, damaged since; its recorded members kept).
 
 With no generation, the last two are compared; with one, it and the latest. `vault log` lists the generations.
 A member is named as ARCHIVE/MEMBER. Exit 0 (whether or not anything changed), 3 for a generation that is not there.

@@ -60,6 +60,9 @@ def add_hello(build: Path, prefix: str) -> None:
         "import sys\n\n\ndef main():\n    print(f'hello from {sys.prefix}')\n    return 0\n"
     )
     rel_site = site.relative_to(build).as_posix()
+    from cloudvault.demo.build import MTIME
+
+    os.utime(package / "__init__.py", (MTIME, MTIME))  # the byte-code records it: a rebuilt demo is the same bytes
     py_compile.compile(str(package / "__init__.py"), dfile=f"{prefix}/{rel_site}/{HELLO}/__init__.py", doraise=True)
     script = build / "bin/vault-demo-hello"
     script.write_text(f"#!{prefix}/bin/python\nimport sys\nfrom {HELLO} import main\n\nsys.exit(main())\n")
@@ -137,11 +140,15 @@ def make_env(build: Path, prefix: str, root: str) -> None:
 
 
 def pack(root: Path, folder: str, out: Path) -> None:
-    """GNU tar of root/folder with paths relative to root, through zstd, as the lab packed its envs."""
+    """GNU tar of root/folder with paths relative to root, through zstd, as the lab packed its envs (every mtime
+    the demo's, so a rebuilt demo holds the same bytes under the same mtime, as a real mirror does)."""
+    from cloudvault.demo.build import MTIME
+
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as fh:
         tar = subprocess.Popen(
-            ["tar", "--format=gnu", "-C", str(root), "--sort=name", "-cf", "-", folder], stdout=subprocess.PIPE
+            ["tar", "--format=gnu", "-C", str(root), "--sort=name", f"--mtime=@{MTIME}", "-cf", "-", folder],
+            stdout=subprocess.PIPE,
         )
         subprocess.run(["zstd", "-q", "-3", "-c"], stdin=tar.stdout, stdout=fh, check=True)
         if tar.wait() != 0:

@@ -22,10 +22,10 @@ from cloudvault.catalog.db import catalog_file, transaction
 from cloudvault.config import seekable_copy_path
 from cloudvault.index import versions
 from cloudvault.index.budget import Budget, plan_budget
-from cloudvault.index.context import MirrorContext
+from cloudvault.index.context import DAMAGE, MirrorContext
 from cloudvault.index.salvage import damage_flags
 from cloudvault.index.secrets import SecretRules
-from cloudvault.models import FileStat, Frame
+from cloudvault.models import FileStat, Flag, Frame
 from cloudvault.tools.mirrorfs import open_mirror
 
 
@@ -222,8 +222,8 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
                 _keep_recorded_archive(ctx, version, scan)
                 return
             with transaction(ctx.conn):
-                file_id = versions.record_new(ctx, version, lambda: catalog_files.insert_file(
-                    ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None))  # fmt: skip
+                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                file_id = versions.record_new(ctx, version, insert)
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
                 archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)
                 if outcome.copy_tmp:
@@ -246,6 +246,9 @@ def _keep_recorded_archive(ctx: MirrorContext, version: versions.Version, scan: 
     flags = [f for f in scan.flags if f.kind in catalog_files.RETRY_KINDS]
     if version.verdict != "unreadable":
         flags += damage_flags(ctx.conn, ctx.mirror, version.st, version.old)
+    if version.verdict == "damaged" and not any(f.kind == "damaged_frame" for f in flags):
+        found = "; ".join(f.detail for f in scan.flags if f.kind in DAMAGE)  # past the recorded frames: bytes added
+        flags.append(Flag("damaged_frame", f"{found}; every recorded frame still decodes as recorded"))
     with transaction(ctx.conn):
         versions.keep_recorded(ctx, version, flags)
     ctx.report.archives_read += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import blake3
 
@@ -81,8 +82,8 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
                 if version.kept:  # changed in place or unreadable now: the recorded hash stays the reference
                     versions.keep_recorded(ctx, version, [f for f in flags if f.kind == "unreadable"])
                     continue
-                file_id = versions.record_new(ctx, version, lambda st=st, entry=entry, digest=digest:
-                                              catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, digest))
+                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, digest)
+                file_id = versions.record_new(ctx, version, insert)
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, flags)
                 if doc is not None:
                     catalog_files.insert_doc(ctx.conn, file_id, doc)

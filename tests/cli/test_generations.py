@@ -160,3 +160,24 @@ def test_diff_names_what_changed_between_two_generations_files_and_members(exp02
     assert "C    exp02/data.tar.zst" in r.out
     r = vault("--catalog", str(db), "diff", "1", "9")
     assert r.code == 3 and "generation 9" in r.err
+
+
+def test_verify_never_says_all_match_for_an_archive_flagged_damaged(tmp_path, vault):
+    """Bytes after the last frame that are no frame: every member was read and hashes as recorded, yet the archive
+    is flagged damaged, so verify names it and exits 5."""
+    require("tar")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a\n")
+    entry = tmp_path / "m/exp03"
+    entry.mkdir(parents=True)
+    subprocess.run(["tar", "-C", str(src), "--zstd", "-cf", str(entry / "x.tar.zst"), "."], check=True)
+    with open(entry / "x.tar.zst", "ab") as fh:
+        fh.write(b"not a zstd frame")
+    db = tmp_path / "cat.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(tmp_path / "m")).code == 5
+    r = vault("--catalog", str(db), "verify", "exp03")
+    assert r.code == 5 and "all match" not in r.out
+    assert "FLAGGED exp03/x.tar.zst: corrupt frame" in r.out
+    r = vault("--catalog", str(db), "verify", "exp03", "--json")
+    assert json.loads(r.out)["flagged"][0]["path"] == "exp03/x.tar.zst"

@@ -16,7 +16,7 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 # in the order the old README walked them: index first, so the later pages find the catalog
 COMMAND_PAGES = ["index", "search", "show", "ls", "extract", "verify", "optimize", "demo", "restore-docker", "repro",
-                 "compare", "runs", "restore-env", "browse", "mount"]  # fmt: skip
+                 "compare", "runs", "restore-env", "browse", "mount", "log", "diff"]  # fmt: skip
 OWN_PAGES = [ROOT / "docs" / "README.md", *(ROOT / "docs" / "commands" / f"{n}.md" for n in COMMAND_PAGES),
              *(ROOT / "docs" / n for n in ("catalog.md", "recipes.md", "performance.md"))]  # fmt: skip
 # docs pages that other issues write (21: repro.md, 25: mount.md, 26: envs.md, 24: architecture.md); linked
