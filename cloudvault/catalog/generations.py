@@ -120,6 +120,17 @@ def keep_signature(conn: sqlite3.Connection, file_id: int, st) -> None:
     )
 
 
+def members_changed(conn: sqlite3.Connection, alias: str, rows: tuple[int, int], archive_id: int) -> list[tuple]:
+    """(path, recorded BLAKE3, BLAKE3 now) of the recorded file members that the new scan (its shard records, the
+    rowid range rows of the attached shard alias) found at the same data offset with other bytes."""
+    return conn.execute(
+        f"SELECT mb.path, mb.blake3, s.blake3 FROM members mb JOIN {alias}.members s ON s.rowid BETWEEN ? AND ? "
+        "AND s.data_offset = mb.data_offset WHERE mb.archive_id = ? AND mb.type = 'file' AND s.blake3 != mb.blake3 "
+        "ORDER BY mb.data_offset",
+        (*rows, archive_id),
+    ).fetchall()
+
+
 def note(conn: sqlite3.Connection, generation: int, mirror_id: int, path: str, kind: str,
          expected: str | None, found: str | None) -> None:  # fmt: skip
     """An event of the run that is not a new version: changed_in_place, damaged."""
