@@ -7,7 +7,6 @@ import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
-from dataclasses import dataclass
 
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
@@ -100,15 +99,10 @@ def _refuse_name_clash(targets: list[Member]) -> None:
 
 
 # -- writing -----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ExtractOptions:
-    """How `vault extract` writes: folders kept, existing files replaced, links out allowed; with salvage, a
-    member that is damaged or does not verify is left out (the report says why) and the rest are written."""
-
-    keep_path: bool = False
-    force: bool = False
-    allow_outside_links: bool = False
-    salvage: bool = False
+# How `vault extract` writes: folders kept, existing files replaced, links out allowed; with salvage, a member
+# that is damaged or does not verify is left out (the report says why) and the rest are written. (A namedtuple:
+# extract's start-up imports no dataclasses.)
+ExtractOptions = namedtuple("ExtractOptions", "keep_path force allow_outside_links salvage", defaults=(False,) * 4)
 
 
 def extract(
