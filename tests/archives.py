@@ -99,9 +99,10 @@ def hostile_archive(path: Path, files: tuple[str, ...], links: tuple[tuple[str, 
     return path
 
 
-def three_frame_mirror(root: Path, work: Path) -> Path:
+def three_frame_mirror(root: Path, work: Path, how: str = "pzstd") -> Path:
     """A mirror with one entry, exp02: notes.txt and data.tar.zst, 28 files (640 KB each, half random) in a GNU
-    tar that pzstd cut into three frames (8 MiB, 8 MiB and the rest). The archive's mtime is fixed."""
+    tar that pzstd cut into three frames (8 MiB, 8 MiB and the rest); or compressed `how` (zstd: one frame,
+    python: a frame per MiB). The archive's mtime is fixed."""
     import random
 
     rng = random.Random(2)
@@ -113,7 +114,7 @@ def three_frame_mirror(root: Path, work: Path) -> Path:
     entry.mkdir(parents=True)
     (entry / "notes.txt").write_text("run 2: loss 0.31\n")
     gnu_tar(src, work / "exp02.tar", "gnu")
-    compress(work / "exp02.tar", entry / "data.tar.zst", "pzstd")
+    compress(work / "exp02.tar", entry / "data.tar.zst", how)
     os.utime(entry / "data.tar.zst", (1_700_000_000, 1_700_000_000))
     return root
 
