@@ -217,7 +217,7 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             ctx.progress.phase(f"writing {scan.member_count:,} members to the catalog and search index: {st.path}")
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
-            version = versions.judged(ctx, st, scan.blake3 or None, scan.status)
+            version = versions.judged(ctx, st, scan.blake3 or None, scan.status, scan.flags)
             if version.kept:  # its recorded members stay; the damage is said in flags
                 _keep_recorded_archive(ctx, version, scan, alias, rows)
                 return

@@ -77,7 +77,7 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
         with transaction(ctx.conn):
             for st, digest, flags, doc in rows:
                 entry = ctx.entry_for(st.path)
-                version = versions.judged(ctx, st, digest)
+                version = versions.judged(ctx, st, digest, "ok", flags)
                 ctx.report.files_read += 1
                 if version.kept:  # changed in place or unreadable now: the recorded hash stays the reference
                     versions.keep_recorded(ctx, version, [f for f in flags if f.kind == "unreadable"])

@@ -26,13 +26,15 @@ KEEP_FLAGS = ("changed_in_place", "damaged_frame", "damaged_member")
 ACCEPT_HINT = "`vault verify` to see it, `vault index --accept {path}` to take the new bytes as a new version"
 
 
-def judge(old: Recorded | None, st: FileStat, digest: str | None, status: str = "ok", accepted: bool = False) -> str:
-    """The verdict on a file read again (digest: its BLAKE3 now; status: an archive's scan outcome)."""
+def judge(old: Recorded | None, st: FileStat, digest: str | None, status: str = "ok", taken: bool = False) -> str:
+    """The verdict on a file read again (digest: its BLAKE3 now; status: an archive's scan outcome). taken: its
+    new bytes are a new version whatever they are (`--accept`, or its stat moved while it was read: an update
+    under way, read again next run, never taken for corruption)."""
     if old is None:
         return "added"
     if old.kind == st.kind and (old.blake3, old.link_target) == (digest, st.link_target):
         return "same" if old.status in (None, status) else "modified"
-    if accepted:
+    if taken:
         return "modified"
     if st.kind == "file" and digest is None and old.blake3 is not None:
         return "unreadable"
@@ -63,9 +65,11 @@ class Version:
         return self.kept and self.verdict != "unreadable" and (old.size, old.mtime_ns) == (st.size, st.mtime_ns)
 
 
-def judged(ctx: MirrorContext, st: FileStat, digest: str | None, status: str = "ok") -> Version:
+def judged(ctx: MirrorContext, st: FileStat, digest: str | None, status: str, flags: list[Flag]) -> Version:
+    """The verdict on st as read (flags: what the read found; changed_while_indexing makes an update of it)."""
     old = generations.recorded(ctx.conn, ctx.mirror_id, st.path)
-    return Version(judge(old, st, digest, status, st.path in ctx.accepted), old, st, digest)
+    moving = any(f.kind == "changed_while_indexing" for f in flags)
+    return Version(judge(old, st, digest, status, moving or st.path in ctx.accepted), old, st, digest)
 
 
 def record_new(ctx: MirrorContext, version: Version, insert: Callable[[], int]) -> int:
