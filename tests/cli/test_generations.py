@@ -215,3 +215,11 @@ def test_an_archive_changed_in_place_that_still_decodes_refuses_its_changed_memb
     assert r.code == 5 and r.out == "" and "b.bin" in r.err and "changed in place" in r.err
     r = vault("--catalog", str(db), "extract", "exp04", "a.bin", "-o", str(tmp_path / "out"))
     assert r.code == 0 and (tmp_path / "out/a.bin").stat().st_size == 200_000
+
+
+def test_accept_of_a_path_in_no_mirror_is_one_usage_line(exp02, tmp_path, vault):
+    root, db = exp02
+    r = vault("--catalog", str(db), "index", "--accept", str(tmp_path / "elsewhere.txt"), str(root))
+    assert r.code == 2 and "--accept" in r.err and "elsewhere.txt" in r.err and len(r.err.strip().splitlines()) == 1
+    r = vault("--catalog", str(db), "index", "--accept", "exp02/notes.txt", str(root))  # relative to the root
+    assert r.code == 0, r.err
