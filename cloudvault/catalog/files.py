@@ -103,11 +103,14 @@ def known_files(conn: sqlite3.Connection, mirror_id: int) -> dict[str, tuple[int
             retry in rows}  # fmt: skip
 
 
-def flagged_paths(conn: sqlite3.Connection, mirror_id: int, kinds: tuple[str, ...]) -> set[str]:
-    """Paths of the mirror's files flagged with any of kinds."""
+def flagged_paths(conn: sqlite3.Connection, mirror_id: int, kinds: tuple[str, ...], file_id: int | None = None
+                  ) -> set[str]:  # fmt: skip
+    """Paths of the mirror's files (or of the one file_id) flagged with any of kinds."""
     marks = ",".join("?" * len(kinds))
+    one = " AND f.id = ?" if file_id is not None else ""
     rows = conn.execute(f"SELECT DISTINCT f.path FROM flags fl JOIN files f ON f.id = fl.file_id "
-                        f"WHERE fl.mirror_id = ? AND fl.kind IN ({marks})", (mirror_id, *kinds))  # fmt: skip
+                        f"WHERE fl.mirror_id = ? AND fl.kind IN ({marks}){one}",
+                        (mirror_id, *kinds, *([file_id] if file_id is not None else [])))  # fmt: skip
     return {path for (path,) in rows}
 
 

@@ -89,7 +89,8 @@ def keep_recorded(ctx: MirrorContext, version: Version, flags: list[Flag]) -> No
     """The recorded row stays the reference: its stat is brought up to date (an unreadable file's is not, so it
     is read again), flags says why, and the run notes the event. Inside the caller's transaction."""
     conn, old, st = ctx.conn, version.old, version.st
-    for kind in KEEP_FLAGS:
+    was_damaged = bool(catalog_files.flagged_paths(conn, ctx.mirror_id, ("damaged_frame",), old.file_id))
+    for kind in (*KEEP_FLAGS, *catalog_files.RETRY_KINDS):
         catalog_files.clear_flags(conn, ctx.mirror_id, kind, old.file_id)
     if version.verdict != "unreadable":
         generations.keep_signature(conn, old.file_id, st)
@@ -100,7 +101,7 @@ def keep_recorded(ctx: MirrorContext, version: Version, flags: list[Flag]) -> No
         flags = [Flag("changed_in_place", detail), *flags]
         generations.note(conn, ctx.generation, ctx.mirror_id, st.path, "changed_in_place", old.blake3, version.digest)
         ctx.report.changed_in_place += 1
-    if version.verdict == "damaged":
+    if version.verdict == "damaged" and not was_damaged:
         generations.note(conn, ctx.generation, ctx.mirror_id, st.path, "damaged", old.blake3, version.digest)
         ctx.report.newly_damaged += 1
     catalog_files.insert_flags(conn, ctx.mirror_id, ctx.entry_for(st.path), old.file_id, flags)

@@ -120,6 +120,10 @@ def test_log_lists_every_run_with_its_counts(exp02, vault):
     assert second["seen"] == 2 and third["read"] == 0 and third["changed_in_place"] == 0
     r = vault("--catalog", str(db), "log")
     assert r.code == 0 and "generation 2" in r.out and "1 changed in place" in r.out
+    os.chmod(root / "exp02/data.tar.zst", 0o640)  # a new ctime: read again, still damaged, not newly
+    vault("--catalog", str(db), "index", "--quiet", str(root))
+    fourth = json.loads(vault("--catalog", str(db), "log", "--json").out)["generations"][-1]
+    assert (fourth["read"], fourth["newly_damaged"]) == (1, 0)
 
 
 def test_diff_names_what_changed_between_two_generations_files_and_members(exp02, tmp_path, vault):
