@@ -90,7 +90,7 @@ class MemberReader:
             refuse_changed(self.conn, member, member)
             return MemberStream(member, member.blake3, self._plain_chunks(member))
         data = self._stored_member(member)
-        refuse_changed(self.conn, member, data)
+        refuse_changed(self.conn, member, data, use_copy=not self.originals)
         reader = self._reader(data.file_id)
         if data.sparse_map is None:
             return MemberStream(member, member.blake3, reader.chunks(data.data_offset, data.size))
@@ -137,12 +137,18 @@ class MemberReader:
         self._readers.clear()
 
 
-def refuse_changed(conn: sqlite3.Connection, member: Member, data: Member) -> None:
+def refuse_changed(conn: sqlite3.Connection, member: Member, data: Member, use_copy: bool = True) -> None:
     """ChangedSinceRecorded when data (member's own bytes, or a hardlink's target) was flagged changed in place or
-    damaged by `vault index`: nothing of it is read."""
+    damaged by `vault index`: nothing of it is read (unless use_copy and the seekable copy vault made of its
+    archive, whose bytes are as recorded, is whole: it is read from there)."""
     why = refusal(conn, data)
-    if why is not None:
-        raise ChangedSinceRecorded(path=member.label, why=why)
+    if why is None or (use_copy and data.archive is not None and _copy_whole(archive_location(conn, data.file_id))):
+        return
+    raise ChangedSinceRecorded(path=member.label, why=why)
+
+
+def _copy_whole(loc) -> bool:
+    return bool(loc.copy_path) and os.path.exists(loc.copy_path) and os.path.getsize(loc.copy_path) == loc.copy_size
 
 
 def open_plain(root: str, path: str, raw: bytes | None):
