@@ -102,6 +102,13 @@ class DestinationExists(UsageError):
     """{path} exists; pass --force to overwrite it"""
 
 
+class NotACatalog(UsageError):
+    """{named_by} {path} is not a vault catalog ({why}); give a catalog file, or a path where `vault index` may
+    create one"""
+
+    defaults = {"named_by": "the catalog"}
+
+
 class RecipeInvalid(UsageError):
     """recipe {path}: {detail}"""
 
@@ -149,12 +156,23 @@ class HashMismatch(IntegrityError):
     """BLAKE3 mismatch for {path}: expected {expected}, got {found}; nothing was written"""
 
 
+class PieceMismatch(IntegrityError):
+    """{path}: the {size} bytes at offset {offset} do not match the catalog's piece hash (changed or damaged since
+    it was indexed); only the bytes before offset {offset} verified and were handed out"""
+
+
+class NoPieceHashes(IntegrityError):
+    """{path} was indexed without piece hashes, so its bytes cannot be checked piece by piece; run `vault index`
+    to record them"""
+
+
 class UnsafeMember(IntegrityError):
     """refusing {path!r}: {why}"""
 
 
 class CatalogDamaged(IntegrityError):
-    """catalog {path} is damaged ({detail}); restore it from a copy or rebuild it with `vault index`"""
+    """catalog {path} is damaged ({detail}); restore it from a copy, or move it aside and rebuild it with
+    `vault index`"""
 
 
 class ChangedSinceRecorded(IntegrityError):

@@ -37,10 +37,11 @@ class ExtractReport:
         self.not_written: list[tuple[str, str]] = []  # --salvage: (member label, why) of what did not verify
         self.frames_read = 0
         self.bytes_decompressed = 0
+        self.without_pieces: list[str] = []  # indexed before piece hashes: held back whole until verified
 
     def to_json(self) -> dict:
         return {"written": [w._asdict() for w in self.written], "frames_read": self.frames_read,
-                "bytes_decompressed": self.bytes_decompressed,
+                "bytes_decompressed": self.bytes_decompressed, "without_pieces": self.without_pieces,
                 "not_written": [{"path": label, "why": why} for label, why in self.not_written]}  # fmt: skip
 
 
@@ -134,7 +135,7 @@ def extract(
                     os.makedirs(where.path_for(member), exist_ok=True)
                 continue
             try:
-                report.written.append(_extract_one(reader, member, where, force))
+                report.written.append(_extract_one(reader, member, where, force, report))
             except IntegrityError as exc:
                 if options.salvage and not isinstance(exc, UnsafeMember):
                     report.not_written.append((member.label, exc.message.replace("; nothing was written", "")))
@@ -156,23 +157,26 @@ def extract(
     return report
 
 
-def _extract_one(reader: MemberReader, member: Member, where: Landing | None, force: bool) -> Written:
+def _extract_one(reader: MemberReader, member: Member, where: Landing | None, force: bool,
+                 report: ExtractReport) -> Written:  # fmt: skip
     if where is None:
         if member.type == "symlink":
             raise UnsafeMember(path=member.path, why="a symlink has no data to write to stdout")
         stream = reader.open(member)
         _to_stdout(stream)
-        return _written(member, "-", stream)
+        return _written(member, "-", stream, report)
     out = where.path_for(member)
     if member.type == "symlink":
         write_symlink(where.symlink_target(member, out), out, force)
         return Written(member.path, out, 0, None, member.archive, "link")
     stream = reader.open(member)
     _write_file(stream, out, force)
-    return _written(member, out, stream)
+    return _written(member, out, stream, report)
 
 
-def _written(member: Member, dest: str, stream: MemberStream) -> Written:
+def _written(member: Member, dest: str, stream: MemberStream, report: ExtractReport) -> Written:
+    if stream.withheld:
+        report.without_pieces.append(member.label)
     return Written(member.path, dest, stream.size, stream.blake3,
                    member.archive, "ok" if stream.verified else "unverified")  # fmt: skip
 
@@ -194,7 +198,8 @@ def _write_file(stream: MemberStream, out: str, force: bool) -> None:
 
 
 def _to_stdout(stream: MemberStream) -> None:
-    """Bytes go out as they come (pipes want them); a mismatch found at the end still exits 5."""
+    """Bytes go out as their pieces verify (pipes want them early); a piece that does not match exits 5 with
+    nothing of it written."""
     out = sys.stdout.buffer
     for chunk in stream:
         out.write(chunk)

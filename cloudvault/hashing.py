@@ -1,4 +1,4 @@
-"""BLAKE3 helpers: streaming over chunks, multi-threaded over big files."""
+"""BLAKE3 helpers: streaming over chunks, multi-threaded over big files, with piece hashes (see pieces.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,39 @@ import os
 import blake3
 
 from cloudvault.jobthreads import JobThreads
+from cloudvault.pieces import PIECE, PieceHasher, piece_digest
 
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
+
+
+def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None]:
+    """(BLAKE3, piece hashes) of a file; a big file memory-mapped, its whole hash and its pieces on all cores."""
+    size = os.stat(path).st_size
+    if size < MMAP_THRESHOLD:
+        with open(path, "rb") as fh:
+            return hash_stream_pieces(fh)
+    import mmap
+    from concurrent.futures import ThreadPoolExecutor
+
+    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    h.update_mmap(os.fsdecode(path))
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # blake3 lets the GIL go on big inputs
+                digests = b"".join(pool.map(lambda at: piece_digest(view[at : at + PIECE]), range(0, size, PIECE)))
+        finally:
+            view.release()
+    return h.hexdigest(), digests
+
+
+def hash_stream_pieces(fh) -> tuple[str, bytes | None]:
+    """(BLAKE3, piece hashes) of what is left to read in a binary file object."""
+    h = PieceHasher()
+    while chunk := fh.read(CHUNK):
+        h.update(chunk)
+    return h.hexdigest(), h.pieces()
 
 
 def hash_file(path: str | bytes | os.PathLike) -> str:
@@ -32,15 +62,16 @@ def hash_stream(fh) -> str:
 
 
 class BackgroundHasher:
-    """BLAKE3 of a stream of chunks, computed in its own thread (blake3 releases the GIL), so hashing an archive's
-    compressed bytes does not slow the thread that decompresses them. Chunks must not be mutated after update.
+    """BLAKE3 (and piece hashes) of a stream of chunks, computed in its own thread (blake3 releases the GIL), so
+    hashing an archive's compressed bytes does not slow the thread that decompresses them. Chunks must not be
+    mutated after update.
     With threads > 1, each chunk is itself hashed on up to that many cores (an archive read at many GB/s)."""
 
     def __init__(self, threads: int = 1) -> None:
         import queue  # here, not at the top: `vault extract` imports this module and never hashes in a thread
         import threading
 
-        self._hash = blake3.blake3(max_threads=threads)
+        self._hash = PieceHasher(threads)
         self._queue = queue.Queue(maxsize=16)
         self._thread = threading.Thread(target=self._run, name="blake3", daemon=True)
         self._thread.start()
@@ -57,6 +88,10 @@ class BackgroundHasher:
         self._thread.join()
         return self._hash.hexdigest()
 
+    def pieces(self) -> bytes | None:
+        """The stream's piece hashes (after hexdigest)."""
+        return self._hash.pieces()
+
 
 class HashJob:
     """One stream of bytes hashed by a `HashThreads` thread: views are added in order, each with the function that
@@ -69,6 +104,7 @@ class HashJob:
         self._views: queue.SimpleQueue = queue.SimpleQueue()
         self._done = threading.Event()
         self._digest = ""
+        self._pieces: bytes | None = None
 
     def add(self, view, release) -> None:
         self._views.put((view, release))
@@ -77,12 +113,12 @@ class HashJob:
         self._views.put(None)
 
     def run(self) -> None:
-        h = blake3.blake3()
+        h = PieceHasher()
         while (item := self._views.get()) is not None:
             view, release = item
             h.update(view)
             release()
-        self._digest = h.hexdigest()
+        self._digest, self._pieces = h.hexdigest(), h.pieces()
         self._done.set()
 
     @property
@@ -92,6 +128,10 @@ class HashJob:
     def hexdigest(self) -> str:
         self._done.wait()
         return self._digest
+
+    def pieces(self) -> bytes | None:
+        self._done.wait()
+        return self._pieces
 
 
 class HashThreads(JobThreads):

@@ -8,6 +8,7 @@ exactly the members whose bytes are damaged are named. A sample reads members th
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sqlite3
 from collections.abc import Callable
@@ -165,15 +166,22 @@ def verify_entries(
     return report
 
 
+def in_sample(seed: int, key: str, fraction: float) -> bool:
+    """Whether the file or member named key (its path in the mirror) is in the seeded sample: a hash of the seed
+    and the path, so a mirror's sample is the same whatever else the catalog holds and in whatever order."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8, key=str(seed).encode()[:64])
+    return int.from_bytes(digest.digest(), "big") < fraction * 2**64
+
+
 def verify_sample(conn: sqlite3.Connection, fraction: float, seed: int | None = None) -> VerifyReport:
-    """A random fraction of plain files and of archive members across every mirror, members read by seeking."""
+    """A seeded fraction of plain files and of archive members across every mirror, members read by seeking."""
     check_catalog(conn)
-    rng = random.Random(seed)
+    seed = random.SystemRandom().getrandbits(63) if seed is None else seed
     report = VerifyReport()
     _count_unchecked(conn, report, None)
     for f in hashed_files(conn, None):
-        if f.archive_id is None and rng.random() < fraction:
+        if f.archive_id is None and in_sample(seed, f.path, fraction):
             _check_file(report, f)
-    picked = [m for m in all_hashed_members(conn) if rng.random() < fraction]
+    picked = [m for m in all_hashed_members(conn) if in_sample(seed, f"{m.archive}\0{m.path}", fraction)]
     _read_members(conn, report, picked)
     return report

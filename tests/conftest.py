@@ -50,12 +50,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("tests in the wrong layer:\n  " + "\n  ".join(misplaced))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_state(tmp_path_factory):
+    """Session fixtures (the demo indexed once) run before each test's clean_env: their mirror registry is a
+    temp one too, never the user's own ~/.local/state."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
     monkeypatch.delenv("VAULT_CATALOG", raising=False)
     yield
 

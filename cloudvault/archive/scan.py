@@ -22,20 +22,22 @@ from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_m
 from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
 from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
 from cloudvault.models import Flag, Frame
+from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
 MAX_FLAGS_PER_KIND = 50
 DATA_TYPES = ("file", "other")  # members whose data is hashed; a hardlink's is its target's
 MEMBER_FIELDS = (
     "path raw_path type size mode mtime uid gid uname gname link_target header_offset data_offset blake3 "
-    "raw_link_target sparse_map"
+    "raw_link_target sparse_map pieces"
 )
 
 
 class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     """One tar member as the catalog stores it. blake3: of the member's data as extracted (a sparse member's
     expanded bytes; a hardlink's target as it was at that point of the archive), None for members without data;
-    raw_link_target: the link's bytes when its text would lose them; sparse_map: a sparse member's pieces (JSON)."""
+    raw_link_target: the link's bytes when its text would lose them; sparse_map: a sparse member's pieces (JSON);
+    pieces: the BLAKE3 of each 1 MiB of its data as extracted (hashing.PieceHasher), None for one piece or less."""
 
     __slots__ = ()
 
@@ -59,6 +61,7 @@ class ScanResult:
 
     status: str = "ok"
     blake3: str = ""
+    pieces: bytes | None = None  # of the archive file's own (compressed) bytes
     raw_size: int = 0
     member_count: int = 0
     frames: list[Frame] = field(default_factory=list)
@@ -176,6 +179,7 @@ class ArchiveScan:
             self.result.frames = stream.frames
             self.result.raw_size = stream.pos
             self.result.blake3 = archive_hash.hexdigest()
+            self.result.pieces = archive_hash.pieces()
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
         # a multi-frame archive is split into frames by the same code on one core or many: its frame table (of a
@@ -212,7 +216,7 @@ class ArchiveScan:
         h = header
         pieces = sparse.encode_map(h.sparse) if h.sparse is not None else None
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
-                            h.header_offset, h.data_offset, digest, raw_link, pieces)  # fmt: skip
+                            h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -222,9 +226,10 @@ class ArchiveScan:
                 self.result.flag("unsafe_member", reason, path)
         self._venv_links = []
 
-    def _digest(self, header: TarHeader, data: MemberData, path: str, link: str | None) -> str | None:
-        """The member's BLAKE3; a hardlink's is that of its target as extracting up to here left it (a later member
-        of the target's name, a `tar -r` update, does not change what the link holds)."""
+    def _digest(self, header: TarHeader, data: MemberData, path: str, link: str | None):
+        """The member's BLAKE3 (or, for one of more than a piece, the PieceHasher or HashJob that has it and its
+        piece hashes: `_hashed` takes both); a hardlink's is that of its target as extracting up to here left it (a
+        later member of the target's name, a `tar -r` update, does not change what the link holds)."""
         if header.type == "hardlink":
             digest = self._contents.get(link or "")
             if digest is None:
@@ -241,18 +246,18 @@ class ArchiveScan:
             self._contents.pop(path, None)
         return digest
 
-    def _hash_sparse(self, header: TarHeader, data: MemberData, path: str) -> str:
+    def _hash_sparse(self, header: TarHeader, data: MemberData, path: str) -> PieceHasher:
         """A sparse member's BLAKE3 over its expanded bytes (holes as zeros); the inspector sees the stored ones."""
-        h = blake3.blake3(max_threads=blake3.blake3.AUTO if header.size > HOLES_IN_THREADS else 1)
+        h = PieceHasher(blake3.blake3.AUTO if header.size > HOLES_IN_THREADS else 1)
         inspector = self._inspect(header.name, header.size, b"") if self._inspect else None
         for chunk in sparse.expand(data.views(), header.sparse, header.size):
             h.update(chunk)
             if inspector and type(chunk) is not sparse.Hole:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
-        return h.hexdigest()
+        return h
 
-    def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob:
+    def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob | PieceHasher:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
         if len(chunk) == header.size:  # the whole member at once: most small members
@@ -260,13 +265,16 @@ class ArchiveScan:
                 self._batch.add(path, header.name, chunk)
             elif header.size and self._inspect is not None:
                 self.inspect_whole(path, header.name, chunk)
-            if self._hashers is None or header.size < HASH_APART:  # most members: no call more than this
-                return blake3.blake3(chunk).hexdigest()
+            if header.size <= PIECE and (self._hashers is None or header.size < HASH_APART):
+                return blake3.blake3(chunk).hexdigest()  # most members: no call more than this
+            if self._hashers is None:
+                return _hashed_whole(chunk)
             return self._hash_apart(chunk, data)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
         if inspector is None and self._hashers is not None:
             return self._hash_apart(chunk, data)
-        h = blake3.blake3(chunk)
+        h = PieceHasher()
+        h.update(chunk)
         if inspector:
             inspector.feed(bytes(chunk))
         for chunk in data.views():
@@ -274,7 +282,7 @@ class ArchiveScan:
             if inspector:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
-        return h.hexdigest()
+        return h
 
     def _hash_apart(self, first: memoryview, data: MemberData) -> HashJob:
         """The member's bytes handed to a hashing thread as views of the decoded pieces, each pinned until hashed."""
@@ -335,14 +343,22 @@ class _InspectBatch:
             self._scan.inspect_whole(path, name, data[start:end])
 
 
+def _hashed_whole(data) -> PieceHasher:
+    h = PieceHasher()
+    h.update(data)
+    return h
+
+
 def _ready(record: MemberRecord) -> bool:
     return not isinstance(record.blake3, HashJob) or record.blake3.done
 
 
 def _hashed(record: MemberRecord) -> MemberRecord:
-    """The record with its member's hash, once the thread hashing it is done."""
-    job = record.blake3
-    return record._replace(blake3=job.hexdigest()) if isinstance(job, HashJob) else record
+    """The record with its member's hash and piece hashes, once the thread hashing it is done."""
+    h = record.blake3
+    if isinstance(h, (HashJob, PieceHasher)):
+        return record._replace(blake3=h.hexdigest(), pieces=h.pieces())
+    return record
 
 
 def _many_frames(fh: BinaryIO) -> bool:

@@ -137,3 +137,8 @@ def decode_map(text: str) -> list[Piece]:
 
 def stored_size(pieces: list[Piece]) -> int:
     return sum(length for _, length in pieces)
+
+
+def expanded_size(pieces: list[Piece]) -> int:
+    """The size of the file expand() gives: where the map's last piece ends (see expand)."""
+    return pieces[-1][0] + pieces[-1][1] if pieces else 0

@@ -11,7 +11,22 @@ from pathlib import Path
 from cloudvault.atomic import atomic_path
 from cloudvault.catalog import migrations
 from cloudvault.catalog.migrations import SCHEMA_VERSION
-from cloudvault.errors import CatalogBusy, CatalogMissing, CatalogTooNew, CatalogTooOld, UsageError, from_sqlite
+from cloudvault.errors import (
+    CatalogBusy,
+    CatalogMissing,
+    CatalogTooNew,
+    CatalogTooOld,
+    NotACatalog,
+    UsageError,
+    from_sqlite,
+)
+
+SQLITE_HEADER = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database file
+NO_META = "an SQLite database without vault's meta table"
+
+
+class _NotVaultCatalog(sqlite3.DatabaseError):
+    """An SQLite file that is not a vault catalog: open_catalog turns it into NotACatalog, naming what named it."""
 
 
 def _connect(path: str, readonly: bool = False, immutable: bool = False) -> sqlite3.Connection:
@@ -53,14 +68,22 @@ def set_meta_value(conn: sqlite3.Connection, key: str, value: str) -> None:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    """The catalog's schema version; a SQLite file without vault's meta table is not a catalog."""
+    """The catalog's schema version (0: the first schema, which recorded none); a SQLite file without vault's meta
+    table is not a catalog, and a version that is not a whole number (edited, damaged) is a damaged catalog."""
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
-            raise sqlite3.DatabaseError("not a vault catalog (no meta table)") from None
+            raise _NotVaultCatalog(NO_META) from None
         raise
-    return int(row[0]) if row else 0
+    if row is None:
+        return 0
+    value = row[0]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise sqlite3.DatabaseError(f"its schema version is {value!r}, not a version number")
 
 
 def migrate(conn: sqlite3.Connection, path: str | os.PathLike) -> None:
@@ -76,21 +99,63 @@ def migrate(conn: sqlite3.Connection, path: str | os.PathLike) -> None:
         migrations.migrate(conn, schema_version(conn))  # read again: another vault may have migrated it meanwhile
 
 
-def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
-    """The catalog at path; created (mode 0600) when asked, else CatalogMissing. A file that is not a catalog,
-    or a damaged one, is CatalogDamaged (one line, never a traceback)."""
+def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: bool = False,
+                 named_by: str = "the catalog") -> sqlite3.Connection:  # fmt: skip
+    """The catalog at path; created (mode 0600) when asked, else CatalogMissing. A file that is not a catalog is
+    NotACatalog, a damaged one CatalogDamaged (one line, never a traceback); named_by says what named the path
+    (--catalog, $VAULT_CATALOG), so that the message names what the user set."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        example = os.path.join(path, "catalog.db")
-        raise UsageError(detail=f"--catalog {path} is a folder; give the catalog file (e.g. {example})")
+    refuse_folder(path, named_by)
     if not os.path.exists(path):
         if not create:
             raise CatalogMissing(path=path)
         _create(path)
+    _refuse_non_sqlite(path, named_by)
     try:
         return _open_existing(path, readonly)
+    except _NotVaultCatalog as exc:
+        raise NotACatalog(path=path, why=str(exc), named_by=named_by) from None
     except sqlite3.DatabaseError as exc:  # by its kind: locked, full, refused, or really damaged
         raise from_sqlite(exc, path) from None
+
+
+def refuse_folder(path: str, named_by: str = "the catalog") -> None:
+    """UsageError for a folder given where the catalog file goes, with the file it may have meant."""
+    if os.path.isdir(path):
+        example = os.path.join(path, "catalog.db")
+        raise UsageError(detail=f"{named_by} {path} is a folder; give the catalog file (e.g. {example})")
+
+
+def _refuse_non_sqlite(path: str, named_by: str) -> None:
+    """NotACatalog for a file that is empty or does not start with SQLite's header (a text file, a program)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError:
+        return  # unreadable: SQLite's own error says why
+    if head != SQLITE_HEADER:
+        why = "an empty file" if not head else "not an SQLite database"
+        raise NotACatalog(path=path, why=why, named_by=named_by)
+
+
+def refuse_non_catalog(path: str | os.PathLike, named_by: str = "the catalog") -> None:
+    """NotACatalog (or the folder's UsageError) unless path is absent or a vault catalog, found by reading alone:
+    `vault index` asks before it takes the writer lock, so a wrong --catalog leaves nothing beside it."""
+    path = os.fspath(path)
+    refuse_folder(path, named_by)
+    if not os.path.isfile(path):
+        return
+    _refuse_non_sqlite(path, named_by)
+    try:
+        conn = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True)  # immutable: makes no file
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return  # damaged: opening it says how
+    if found is None:
+        raise NotACatalog(path=path, why=NO_META, named_by=named_by)
 
 
 def _open_existing(path: str, readonly: bool) -> sqlite3.Connection:
@@ -178,11 +243,11 @@ def writer_lock(path: str | os.PathLike, *, wait: bool = False, busy_then: str |
         os.close(fd)
 
 
-def open_shared_reader(path: str | os.PathLike) -> sqlite3.Connection:
+def open_shared_reader(path: str | os.PathLike, named_by: str = "the catalog") -> sqlite3.Connection:
     """A read-only connection that any thread may use (its users take turns under their own lock): `vault mount`
     answers from many FUSE threads. Checked as open_catalog checks (missing, damaged, too new) first."""
     path = os.fspath(path)
-    open_catalog(path, readonly=True).close()
+    open_catalog(path, readonly=True, named_by=named_by).close()
     immutable = not os.access(os.path.dirname(path) or ".", os.W_OK)
     flags = "mode=ro&immutable=1" if immutable else "mode=ro"
     return sqlite3.connect(f"file:{_uri_path(path)}?{flags}", uri=True, timeout=30, check_same_thread=False)

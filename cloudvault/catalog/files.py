@@ -18,11 +18,13 @@ def delete_files(conn: sqlite3.Connection, mirror_id: int, paths: Iterable[str])
     conn.executemany("DELETE FROM files WHERE mirror_id = ? AND path = ?", [(mirror_id, p) for p in paths])
 
 
-def insert_file(conn: sqlite3.Connection, mirror_id: int, entry_id: str, st: FileStat, digest: str | None) -> int:
+def insert_file(conn: sqlite3.Connection, mirror_id: int, entry_id: str, st: FileStat, digest: str | None,
+                pieces: bytes | None = None) -> int:  # fmt: skip
+    """The file's row (replacing the one at its path): its signature, BLAKE3 and piece hashes."""
     conn.execute("DELETE FROM files WHERE mirror_id = ? AND path = ?", (mirror_id, st.path))
     cur = conn.execute(
         "INSERT INTO files(mirror_id, entry_id, path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode,"
-        " link_target, blake3) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        " link_target, blake3, pieces) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             mirror_id,
             entry_id,
@@ -36,6 +38,7 @@ def insert_file(conn: sqlite3.Connection, mirror_id: int, entry_id: str, st: Fil
             st.mode,
             st.link_target,
             digest,
+            pieces,
         ),
     )
     return cur.lastrowid

@@ -116,6 +116,19 @@ def file_location(conn: sqlite3.Connection, file_id: int) -> tuple[str, str, byt
     ).fetchone()
 
 
+def file_pieces(conn: sqlite3.Connection, file_id: int) -> bytes | None:
+    """The piece hashes of a plain file (or of an archive file's own bytes)."""
+    row = conn.execute("SELECT pieces FROM files WHERE id = ?", (file_id,)).fetchone()
+    return row[0] if row else None
+
+
+def archive_pieces(conn: sqlite3.Connection, file_id: int) -> dict[tuple[int, str], bytes]:
+    """(data offset, path) -> piece hashes of every member of the archive that has them (those over a piece)."""
+    return {(offset, path): pieces for offset, path, pieces in conn.execute(
+        "SELECT mb.data_offset, mb.path, mb.pieces FROM members mb JOIN archives a ON a.id = mb.archive_id "
+        "WHERE a.file_id = ? AND mb.pieces IS NOT NULL", (file_id,))}  # fmt: skip
+
+
 def last_member(conn: sqlite3.Connection, archive_name: str) -> str:
     """The file member stored last in the archive of that file name (the worst case for a plain extract)."""
     return conn.execute(

@@ -32,7 +32,16 @@ ALTER TABLE members ADD COLUMN raw_link_target BLOB;
 ALTER TABLE members ADD COLUMN sparse_map TEXT;
 UPDATE files SET mtime_ns = -1 WHERE id IN (SELECT file_id FROM archives);
 """,
-    5: "",  # piece hashes: the h41-pieces branch's step (this placeholder is replaced by it at merge)
+    # Piece hashes (catalog/schema.sql says what they are). Objects recorded before have none: a read of one of
+    # more than a piece is withheld until its whole BLAKE3 is checked (or, through the mount, refused). Their
+    # ctime is forgotten, so the next `vault index` reads them again and records their pieces (their size and
+    # mtime are kept: extract still finds them as indexed, and a re-read that finds other bytes is news).
+    5: """
+ALTER TABLE files ADD COLUMN pieces BLOB;
+ALTER TABLE members ADD COLUMN pieces BLOB;
+UPDATE files SET ctime_ns = -1
+    WHERE (kind = 'file' AND size > 1048576) OR id IN (SELECT file_id FROM archives);
+""",
     # Index runs are generations. Every row a catalog held before belongs to generation 0 (recorded before
     # generations were kept; AFTER_SCHEMA writes its row), so the next `vault index` is generation 1 and compares
     # what it reads with those recorded hashes: they stay the reference, never taken as checked again.

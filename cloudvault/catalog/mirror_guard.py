@@ -1,6 +1,8 @@
-"""The one guard every writer calls before it writes: is this path inside a mirror the catalog knows?
+"""The one guard every writer calls before it writes: is this path inside a mirror this user has indexed?
 
-vault never writes into a mirror, any mirror the catalog knows, not only the one an entry comes from. Each writer
+vault never writes into a mirror: not the one an entry comes from, not any other the active catalog knows, and
+not one another catalog of this user indexed (the per-user registry, catalog/mirror_registry.py, lists every
+root any catalog indexed; a user switching catalogs with VAULT_CATALOG is still guarded). Each writer
 (`extract -o`, `compare --out`, `repro --out`, a repro input's `to`, a recipe's `run.cwd`, `restore env
 --prefix/--to`, the catalog file itself) calls `refuse_write_into_mirror(conn, path, what)` with the folder or
 file it is about to write; `mirror_holding` is the same question as a pure function over a list of roots.
@@ -46,20 +48,29 @@ def known_roots(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT root FROM mirrors ORDER BY id")]
 
 
+def guarded_roots(conn: sqlite3.Connection | None) -> list[str]:
+    """Every root no writer may write into: the catalog's (conn None: no catalog) and the registry's."""
+    from cloudvault.catalog.mirror_registry import registered_roots
+
+    return list(dict.fromkeys([*(known_roots(conn) if conn is not None else []), *registered_roots()]))
+
+
 def refuse_write_into_mirror(
     conn: sqlite3.Connection | None, path: str | os.PathLike, what: str, extra_roots: Iterable[str] = ()
 ) -> None:
-    """WriteIntoMirror (exit 2) when path is inside a mirror the catalog knows (or one of extra_roots, a mirror
-    about to be indexed); call it before anything is created, parents included."""
-    roots = [*(known_roots(conn) if conn is not None else []), *extra_roots]
+    """WriteIntoMirror (exit 2) when path is inside a mirror the catalog knows, one any catalog of this user
+    indexed (the registry), or one of extra_roots (a mirror about to be indexed); call it before anything is
+    created, parents included."""
+    roots = [*guarded_roots(conn), *extra_roots]
     root = mirror_holding(path, roots)
     if root is not None:
         raise WriteIntoMirror(what=what, path=os.fspath(path), root=root)
 
 
 def refuse_catalog_inside_mirror(catalog: str | os.PathLike, roots: Iterable[str]) -> None:
-    """WriteIntoMirror when the catalog file is inside a mirror about to be indexed (roots) or one it already
-    knows. Read without creating anything (immutable: no -wal, -shm or lock file appears), before the lock."""
+    """WriteIntoMirror when the catalog file is inside a mirror about to be indexed (roots), one it already
+    knows or one the registry holds. Read without creating anything (immutable: no -wal, -shm or lock file
+    appears), before the lock."""
     from cloudvault.catalog.db import _connect
 
     known: list[str] = []

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS files (
     mode        INTEGER NOT NULL,
     link_target TEXT,
     blake3      TEXT,                       -- NULL for symlinks and unreadable files
+    pieces      BLOB,                       -- v5: piece hashes of its bytes (see below)
     generation  INTEGER NOT NULL DEFAULT 0, -- v6: the index run that recorded this content (see generations)
     UNIQUE (mirror_id, path)
 );
@@ -93,11 +94,17 @@ CREATE TABLE IF NOT EXISTS members (
     data_offset   INTEGER NOT NULL,
     blake3        TEXT,                     -- of the member's data as extracted; NULL for types without data
     raw_link_target BLOB,                   -- v4: the link target's bytes where link_target's text would lose them
-    sparse_map    TEXT                      -- v4: a sparse member's pieces, JSON [[offset, length], ...]
+    sparse_map    TEXT,                     -- v4: a sparse member's pieces (JSON pairs: offset and length)
+    pieces        BLOB                      -- v5: piece hashes of its data as extracted (see below)
 );
 -- A sparse member's size is its expanded size and its blake3 that of the expanded bytes (holes as zeros); the
 -- stored pieces start at data_offset, one after another.
 CREATE INDEX IF NOT EXISTS members_archive_path ON members(archive_id, path);
+-- Schema version 5, piece hashes: `pieces` holds the BLAKE3 of each 1 MiB of an object's bytes (a plain file's, an
+-- archive file's compressed bytes, a member's data as extracted), each cut to 16 bytes, concatenated: 16 bytes per
+-- MiB, 15.3 MB per TB. Every read verifies the pieces it hands out before handing them out. NULL for an object of
+-- one piece or less (its blake3 is its piece's hash), and for an object recorded before version 5 (a size over
+-- 1 MiB and no pieces: read whole and checked before any byte goes out, until `vault index` records them).
 
 -- Text of the mirror's documentation (README, ENVIRONMENT.md ...), secrets redacted, for search and show.
 CREATE TABLE IF NOT EXISTS docs (

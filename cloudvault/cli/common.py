@@ -21,18 +21,38 @@ def add_output_options(parser, *, quiet: bool = False) -> None:
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
+def catalog_name(text: str) -> str:
+    """An argument naming what the catalog holds (an entry, a path, a glob, a search term), in the catalog's text
+    form: bytes that are not UTF-8 (typed raw, or a shell glob that expanded to a raw name; Python hands them over
+    as surrogates) become the \\xNN escapes the catalog keeps such a name under (its raw bytes beside it)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        import os
+
+        from cloudvault.tools.mirrorfs import text_path
+
+        return text_path(os.fsencode(text))[0]
+
+
 @contextlib.contextmanager
 def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
-                   shared: bool = False) -> Iterator:  # fmt: skip
-    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path; closed when the
-    block ends, by an error or Ctrl-C too. optional: a missing catalog is None, not CatalogMissing. shared: a
-    read-only connection any thread may use (`vault mount` answers from many FUSE threads)."""
+                   shared: bool = False, origin: str | None = None) -> Iterator:  # fmt: skip
+    """The catalog --catalog (or $VAULT_CATALOG, or the XDG default) names, or the one at path (origin: what named
+    it, as config.catalog_origin says); closed when the block ends, by an error or Ctrl-C too. optional: a
+    missing catalog is None, not CatalogMissing. shared: a read-only connection any thread may use (`vault mount`
+    answers from many FUSE threads)."""
     from cloudvault import config, errors
     from cloudvault.catalog.db import open_catalog, open_shared_reader
 
-    where = config.catalog_path(args.catalog) if path is None else path
+    where, origin = config.catalog_origin(args.catalog) if path is None else (path, origin)
+    named_by = config.NAMED_BY.get(origin, "the catalog")  # a path given without its origin: named plainly
     try:
-        conn = open_shared_reader(where) if shared else open_catalog(where, readonly=readonly, create=create)
+        if shared:
+            conn = open_shared_reader(where, named_by)
+        else:
+            conn = open_catalog(where, readonly=readonly, create=create, named_by=named_by)
     except errors.CatalogMissing:
         if not optional:
             raise

@@ -8,10 +8,12 @@ any folder with per_request.csv / requests.jsonl), a run id from `vault runs`, o
 its repro recipe records, `014/data/ss20_temp0_c1024_rep2/20260925_072725` a folder of that entry, read through
 the catalog and verified. The rules are the recipe's for RUN_A's entry (`--recipe` to choose). `--baseline RUN`
 (repeatable) names more runs of A's kind (the same experiment on the same hardware): their spread with A is the
-noise a timing of B is judged against; without one, a timing difference is inconclusive, never a change. Nothing
-is written unless --out names a folder for compare.csv, REPORT.md and timings.png. Exit 0 when REPRODUCED, 10
-when not (OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that
-one (a check that a known divergence, like 014's rep2, is still exactly what it was). See docs/repro.md.
+noise a timing of B is judged against; without one, a timing difference is inconclusive, never a change. Each is an
+independent run: RUN_A, RUN_B or another baseline again (the same folder, or a copy) is refused, and one whose
+settings differ from A's makes the comparison NOT_COMPARABLE. Nothing is written unless --out names a folder for
+compare.csv, REPORT.md and timings.png. Exit 0 when REPRODUCED, 10 when not (OUTPUTS_DIVERGED, TIMINGS_CHANGED,
+NOT_COMPARABLE); with --expect VERDICT, 0 when the verdict is that one (a check that a known divergence, like 014's
+rep2, is still exactly what it was). See docs/repro.md.
 """
 
 from __future__ import annotations
@@ -56,16 +58,18 @@ def _compare(args, ui, connect) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.repro import report, sources
-    from cloudvault.repro.compare import ALIASES, DEFAULT_RULES, PASSING, compare_runs, settings_differences
+    from cloudvault.repro import compare, report, sources
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)
     baselines = [sources.resolve(text, connect) for text in args.baseline]
-    rules, keys, margin, floors = _rules(args.recipe, a, DEFAULT_RULES)
-    diff = settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
-    cmp = compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
-                       baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
+    compare.check_baselines(a, b, baselines)
+    rules, keys, margin, floors = _rules(args.recipe, a, compare.DEFAULT_RULES)
+    diff = compare.settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
+    diff += [d for r in baselines if a.settings and r.settings
+             for d in compare.baseline_differences(a.settings, r.settings, r.where, keys)]  # fmt: skip
+    cmp = compare.compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
+                               baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
     totals = (a.totals(), b.totals())
     if args.out:
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
@@ -86,8 +90,8 @@ def _compare(args, ui, connect) -> int:
         report.print_table(cmp, all_rows=args.all_rows)
         ui.line(_totals_line(totals))
     if args.expect:
-        return errors.OK if cmp.verdict == ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
-    return errors.OK if cmp.verdict in PASSING else errors.REPRO_MISMATCH
+        return errors.OK if cmp.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
+    return errors.OK if cmp.verdict in compare.PASSING else errors.REPRO_MISMATCH
 
 
 def _rules(name, a, default):

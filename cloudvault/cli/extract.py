@@ -8,18 +8,18 @@ end. Exit 5 on a hash mismatch or a changed archive (nothing is left behind).
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
 
 PROGRESS_OVER = 8 << 20  # a bar only when there is something to wait for
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", help="entry ID or unique prefix, e.g. 018")
-    parser.add_argument("paths", nargs="*", metavar="PATH",
+    parser.add_argument("entry", type=catalog_name, help="entry ID or unique prefix, e.g. 018")
+    parser.add_argument("paths", nargs="*", metavar="PATH", type=catalog_name,
                         help="member or file path, unique suffix, glob, folder, or x.tar.zst/inner (one; with "
                         "--salvage any number, none: the whole entry)")  # fmt: skip
     parser.add_argument("-o", "--output", help="folder to write into (default .); - for stdout")
-    parser.add_argument("--archive", help="only this archive (unique prefix of its file name)")
+    parser.add_argument("--archive", type=catalog_name, help="only this archive (unique prefix of its file name)")
     parser.add_argument("--keep-path", action="store_true", help="keep the member's folders under the output")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     parser.add_argument("--allow-outside-links", action="store_true", help="create symlinks pointing outside")
@@ -53,6 +53,9 @@ def run(args) -> int:
         options = ExtractOptions(keep_path=args.keep_path or args.salvage, force=args.force,
                                  allow_outside_links=args.allow_outside_links, salvage=args.salvage)  # fmt: skip
         report = extract(conn, targets, dest, options, progress)
+    if report.without_pieces:
+        sys.stderr.write(f"vault: note: {len(report.without_pieces)} file(s) indexed without piece hashes were held "
+                         "back whole until verified; `vault index` records their pieces\n")  # fmt: skip
     if ui.as_json:
         ui.emit(report.to_json())
     elif dest is not None:

@@ -3,8 +3,9 @@
 MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). With none, the catalog's known
 mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,
 corrupt, unreadable, changed while read, unsafe member paths, listing mismatch), 6 when a known mirror root
-vanished, is empty or lost over half its files (unmounted?) and --prune was not given. Secrets found are
-flagged, never stored. With --quiet, no summary either.
+vanished, is empty or lost over half its files (unmounted?) and --prune was not given; with --prune a root
+that is gone is dropped from the catalog (as `vault mirrors rm` does). Indexing a folder with no files warns.
+Secrets found are flagged, never stored. With --quiet, no summary either.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import shlex
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import writer_lock
+    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
     from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.cli.ui import UI
     from cloudvault.index.roots import roots_to_index
@@ -74,11 +76,13 @@ def run(args) -> int:
 
         return run_slurm(args)
     ui = UI(as_json=args.json, quiet=args.quiet)
-    path = Path(config.catalog_path(args.catalog, writing=True))
+    where, origin = config.catalog_origin(args.catalog, writing=True)
+    path = Path(where)
+    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
     with writer_lock(path, wait=args.wait):
         existed, indexing = path.exists(), False
         try:
-            with opened_catalog(path=path, readonly=False, create=True) as conn:
+            with opened_catalog(path=path, readonly=False, create=True, origin=origin) as conn:
                 cache = config.cache_dir(path) if args.optimize else None
                 roots = roots_to_index(conn, args.mirrors, args.definition)
                 options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune,
@@ -89,6 +93,9 @@ def run(args) -> int:
             if not (existed or indexing):  # a run that failed before indexing anything leaves no (empty) catalog
                 _remove_new_catalog(path)
             raise
+    for name in report.empty:  # an empty or temporary folder indexed by mistake: say how to undo it
+        ui.warn(f"warning: mirror {name}: its root holds no files, so it was indexed with nothing in it; "
+                f"if that was a mistake: vault mirrors rm {shlex.quote(name)}")  # fmt: skip
     if args.json:
         ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
     elif not args.quiet:
@@ -137,6 +144,8 @@ def _summary(ui, catalog, r) -> None:
     )
     ui.line(f"  generation {r.generation}: {r.added} added, {r.modified} modified, {r.files_deleted} removed, "
             f"{r.changed_in_place} changed in place, {r.newly_damaged} newly damaged")  # fmt: skip
+    for name in r.dropped:
+        ui.line(f"  dropped {name}: its root is gone (--prune)")
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
     if r.still_flagged:

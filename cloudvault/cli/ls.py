@@ -6,12 +6,12 @@ Exit 0 when something is listed, 1 when nothing matches.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, with_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, with_catalog
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", help="entry ID or unique prefix")
-    parser.add_argument("pattern", nargs="?", help="glob over paths, e.g. 'dumps/*.json'")
+    parser.add_argument("entry", type=catalog_name, help="entry ID or unique prefix")
+    parser.add_argument("pattern", nargs="?", type=catalog_name, help="glob over paths, e.g. 'dumps/*.json'")
     add_output_options(parser)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import _signal  # `signal` without its enums, whose making costs ~0.7 ms of every start; same handlers, same calls
 import gc
-import os
 import sys
 
 from cloudvault import errors
@@ -29,10 +28,12 @@ COMMANDS = {
     "repro": "cloudvault.cli.repro",
     "compare": "cloudvault.cli.compare",
     "runs": "cloudvault.cli.runs",
+    "mirrors": "cloudvault.cli.mirrors",
     "log": "cloudvault.cli.log",
     "diff": "cloudvault.cli.diff",
     "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
+    "info": "cloudvault.cli.info",
 }
 
 DESCRIPTION = "cloudvault: search, extract from, restore and re-run a research group's cloud backup mirror."
@@ -169,8 +170,13 @@ def _command_name(argv: list[str]) -> str | None:
 def run_command(argv: list[str]) -> int:
     """Parse argv and run the command; VaultErrors pass through to the caller."""
     parser = build_parser(only=_command_name(argv))
-    args, rest = parser.parse_known_args(argv)
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except errors.UsageError:  # a mistyped option makes argparse take its value for the command: name the option
+        _refuse_unknown_option(parser, argv, argv, left_over=False)
+        raise
     if rest:  # reported by the command's own parser, naming its own --help
+        _refuse_unknown_option(parser, argv, rest, left_over=True)
         (getattr(args, "parser", None) or parser).error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "run", None) is None:
         parser.print_help()
@@ -178,8 +184,43 @@ def run_command(argv: list[str]) -> int:
     return args.run(args)
 
 
+def _refuse_unknown_option(parser: VaultParser, argv: list[str], tokens: list[str], left_over: bool) -> None:
+    """UsageError for the first of tokens that looks like an option and that neither vault nor the command (as
+    argv names it) knows, with the known option nearest to it; a global option argparse left over (left_over:
+    tokens are what it could not place: given after the command) says where it goes."""
+    import difflib
+
+    chain = _parsers_of(parser, argv)
+    known = {name: p for p in reversed(chain) for name in p._option_string_actions}
+    for token in tokens:
+        if token == "--":
+            return
+        name = token.split("=", 1)[0]
+        if not name.startswith("-") or name == "-" or name[1:2].isdigit():
+            continue
+        if left_over and known.get(name) is parser and len(chain) > 1:
+            parser.error(f"{name} goes before the command: `vault {name} ... {chain[1].prog.removeprefix('vault ')}`")
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(o for o in known if o.startswith("--")), n=1)
+            hint = f"; did you mean `{near[0]}`?" if near else ""
+            (known[near[0]] if near else chain[-1]).error(f"unknown option {name!r}{hint}")  # whose --help says
+
+
+def _parsers_of(parser: VaultParser, argv: list[str]) -> list:
+    """The parser and the subcommand parsers argv's words lead to (vault, vault restore, vault restore env)."""
+    chain = [parser]
+    for word in argv:
+        sub = next((a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and word in sub.choices:
+            chain.append(sub.choices[word])
+    return chain
+
+
 def main(argv: list[str] | None = None) -> int:
+    from cloudvault.cli import ui
+
     argv = sys.argv[1:] if argv is None else argv
+    streams = ui.guard_output()  # a reader that leaves drops the output, never the work (`vault ... | head`)
     previous = {sig: _signal.signal(sig, handler) for sig, handler in
                 ((_signal.SIGINT, _interrupt), (_signal.SIGTERM, _stop), (_signal.SIGHUP, _stop))}  # fmt: skip
     try:
@@ -189,22 +230,36 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _report(errors.Interrupted().message, errors.INTERRUPTED, argv)
         code = errors.INTERRUPTED
-    except BrokenPipeError:  # `vault ... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
+    except ui.ReaderLeft:  # `vault extract ... -o - | head -c 10`: what was asked for was read; say nothing more
+        code = errors.OK
     except SystemExit as exc:  # --help and --version
         code = exc.code if isinstance(exc.code, int) else 0
     except OSError as exc:  # the system refused something no check foresaw (permissions, a full disk, EIO)
         code = _report_error(errors.from_os_error(exc), argv)
     except Exception as exc:
-        if type(exc).__module__ != "sqlite3":
+        raw = _not_utf8(argv)
+        if isinstance(exc, UnicodeEncodeError) and raw is not None:  # a raw name where vault takes only text
+            code = _report_error(raw, argv)
+        elif type(exc).__module__ != "sqlite3":
             code = _bug(exc, argv)
         else:  # by its kind: locked (retry), full, refused, or really damaged
             code = _report_error(errors.from_sqlite(exc, path=_catalog_named(argv)), argv)
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
+        ui.restore_output(streams)
     return code
+
+
+def _not_utf8(argv: list[str]) -> errors.UsageError | None:
+    """The error for the first argument that is not UTF-8 (bytes the shell passed raw), if one is not."""
+    from cloudvault.cli.ui import printable
+
+    raw = next((arg for arg in argv if printable(arg) != arg), None)
+    if raw is None:
+        return None
+    why = "is not UTF-8, and this command takes text there: give it in UTF-8"
+    return errors.UsageError(detail=f"the argument '{printable(raw)}' {why}")
 
 
 def _catalog_named(argv: list[str]) -> str:
@@ -221,7 +276,9 @@ def _report_error(error: errors.VaultError, argv: list[str]) -> int:
 
 def _report(message: str, code: int, argv: list[str]) -> None:
     """One line on stderr; with --json also a JSON object on stdout, so a script always gets a document."""
-    message = errors.one_line(message)
+    from cloudvault.cli.ui import printable
+
+    message = printable(errors.one_line(message))  # a name that is not UTF-8 shown as \\xNN, as everywhere
     sys.stderr.write(f"vault: error: {message}\n")
     if "--json" in argv:
         import json

@@ -10,13 +10,14 @@ Needs the mount extra (mfusepy) and fuse3.
 from __future__ import annotations
 
 from cloudvault import errors
+from cloudvault.cli.common import catalog_name
 
 DEFAULT_CACHE_MB = 256
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("mountpoint", help="an existing, empty folder")
-    parser.add_argument("--entry", help="mount only this entry (ID or unique prefix, e.g. 018)")
+    parser.add_argument("--entry", type=catalog_name, help="mount only this entry (ID or unique prefix, e.g. 018)")
     parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
                         help=f"decoded frames kept in memory, in MiB (default {DEFAULT_CACHE_MB})")  # fmt: skip

@@ -7,7 +7,7 @@ same BLAKE3, and falls back to the original archive if a copy is gone.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
 
 
 def gib(text: str) -> float:
@@ -24,7 +24,7 @@ gib.__name__ = "size in GiB"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", nargs="?", help="entry ID or prefix; none: every entry")
+    parser.add_argument("entry", nargs="?", type=catalog_name, help="entry ID or prefix; none: every entry")
     parser.add_argument("--to", help="cache folder (default: beside the catalog)")
     parser.add_argument("--max-gb", type=gib, help="most cache space to use, in GiB")
     parser.add_argument("--status", action="store_true", help="show the copies and the space they use")
@@ -35,15 +35,19 @@ def run(args) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.catalog.db import writer_lock
+    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
     from cloudvault.optimize import optimize
 
-    path = Path(config.catalog_path(args.catalog))
+    where, origin = config.catalog_origin(args.catalog)
+    path = Path(where)
+    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
+    if not path.exists():
+        raise errors.CatalogMissing(path=path)
     cache = Path(args.to) if args.to else config.cache_dir(path)
     ui = UI(as_json=args.json)
-    with writer_lock(path), opened_catalog(path=path, readonly=False) as conn:
+    with writer_lock(path), opened_catalog(path=path, readonly=False, origin=origin) as conn:
         if args.status:
             return _status(ui, conn, cache)
         scope = resolve_entry(conn, args.entry)[:2] if args.entry else None

@@ -24,6 +24,19 @@ from cloudvault import errors
 from cloudvault.cli.common import add_output_options, opened_catalog
 from cloudvault.repro.executors import EXECUTORS  # names only: the executor modules load when one runs
 
+MAX_REPEAT = 100  # each repetition is a whole re-run of the experiment
+
+
+def repeat_count(text: str) -> int:
+    """--repeat N: 1 up to MAX_REPEAT runs, checked when parsed (so --dry-run refuses it too)."""
+    value = int(text)
+    if not 1 <= value <= MAX_REPEAT:
+        raise ValueError(text)
+    return value
+
+
+repeat_count.__name__ = f"repeat count (1..{MAX_REPEAT})"
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("name", nargs="?", metavar="NAME", help="recipe name, unique prefix, or path to a .toml")
@@ -38,7 +51,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (timing noise: docs/repro.md)")
+    parser.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
+                        help=f"run N times, 1..{MAX_REPEAT} (timing noise: docs/repro.md)")  # fmt: skip
     parser.add_argument("--all", dest="all_rows", action="store_true", help="list identical requests too")
     add_output_options(parser)
 
@@ -66,8 +80,8 @@ def run(args) -> int:
         chosen = _executor(args)
         if args.detach and not chosen.queues:
             raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
-        if args.repeat < 1 or (args.repeat > 1 and args.detach):
-            raise errors.UsageError(detail="--repeat wants N >= 1, and a detached run is one run (no --repeat)")
+        if args.repeat > 1 and args.detach:
+            raise errors.UsageError(detail="a detached run is one run: --detach takes no --repeat")
         return _runs(conn, recipe, chosen, options, args, ui)
 
 
@@ -169,13 +183,13 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
     from cloudvault.repro import plan as planning
     from cloudvault.repro.executors import with_executor_checks
     from cloudvault.repro.executors.local import LocalExecutor
-    from cloudvault.repro.preflight import run_checks
+    from cloudvault.repro.preflight import dry_run_checks
     from cloudvault.repro.run import new_run_dir
 
     _, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     chosen = _executor(args)
-    checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), chosen, plan)
+    checks = with_executor_checks(dry_run_checks(conn, plan, options.out_explicit), chosen, plan)
     doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
     doc["not_comparable_here"] = _no_gpu_here(conn, plan) if chosen.runs_here else None
     doc["gpus_here"] = _gpus_here(plan) if chosen.runs_here else []
@@ -193,7 +207,16 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
                     f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
         if doc["not_comparable_here"]:
             ui.line(f"NOT_COMPARABLE here: {doc['not_comparable_here']}")
-    return errors.OK if all(c.ok for c in checks) or args.force_preflight else errors.ENVIRONMENT
+    return _dry_run_exit(checks, args.force_preflight)
+
+
+def _dry_run_exit(checks, forced: bool) -> int:
+    """The exit the run would have: 7 when the runner's Python lacks a module (checked first, never forced),
+    6 when another check fails and --force-preflight is not given, else 0."""
+    failed = {c.name for c in checks if not c.ok}
+    if "python" in failed:
+        return errors.PREREQUISITE
+    return errors.ENVIRONMENT if failed and not forced else errors.OK
 
 
 def _gpus_here(plan) -> list[dict]:

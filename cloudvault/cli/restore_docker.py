@@ -11,9 +11,9 @@ root, and tags held by other images (exit 6 unless --retag). Every restore is re
 
   vault restore docker --list                   the images: archive, size, tags, config digest, CUDA, arch list
   vault restore docker tandemspec --check-gpu   only the GPU check (no daemon needed)
-  vault restore docker neo --check-gpu --scan-kernels   each CUDA library's kernels (cuobjdump)
-  vault restore docker tandemspec --dry-run     every check, nothing loaded
-  vault restore docker neo --from registry --digest sha256:...
+  vault restore docker neo --check-gpu --scan-kernels   each CUDA library's kernels (needs: cuobjdump)
+  vault restore docker tandemspec --dry-run     every check, nothing loaded (needs: a docker daemon)
+  vault restore docker neo --from registry --digest sha256:...   (needs: a registry and your `docker login`)
 """
 
 from __future__ import annotations

@@ -8,18 +8,20 @@ base python is exit 6 unless --python names one of the same major.minor (docs/en
 
   vault restore env nebius --list                                   envs, sizes, python, torch, CUDA build
   vault restore env nebius --dry-run                                the plan, reading only conda-meta
-  vault restore env nebius sparsespec --prefix ~/envs/sparsespec    one env, relocated
+  vault restore env nebius specdec --prefix ~/envs/specdec          one env, relocated
   vault restore env nebius --to ~/miniforge3                        every env under ROOT/envs/NAME
-  vault restore env nebius neo --move ~/envs/neo --prefix /data/neo  move a restored env again
+  vault restore env nebius specdec --move ~/envs/specdec --prefix ~/moved/specdec   move a restored env again
 
 Each archive is streamed once, every file verified (catalog BLAKE3, conda-meta sha256, pip RECORD) into a
 staging folder beside the target that is renamed into place at the end: Ctrl-C or kill leaves nothing at the
 target. Relocating rewrites text holding the old prefix (long #! lines become conda's /bin/sh trampoline),
 patches binaries NUL-padded within conda's placeholder length, makes ELF run paths $ORIGIN-relative and compiles
 byte-code again with the env's python. The recipe's smoke checks then run inside the env; each restore is
-recorded in the catalog (`vault search restored`, `vault show 015`). Exit 2: target exists (--force), bad recipe,
-or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 5: damaged archive or unsafe member;
-6: no space, prefix not creatable, or a smoke check failed.
+recorded in the catalog (`vault search restored`, `vault show 015`). Every target is checked before the first
+write: never /, in or around a mirror, outside --to ROOT, or over other envs. Exit 2: target exists (--force),
+refused target, bad recipe, or a file the new prefix does not fit (--allow-unpatched); 3: unknown env; 4: a name
+two envs share; 5: damaged archive, unsafe member or env name; 6: no space, prefix not creatable, or a smoke
+check failed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from cloudvault.cli.common import add_output_options, opened_catalog
 
 def add_arguments(parser) -> None:
     parser.add_argument("recipe", help="env recipe: nebius, runpod, your own name under $VAULT_RECIPES/env, or a .toml")
-    parser.add_argument("envs", nargs="*", metavar="ENV", help="env names (default: every env the recipe finds)")
+    parser.add_argument("envs", nargs="*", metavar="ENV",
+                        help="env names (default: every env the recipe finds); ARCHIVE:FOLDER names one of several "
+                        "envs of one name")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the envs with sizes, python, torch and CUDA build")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     where = parser.add_mutually_exclusive_group()
@@ -68,17 +72,28 @@ def run(args) -> int:
                 detail=f"recipe {recipe.name} finds no env archive matching "
                 f"{recipe.data['archives']!r} in entry {recipe.data['entry']}"
             )
-        if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
-            raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
-        if args.prefix and len(envs) != 1:
-            raise errors.UsageError(
-                detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})"
-            )
         if args.list:
             return _list(ui, recipe, conn, envs, local_caps())
+        placed = _placements(conn, envs, args)
         if args.dry_run:
-            return _dry_run(ui, recipe, conn, envs, args, local_caps())
-        return _restore(ui, recipe, conn, envs, args)
+            return _dry_run(ui, recipe, conn, placed, args, local_caps())
+        return _restore(ui, recipe, conn, placed, args)
+
+
+def _placements(conn, envs, args) -> list:
+    """(target, env) for each env, every target (and a move's source) checked before anything is written."""
+    from pathlib import Path
+
+    from cloudvault.restore.env.targets import placements, refuse_unsafe
+
+    for env in envs:
+        refuse_unsafe(env)
+    if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
+        raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
+    if args.prefix and len(envs) != 1:
+        raise errors.UsageError(detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})")
+    moving = Path(args.move).expanduser().absolute() if args.move else None
+    return placements(conn, envs, args.prefix, args.to, args.force, moving)
 
 
 def _list(ui, recipe, conn, envs, caps) -> int:
@@ -98,6 +113,10 @@ def _list(ui, recipe, conn, envs, caps) -> int:
             f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
         )
         ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
+        if r["problem"]:
+            ui.line(f"    ! cannot be restored: {r['problem']}")
+        if r["shared"]:
+            ui.line(f"    ! {r['shared']}: restore it as {r['where']}")
         if r["gpu"]:
             fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r["gpu"]["fits"].items())
             ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")
@@ -108,14 +127,13 @@ def _list(ui, recipe, conn, envs, caps) -> int:
     return errors.OK
 
 
-def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
+def _dry_run(ui, recipe, conn, placed, args, caps) -> int:
     from cloudvault.cli.ui import human_size
     from cloudvault.restore.env.restore import plan
-    from cloudvault.restore.env.source import target_for
 
     if args.move:
-        return _dry_run_move(ui, recipe, envs[0], args)
-    plans = [plan(conn, recipe, env, target_for(env, args.prefix, args.to), caps) for env in envs]
+        return _dry_run_move(ui, recipe, *placed[0], args)
+    plans = [plan(conn, recipe, env, target, caps) for target, env in placed]
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": plans})
         return errors.OK
@@ -139,14 +157,13 @@ def _dry_run(ui, recipe, conn, envs, args, caps) -> int:
     return errors.OK
 
 
-def _dry_run_move(ui, recipe, env, args) -> int:
+def _dry_run_move(ui, recipe, target, env, args) -> int:
     from pathlib import Path
 
     from cloudvault.cli.ui import human_size
     from cloudvault.restore.env.move import plan_move
-    from cloudvault.restore.env.source import target_for
 
-    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target_for(env, args.prefix, args.to))
+    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target)
     if ui.as_json:
         ui.emit({"recipe": recipe.name, "plan": [p]})
         return errors.OK
@@ -160,17 +177,16 @@ def _dry_run_move(ui, recipe, env, args) -> int:
     return errors.OK
 
 
-def _restore(ui, recipe, conn, envs, args) -> int:
+def _restore(ui, recipe, conn, placed, args) -> int:
     from pathlib import Path
 
     from cloudvault.restore.env.move import move
     from cloudvault.restore.env.restore import Choices, restore
-    from cloudvault.restore.env.source import ChecksFailed, target_for
+    from cloudvault.restore.env.source import ChecksFailed
 
     choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
                       python=args.python)  # fmt: skip
     results = []
-    placed = sorted(((target_for(env, args.prefix, args.to), env) for env in envs), key=lambda t: len(t[0].parts))
     for target, env in placed:  # shallowest first: a conda root is placed before the envs inside it
         progress = ui.progress(f"restoring {env.name}")
         if args.move:
@@ -230,7 +246,8 @@ def _say_restored(ui, r: dict) -> None:
     if r.get("python"):
         py = r["python"]
         was = f" (was {py['replaced']})" if py["replaced"] else ""
-        ui.line(f"  venv on {py['base']}{was}, Python {py['version']}")
+        on = f"on {py['base']}{was}" if py["base"] else "on the interpreter inside it"
+        ui.line(f"  venv {on}, Python {py['version'] or '(version not recorded)'}")
     for what, key in (("differ from conda-meta", "conda_differ"), ("differ from pip RECORD", "record_differ")):
         if v[key]:
             ui.warn(f"{r['name']}: {len(v[key])} file(s) {what} (changed after install): {', '.join(v[key][:5])}")

@@ -9,11 +9,13 @@ are compared with the record and its verdict recorded, as if vault had waited.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog, with_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog, with_catalog
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", nargs="?", metavar="ENTRY", help="only the runs reproducing this entry")
+    parser.add_argument(
+        "entry", nargs="?", metavar="ENTRY", type=catalog_name, help="only the runs reproducing this entry"
+    )
     parser.add_argument("--requests", metavar="RUN_ID", help="the per-request verdicts of one run")
     add_output_options(parser)
 

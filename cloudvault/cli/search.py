@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from cloudvault import errors
 from cloudvault.catalog.query import KINDS
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
 
 HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members", "restore": "restores",
             "run": "runs"}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("terms", nargs="+", metavar="TERM", help="search terms; every one must match")
-    parser.add_argument("--entry", help="only this entry (ID or unique prefix)")
+    parser.add_argument(
+        "terms", nargs="+", metavar="TERM", type=catalog_name, help="search terms; every one must match"
+    )
+    parser.add_argument("--entry", type=catalog_name, help="only this entry (ID or unique prefix)")
     parser.add_argument("--kind", action="append", default=[], choices=KINDS, help="only this kind; repeatable")
     parser.add_argument("--limit", type=int, default=20, help="at most this many results per kind; 0 for all")
     add_output_options(parser)
@@ -39,15 +41,19 @@ def run(args) -> int:
     if args.json:
         ui.emit(result.to_json())
     else:
-        _print(ui, result)
+        _print(ui, result, args.catalog)
     return errors.OK if result.found else errors.NOTHING_FOUND
 
 
-def _print(ui, result) -> None:
+def _print(ui, result, catalog: str | None) -> None:
     from cloudvault.cli.ui import human_size
 
     if not result.found:
-        ui.line(f"nothing matches {' '.join(result.query)!r}")
+        from cloudvault import config
+
+        path, origin = config.catalog_origin(catalog)
+        ui.line(f"nothing matches {' '.join(result.query)!r} in {path} ({config.NAMED_BY[origin]}; "
+                "`vault info` says what it holds)")  # fmt: skip
         return
     for kind, hits in result.hits.items():
         if not hits:

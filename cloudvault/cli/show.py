@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, with_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, with_catalog
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", help="entry ID or unique prefix, e.g. 014")
+    parser.add_argument("entry", type=catalog_name, help="entry ID or unique prefix, e.g. 014")
     add_output_options(parser)
 
 

@@ -7,7 +7,7 @@ does not, when the catalog is damaged, or when files or members were never hashe
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, with_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, with_catalog
 
 
 def fraction(text: str) -> float:
@@ -24,7 +24,7 @@ fraction.__name__ = "fraction (5% or 0.05)"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("entry", nargs="?", help="entry ID or prefix; none: every entry")
+    parser.add_argument("entry", nargs="?", type=catalog_name, help="entry ID or prefix; none: every entry")
     parser.add_argument("--sample", type=fraction, help="check a random fraction across the mirror, e.g. 5%%")
     parser.add_argument("--seed", type=int, help="seed for --sample, to repeat a check")
     add_output_options(parser)

@@ -144,6 +144,7 @@ def pack(root: Path, folder: str, out: Path) -> None:
     the demo's, so a rebuilt demo holds the same bytes under the same mtime, as a real mirror does)."""
     from cloudvault.demo.build import MTIME
 
+    _pyc_sources_at(root / folder, MTIME)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as fh:
         tar = subprocess.Popen(
@@ -153,6 +154,23 @@ def pack(root: Path, folder: str, out: Path) -> None:
         subprocess.run(["zstd", "-q", "-3", "-c"], stdin=tar.stdout, stdout=fh, check=True)
         if tar.wait() != 0:
             raise RuntimeError(f"tar failed for {root / folder}")
+
+
+def _pyc_sources_at(tree: Path, mtime: int) -> None:
+    """Byte-code that records its source's mtime (PEP 552, flags 0) and is valid for it records mtime instead: the
+    archive gives every source that mtime, and the byte-code must stay valid for it (as the lab's was)."""
+    for pyc in tree.rglob("__pycache__/*.pyc"):
+        source = pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py")
+        head = pyc.read_bytes()[:16]
+        if len(head) < 16 or head[4:8] != bytes(4) or not source.is_file():
+            continue
+        st = source.stat()
+        valid = (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) == (
+            int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little"))  # fmt: skip
+        if valid:
+            with open(pyc, "r+b") as fh:
+                fh.seek(8)
+                fh.write((mtime & 0xFFFFFFFF).to_bytes(4, "little"))
 
 
 TREE_ENVS = ("specdec", "probe")

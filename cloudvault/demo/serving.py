@@ -184,7 +184,8 @@ def build_016(tree: Path) -> None:
             manifest_table("marvell_cloud", f"{entry[:3]}_per_request.csv"))  # fmt: skip
     put(results / "plot_style.py", program("plot_style.py"))
     put(results / "plot_tps.py", program("plot_tps.py"))
-    subprocess.run([sys.executable, "plot_tps.py"], cwd=results, check=True)
+    # -B: no __pycache__/plot_style.*.pyc left in the mirror (its name would depend on the machine's Python)
+    subprocess.run([sys.executable, "-B", "plot_tps.py"], cwd=results, check=True)
     for made in [*results.glob("plot_data/*"), *results.glob("figs/*")]:
         os.utime(made, (MTIME, MTIME))
 
@@ -201,7 +202,7 @@ def build_017(tree: Path) -> None:
     put(archive / "make_bundle.sh", program("make_bundle.sh"))
     put(archive / "redraw.sh", program("redraw.sh"))
     put(archive / "lib/redraw.py", program("redraw.py"))
-    env = {**os.environ, "RUNROOT": str(cs / "run"), "LIB": str(archive / "lib")}
+    env = {**os.environ, "RUNROOT": str(cs / "run"), "LIB": str(archive / "lib"), "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run(["sh", "-c", "sh make_bundle.sh && sh redraw.sh"], cwd=archive, env=env, check=True)
     for made in [*archive.glob("bundle/*"), *archive.glob("figs/*")]:
         os.utime(made, (MTIME, MTIME))
@@ -363,7 +364,7 @@ def build_extra(dest: Path) -> Path:
                 put(ab / rel, text)
         put(ab / "summarize_c4_mtp_ab.py", program("summarize_c4_mtp_ab.py"))
         put(ab / "status.json", _json({"state": "complete", "arms": list(ARM_RUNS), "updated": "2026-09-27T16:10Z"}))
-        subprocess.run([sys.executable, "summarize_c4_mtp_ab.py"], cwd=ab, check=True)
+        subprocess.run([sys.executable, "-B", "summarize_c4_mtp_ab.py"], cwd=ab, check=True)
         for name in ("REPORT.md", "comparison.json", "summary.json"):
             os.utime(ab / name, (MTIME, MTIME))
         if root.exists():

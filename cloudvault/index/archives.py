@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -19,7 +20,7 @@ from cloudvault.catalog import copies, generations, shards
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
 from cloudvault.catalog.db import catalog_file, transaction
-from cloudvault.config import seekable_copy_path
+from cloudvault.config import seekable_copy_path, seekable_dir
 from cloudvault.index import versions
 from cloudvault.index.budget import Budget, plan_budget
 from cloudvault.index.context import DAMAGE, MirrorContext
@@ -126,11 +127,30 @@ def scan_to_shard(
 _shared_counter = None  # compressed bytes read by all workers (the progress bar)
 _unfinished = None  # archives of the run not finished yet: an archive started late gets the cores others left
 _budget: Budget | None = None
+STOPPING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _init_worker(counter, unfinished, budget: Budget) -> None:
     global _shared_counter, _unfinished, _budget
     _shared_counter, _unfinished, _budget = counter, unfinished, budget
+    # Ctrl-C and a closed terminal reach the whole process group: the parent alone answers them (one line) and
+    # ends the workers (_stop_workers); SIGTERM ends a worker at once, as it did before vault's handlers
+    for sig, handler in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGHUP, signal.SIG_IGN),
+                         (signal.SIGTERM, signal.SIG_DFL)):  # fmt: skip
+        signal.signal(sig, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # blocked while the parent forked this worker
+
+
+def _stop_workers(ctx: MirrorContext, multiprocessing) -> None:
+    """The pool's workers ended now (a Ctrl-C or a signal stopped the run): none goes on reading an archive
+    nobody will commit, and the seekable copies they had begun are removed (the shards go with their folder)."""
+    for child in multiprocessing.active_children():
+        child.terminate()
+    for child in multiprocessing.active_children():
+        child.join(5)
+    if ctx.copy_cache is not None:
+        for tmp in seekable_dir(ctx.copy_cache).glob(f".indexing-{os.getpid()}-*.tmp"):
+            tmp.unlink(missing_ok=True)
 
 
 def _count_bytes(n: int) -> None:
@@ -186,10 +206,14 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Bu
                              initargs=(counter, unfinished, budget)) as pool:  # fmt: skip
         try:
             # largest first: a big archive started last would keep one core busy alone at the end
-            for i, st in sorted(enumerate(archives), key=lambda pair: -pair[1].size):
-                shard = str(shard_dir / f"{i}.db")
-                fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i))
-                pending[fut] = (st, shard)
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)  # a worker forked now answers them once it is set up
+            try:
+                for i, st in sorted(enumerate(archives), key=lambda pair: -pair[1].size):
+                    shard = str(shard_dir / f"{i}.db")
+                    fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i))
+                    pending[fut] = (st, shard)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
             while pending:
                 done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                 with counter.get_lock():
@@ -203,6 +227,7 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Bu
                     Path(shard).unlink(missing_ok=True)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
+            _stop_workers(ctx, multiprocessing)
             raise
 
 
@@ -222,7 +247,8 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
                 _keep_recorded_archive(ctx, version, scan, alias, rows)
                 return
             with transaction(ctx.conn):
-                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None)
+                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None,
+                                 scan.pieces)  # fmt: skip
                 file_id = versions.record_new(ctx, version, insert)
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
                 archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)

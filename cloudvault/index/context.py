@@ -53,6 +53,8 @@ class IndexReport:
     flags: dict[str, int] = field(default_factory=dict)
     generation: int | None = None  # the run's number (`vault log`)
     still_flagged: int = 0  # files an earlier run found changed in place or damaged, not read again by this one
+    dropped: list[str] = field(default_factory=list)  # --prune: mirrors whose root is gone, removed from the catalog
+    empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
 
     @property
     def damaged(self) -> bool:

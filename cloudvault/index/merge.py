@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.catalog import files as catalog_files
-from cloudvault.catalog import generations, mirrors, shards
-from cloudvault.catalog.db import open_catalog, transaction, writer_lock
+from cloudvault.catalog import generations, mirror_registry, mirrors, shards
+from cloudvault.catalog.db import catalog_file, open_catalog, transaction, writer_lock
 from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.archives import ShardOutcome, commit_archive
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
@@ -112,6 +112,7 @@ def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
 def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress,
              generation: int) -> MirrorContext:  # fmt: skip
     definition = mroot.definition
+    mirror_registry.record(catalog_file(conn), [(mroot.mirror.root, definition.name)])
     with transaction(conn):
         mirror_id = mirrors.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
     rules = SecretRules(definition.secrets)

@@ -18,7 +18,13 @@ from cloudvault.tools.mirrorfs import LocalMirror, is_url, open_mirror, require_
 
 class MirrorRootGone(errors.EnvironmentProblem):
     """mirror root {root} is missing (unmounted?) but the catalog holds {known} files of it; nothing was changed. \
-Mount it, or pass --prune to drop them"""
+Mount it, or if it is gone for good drop it: `vault index --prune {quoted}` (or `vault mirrors rm {name}`)"""
+
+    @classmethod
+    def naming(cls, root: str, name: str, known: int) -> MirrorRootGone:
+        import shlex
+
+        return cls(root=root, quoted=shlex.quote(root), name=shlex.quote(name), known=known)
 
 
 class MirrorShrank(errors.EnvironmentProblem):
@@ -51,7 +57,7 @@ def resolve_root(
     /a/Marvell_cloud and a copy at /b/Marvell_cloud are two mirrors, never one taken for the other emptied."""
     if is_url(path) and urlsplit(path).password is not None:  # the catalog keeps the root: never a credential
         raise errors.UsageError(detail="a mirror URL must not hold a password; use ssh keys or the storage's own login")
-    mirror = open_mirror(path if is_url(path) else str(Path(path).expanduser().resolve()))
+    mirror = open_mirror(path if is_url(path) else _local_root(path))
     known = known or {}
     if mirror.root not in known:  # a known root that vanished is refused later, naming what it would lose
         require_mirror(mirror)
@@ -67,6 +73,15 @@ def resolve_root(
         name = known[mirror.root][0] if mirror.root in known else unique_name(definition.name, taken)
         definition = dataclasses.replace(definition, name=name)
     return MirrorRoot(mirror, definition)
+
+
+def _local_root(path: str) -> str:
+    """A local root made absolute, its links followed; a loop of links is NotFound, naming it."""
+    try:
+        return str(Path(path).expanduser().resolve())
+    except (RuntimeError, OSError):  # a loop: RuntimeError up to Python 3.12, OSError (ELOOP) after
+        why = "is a loop of symlinks: give the folder they should lead to"
+        raise errors.NotFound(detail=f"mirror {path!r} {why}") from None
 
 
 def _refuse_overlap(root: str, known: dict[str, tuple[str, str | None]]) -> None:
@@ -120,4 +135,10 @@ def roots_to_index(conn: sqlite3.Connection, paths: list[str], definition: str |
         paths = list(known)
     if not paths:
         raise errors.UsageError(detail="give a mirror path to index (e.g. `vault index /path/to/Marvell_cloud`)")
-    return [resolve_root(p, mdef, known) for p in paths]
+    chosen: dict[str, MirrorRoot] = {}
+    for path in paths:  # every root named before any is walked: two new roots of one name get two names
+        mroot = resolve_root(path, mdef, known)
+        if mroot.mirror.root not in chosen:  # a root given twice is indexed once
+            chosen[mroot.mirror.root] = mroot
+            known = {**known, mroot.mirror.root: (mroot.definition.name, mroot.definition.manifest)}
+    return list(chosen.values())

@@ -6,10 +6,10 @@ import os
 import sqlite3
 import time
 
-from cloudvault.catalog import entries, generations, mirrors
+from cloudvault.catalog import entries, generations, mirror_registry, mirrors
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
-from cloudvault.catalog.db import for_bulk_writes, transaction
+from cloudvault.catalog.db import catalog_file, for_bulk_writes, transaction
 from cloudvault.catalog.files import known_files
 from cloudvault.catalog.mirrors import mirror_named
 from cloudvault.errors import UsageError
@@ -53,8 +53,8 @@ def index_mirrors(
         mirror_id = mirror_named(conn, mroot.definition.name)  # None: a new mirror, nothing known of it yet
         ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress,
                             options.copy_cache, generation, accepted[mroot.definition.name])  # fmt: skip
-        _index_one(ctx, options.workers, options.prune)
-        report.mirrors.append(mroot.definition.name)
+        if _index_one(ctx, options.workers, options.prune):
+            report.mirrors.append(mroot.definition.name)
     report.seconds = time.monotonic() - started
     report.generation = generation
     with transaction(conn):
@@ -79,23 +79,30 @@ def accepted_paths(roots: list[MirrorRoot], paths: tuple[str, ...]) -> dict[str,
     return {name: frozenset(rels) for name, rels in found.items()}
 
 
-def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
-    """Walk, check the root still holds what the catalog knows (nothing is written before that), then read."""
+def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
+    """Walk, check the root still holds what the catalog knows (nothing is written before that), then read.
+    False: the root is gone and --prune dropped the mirror."""
     known = known_files(ctx.conn, ctx.mirror_id) if ctx.mirror_id is not None else {}
     for path in ctx.accepted & known.keys():  # read again, whatever its stat: its new bytes are taken
         known[path] = (-1, -1, -1, -1)
     if not ctx.mirror.exists():
         if not prune:
-            raise MirrorRootGone(root=ctx.mirror.root, known=len(known))
+            raise MirrorRootGone.naming(ctx.mirror.root, ctx.definition.name, len(known))
         if ctx.mirror_id is not None:
-            _delete(ctx, Plan(deleted=sorted(known)))
-        return
+            lost = mirrors.remove_mirror(ctx.conn, mirrors.MirrorRow(ctx.mirror_id, ctx.definition.name,
+                                                                     ctx.mirror.root, None))  # fmt: skip
+            ctx.report.files_deleted += lost.files
+            ctx.report.dropped.append(ctx.definition.name)
+        return False
     walked, problems = _walk(ctx)
+    if not walked and not problems:
+        ctx.report.empty.append(ctx.definition.name)
     plan = plan_index(walked, known)
     if known and not prune and len(plan.deleted) * 2 > len(known):
         raise MirrorShrank(root=ctx.mirror.root, now=len(known) - len(plan.deleted), before=len(known))
+    definition = ctx.definition  # guarded from here on, whichever catalog is active: recorded before its row
+    mirror_registry.record(catalog_file(ctx.conn), [(ctx.mirror.root, definition.name)])
     with transaction(ctx.conn):  # the mirror's row changes only once the root has passed that check
-        definition = ctx.definition
         ctx.mirror_id = mirrors.upsert_mirror(ctx.conn, definition.name, ctx.mirror.root, definition.manifest)
     ctx.report.files_seen += len(walked)
     ctx.report.files_unchanged += len(plan.unchanged)
@@ -116,6 +123,7 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> None:
     with transaction(ctx.conn):
         mirrors.mark_indexed(ctx.conn, ctx.mirror_id)
     ctx.progress.finish()
+    return True
 
 
 def _walk(ctx: MirrorContext) -> tuple[list[FileStat], list[WalkProblem]]:

@@ -1,8 +1,11 @@
 """Verified byte streams of catalog members: one forward pass per archive, seekable copy when there is one.
 
-Extract, verify, restore and repro all read members through `MemberReader`: it picks the source (the seekable
-copy if present and whole, else the original, which must be as indexed), enters each archive at the frame that
-holds the member, and hashes every byte against the catalog's BLAKE3 (HashMismatch at the member's end).
+Extract, verify, restore, repro and the mount all read members through here: `MemberReader` picks the source
+(the seekable copy if present and whole, else the original, which must be as indexed), enters each archive at
+the frame that holds the member, and hands bytes out only in pieces that verified against the catalog's piece
+hashes (`PieceGate`; PieceMismatch names the object and the offset of the first bad piece; the bytes before it
+verified). An object recorded without piece hashes (before schema 5) is withheld whole until its BLAKE3 matches.
+`VerifiedRanges` gives the mount any range of an object the same way, from a cache of pieces that verified.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
@@ -19,19 +23,31 @@ from cloudvault.archive import sparse
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.catalog.flagged import refusal
-from cloudvault.catalog.lookup import archive_location, file_location, frame_table, member_before
+from cloudvault.catalog.lookup import (
+    archive_location,
+    archive_pieces,
+    file_location,
+    file_pieces,
+    frame_table,
+    member_before,
+)
 from cloudvault.errors import (
     ChangedSinceRecorded,
     CorruptArchive,
     HashMismatch,
     IntegrityError,
+    NoPieceHashes,
+    PieceMismatch,
     StaleArchive,
     UnsafeMember,
 )
 from cloudvault.models import Member
+from cloudvault.pieces import PIECE, PIECE_DIGEST, piece_count
 from cloudvault.tools.mirrorfs import open_mirror
 
 CHUNK = 1 << 20
+SPOOL_LIMIT = 4 << 30  # an object without piece hashes is withheld (spooled) whole up to this size, else refused
+SPOOL_IN_MEMORY = 64 << 20
 
 
 def read_order(members: Iterable[Member]) -> list[Member]:
@@ -39,29 +55,145 @@ def read_order(members: Iterable[Member]) -> list[Member]:
     return sorted(members, key=lambda m: (m.archive or "", m.data_offset))
 
 
-class MemberStream:
-    """The bytes of one member, hashed as they pass; after the last chunk, blake3 is known and checked."""
+class PieceCheck:
+    """What one object's bytes must be: its size, whole BLAKE3 and piece hashes (None: not recorded)."""
 
-    def __init__(self, member: Member, expected: str | None, chunks: Iterator[bytes]) -> None:
+    def __init__(self, label: str, size: int, whole: str | None, pieces: bytes | None) -> None:
+        self.label, self.size, self.whole = label, size, whole
+        self.pieces = pieces if pieces is not None and len(pieces) == piece_count(size) * PIECE_DIGEST else None
+
+    @property
+    def by_piece(self) -> bool:
+        """Whether each piece can be checked alone: one piece (its hash is the whole's) or recorded pieces."""
+        return self.whole is not None and (self.size <= PIECE or self.pieces is not None)
+
+    def piece_size(self, index: int) -> int:
+        return max(0, min(PIECE, self.size - index * PIECE))
+
+    def verify(self, index: int, h) -> None:
+        """PieceMismatch unless h (a blake3 hasher fed the piece's bytes) matches the piece's recorded hash."""
+        if self.size <= PIECE:
+            ok = h.hexdigest() == self.whole
+        else:
+            ok = h.digest(PIECE_DIGEST) == self.pieces[index * PIECE_DIGEST : (index + 1) * PIECE_DIGEST]
+        if not ok:
+            raise PieceMismatch(path=self.label, offset=index * PIECE, size=self.piece_size(index))
+
+
+class PieceGate:
+    """Bytes in, in chunks of any size; out only in whole pieces that verified. Views are copied when held (the
+    buffers behind them may be reused); a sparse member's holes stay `Hole`s."""
+
+    def __init__(self, check: PieceCheck) -> None:
+        self.check = check
+        self.handed = 0  # bytes handed out, all verified
+        self._held: list[bytes] = []
+        self._held_len = 0
+        self._index = 0
+        self._hash = blake3.blake3()
+
+    def feed(self, chunk) -> Iterator[bytes]:
+        """The parts of the pieces chunk completes, each piece once it verified (PieceMismatch at the first that
+        does not, after the ones before it)."""
+        hole = type(chunk) is sparse.Hole
+        if not isinstance(chunk, bytes):
+            chunk = bytes(chunk)
+        pos, n = 0, len(chunk)
+        while pos < n:
+            want = self.check.piece_size(self._index) - self._held_len
+            if want <= 0:
+                raise IntegrityError(detail=f"{self.check.label} holds more than the {self.check.size} bytes indexed")
+            take = min(want, n - pos)
+            part = chunk if take == n else (sparse.Hole(take) if hole else chunk[pos : pos + take])
+            self._hash.update(part)
+            self._held.append(part)
+            self._held_len += take
+            pos += take
+            if self._held_len == self.check.piece_size(self._index):
+                yield from self._release()
+
+    def _release(self) -> list[bytes]:
+        self.check.verify(self._index, self._hash)
+        held, self._held = self._held, []
+        self.handed += self._held_len
+        self._held_len, self._index, self._hash = 0, self._index + 1, blake3.blake3()
+        return held
+
+    def end(self) -> None:
+        """IntegrityError if the bytes ended before the object's indexed size (an empty one is checked here)."""
+        if self.check.size == 0:
+            self.check.verify(0, self._hash)
+        elif self.handed != self.check.size:
+            got = self.handed + self._held_len
+            raise IntegrityError(detail=f"{self.check.label} ends after {got} of its {self.check.size} bytes")
+
+
+class MemberStream:
+    """The bytes of one member, handed out only in pieces that verified; once all have, blake3 is known."""
+
+    def __init__(self, member: Member, expected: str | None, chunks: Iterator[bytes], pieces: bytes | None = None,
+                 *, size: int | None = None, withhold: bool = True) -> None:  # fmt: skip
+        """size: of the data (a hardlink's is its target's; member.size when not given)."""
         self.member = member
         self.expected = expected
         self._chunks = chunks
+        self._check = PieceCheck(member.label, member.size if size is None else size, expected, pieces)
+        self._withhold = withhold
         self.blake3: str | None = None
         self.size = 0
+        self.withheld = False  # held back whole: recorded without piece hashes
 
     @property
     def verified(self) -> bool:
         return self.expected is not None and self.blake3 == self.expected
 
     def __iter__(self) -> Iterator[bytes]:
+        if self.expected is None or not self._withhold:
+            yield from self._hashed()  # nothing recorded to check against, or verify (it hands nothing out)
+        elif self._check.by_piece:
+            yield from self._by_piece()
+        else:
+            yield from self._withheld()
+
+    def _by_piece(self) -> Iterator[bytes]:
+        gate = PieceGate(self._check)
+        for chunk in self._chunks:
+            for part in gate.feed(chunk):
+                self.size += len(part)
+                yield part
+        gate.end()
+        self.blake3 = self.expected  # every piece matched the hashes recorded with it
+
+    def _hashed(self) -> Iterator[bytes]:
         h = blake3.blake3()
         for chunk in self._chunks:
             h.update(chunk)
             self.size += len(chunk)
             yield chunk
-        self.blake3 = h.hexdigest()
-        if self.expected is not None and self.blake3 != self.expected:
-            raise HashMismatch(path=self.member.label, expected=self.expected, found=self.blake3)
+        self._found(h.hexdigest())
+
+    def _found(self, digest: str) -> None:
+        self.blake3 = digest
+        if self.expected is not None and digest != self.expected:
+            raise HashMismatch(path=self.member.label, expected=self.expected, found=digest)
+
+    def _withheld(self) -> Iterator[bytes]:
+        """No piece hashes (recorded before schema 5): every byte held back until the whole BLAKE3 matches."""
+        import tempfile
+
+        if self._check.size > SPOOL_LIMIT:
+            raise NoPieceHashes(path=self.member.label)
+        self.withheld = True
+        h = blake3.blake3()
+        with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:  # unnamed: gone however this ends
+            for chunk in self._chunks:
+                h.update(chunk)
+                spool.write(chunk)
+            self._found(h.hexdigest())
+            spool.seek(0)
+            while chunk := spool.read(CHUNK):
+                self.size += len(chunk)
+                yield chunk
 
 
 class MemberReader:
@@ -74,6 +206,7 @@ class MemberReader:
         self.on_data = on_data
         self.originals = originals  # verify reads the mirror's own archives, not the seekable copies
         self._readers: dict[int, ArchiveReader] = {}
+        self._pieces: dict[int, dict[tuple[int, str], bytes]] = {}  # archive's file id -> its members' pieces
         self.frames_read = 0
         self.bytes_decompressed = 0
 
@@ -86,17 +219,30 @@ class MemberReader:
     def open(self, member: Member) -> MemberStream:
         """The verified stream of member's data (a hardlink yields its target's; a sparse member its expanded
         bytes, holes as `sparse.Hole` chunks)."""
+        withhold = not self.originals  # verify hashes what it reads and hands nothing out
         if member.archive is None:
             refuse_changed(self.conn, member, member)
-            return MemberStream(member, member.blake3, self._plain_chunks(member))
+            pieces = file_pieces(self.conn, member.file_id)
+            return MemberStream(member, member.blake3, self._plain_chunks(member), pieces, withhold=withhold)
         data = self._stored_member(member)
         refuse_changed(self.conn, member, data, use_copy=not self.originals)
         reader = self._reader(data.file_id)
+        pieces = self._pieces_of(data)
+        size = data.size
         if data.sparse_map is None:
-            return MemberStream(member, member.blake3, reader.chunks(data.data_offset, data.size))
-        pieces = sparse.decode_map(data.sparse_map)
-        stored = reader.chunks(data.data_offset, sparse.stored_size(pieces))
-        return MemberStream(member, member.blake3, sparse.expand(stored, pieces, data.size))
+            chunks = reader.chunks(data.data_offset, data.size)
+        else:  # its bytes end where its map ends (sparse.expand)
+            parts = sparse.decode_map(data.sparse_map)
+            chunks = sparse.expand(reader.chunks(data.data_offset, sparse.stored_size(parts)), parts, data.size)
+            size = sparse.expanded_size(parts)
+        return MemberStream(member, member.blake3, chunks, pieces, size=size, withhold=withhold)
+
+    def _pieces_of(self, data: Member) -> bytes | None:
+        """The piece hashes of an archive member's data (those of its archive loaded once)."""
+        found = self._pieces.get(data.file_id)
+        if found is None:
+            found = self._pieces[data.file_id] = archive_pieces(self.conn, data.file_id)
+        return found.get((data.data_offset, data.path))
 
     def _stored_member(self, member: Member) -> Member:
         """The file member whose stored bytes are member's data: itself, or a hardlink's target as it was at the
@@ -149,6 +295,77 @@ def refuse_changed(conn: sqlite3.Connection, member: Member, data: Member, use_c
 
 def _copy_whole(loc) -> bool:
     return bool(loc.copy_path) and os.path.exists(loc.copy_path) and os.path.getsize(loc.copy_path) == loc.copy_size
+
+
+class PieceCache:
+    """Pieces that verified, by (object key, piece index), at most limit bytes of them, least recently used out
+    first; safe for concurrent FUSE threads. A piece is handed out from here only, never read again unchecked."""
+
+    def __init__(self, limit: int = 64 << 20) -> None:
+        import threading  # here, not at the top: extract imports this module and never caches pieces
+
+        self.limit, self.used = limit, 0
+        self._pieces: OrderedDict[tuple, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> bytes | None:
+        with self._lock:
+            found = self._pieces.get(key)
+            if found is not None:
+                self._pieces.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, data: bytes) -> None:
+        with self._lock:
+            if key not in self._pieces:
+                self._pieces[key] = data
+                self.used += len(data)
+            while self.used > self.limit and self._pieces:
+                _, old = self._pieces.popitem(last=False)
+                self.used -= len(old)
+
+
+class VerifiedRanges:
+    """read(offset, size) of one object at any offset, every byte out of a piece that verified: the pieces that
+    cover the range are read whole (read_raw), checked, kept in the cache, and sliced. An object of more than one
+    piece without piece hashes is refused (NoPieceHashes): it cannot be read in ranges and checked."""
+
+    def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck,
+                 cache: PieceCache) -> None:  # fmt: skip
+        self.key, self._read_raw, self.check, self._cache = key, read_raw, check, cache
+
+    def __call__(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self.check.size)
+        if end <= offset:
+            return b""
+        if self.check.whole is None:  # the catalog has no hash (unreadable when indexed): nothing to check
+            return self._read_raw(offset, end - offset)
+        if not self.check.by_piece:
+            raise NoPieceHashes(path=self.check.label)
+        first, last = offset // PIECE, (end - 1) // PIECE
+        parts = [self._piece(i) for i in range(first, last + 1)]
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        start = offset - first * PIECE
+        return data[start : start + end - offset]
+
+    def _piece(self, index: int) -> bytes:
+        key = (*self.key, index)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        want = self.check.piece_size(index)
+        data = self._read_raw(index * PIECE, want)
+        if len(data) != want:
+            raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {index * PIECE}, not {want}")
+        h = blake3.blake3(data)
+        self.check.verify(index, h)
+        self._cache.put(key, data)
+        return data
+
+    def close(self) -> None:
+        close = getattr(self._read_raw, "close", None)
+        if close:
+            close()
 
 
 def open_plain(root: str, path: str, raw: bytes | None):

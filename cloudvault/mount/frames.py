@@ -7,7 +7,8 @@ the cache (a single-frame `zstd -T0` archive without its seekable copy) is read 
 archive, which re-enters the frame only when a read goes back. Everything is safe for concurrent FUSE threads.
 
 Where the bytes come from is `archive_source`'s decision (the seekable copy when whole, else the original, which
-must be as indexed): the same rule as extract and verify.
+must be as indexed): the same rule as extract and verify. What a read hands out is `VerifiedRanges`'s: only bytes
+of pieces that matched the catalog's piece hashes, kept in a cache of verified pieces.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import zstandard
 
 from cloudvault.archive import sparse
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
-from cloudvault.catalog.lookup import archive_location, file_location
+from cloudvault.catalog.lookup import archive_location, archive_pieces, file_location, file_pieces
 from cloudvault.errors import IntegrityError, StaleArchive
-from cloudvault.io.members import archive_source, open_plain, refuse_changed
+from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
 from cloudvault.tools.mirrorfs import open_mirror
 
@@ -157,11 +158,14 @@ class Sources:
     archive or file is still as indexed (StaleArchive otherwise), a stat of the mirror, never a read of it.
     """
 
-    def __init__(self, conn: sqlite3.Connection, cache: FrameCache, lock: threading.Lock | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, cache: FrameCache, lock: threading.Lock | None = None,
+                 pieces: PieceCache | None = None) -> None:  # fmt: skip
         self.conn = conn
         self.cache = cache
+        self.pieces = pieces or PieceCache()
         self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
         self._archives: dict[int, ArchiveBytes] = {}
+        self._piece_hashes: dict[int, dict] = {}  # archive's file id -> its members' piece hashes
 
     def check(self, member: Member) -> None:
         """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
@@ -177,8 +181,25 @@ class Sources:
             what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
             raise StaleArchive(path=path, what=what, entry=member.entry_id)
 
-    def reader(self, member: Member) -> Callable[[int, int], bytes]:
-        """read(offset, size) over member's data (a sparse member's expanded bytes, holes as zeros)."""
+    def reader(self, member: Member) -> VerifiedRanges:
+        """read(offset, size) over member's data (a sparse member's expanded bytes, holes as zeros), every byte of
+        it from a piece that verified."""
+        key = (member.file_id, member.data_offset, member.path)
+        size = member.size if member.sparse_map is None else sparse.expanded_size(sparse.decode_map(member.sparse_map))
+        check = PieceCheck(member.label, size, member.blake3, self._hashes_of(member))
+        return VerifiedRanges(key, self._raw_reader(member), check, self.pieces)
+
+    def _hashes_of(self, member: Member) -> bytes | None:
+        with self._lock:
+            if member.archive is None:
+                return file_pieces(self.conn, member.file_id)
+            found = self._piece_hashes.get(member.file_id)
+            if found is None:
+                found = self._piece_hashes[member.file_id] = archive_pieces(self.conn, member.file_id)
+        return found.get((member.data_offset, member.path))
+
+    def _raw_reader(self, member: Member) -> Callable[[int, int], bytes]:
+        """read(offset, size) of member's bytes as the mirror has them now: not verified."""
         if member.archive is None:
             return self._plain(member)
         archive = self._archive(member.file_id)
@@ -232,7 +253,7 @@ class _Plain:
 
 def _sparse_read(archive: ArchiveBytes, member: Member, pieces: list, off: int, n: int) -> bytes:
     """Bytes [off, off+n) of a sparse member: the stored pieces where the map has them, zeros between."""
-    end = min(off + n, member.size)
+    end = min(off + n, sparse.expanded_size(pieces))  # it ends where its map ends (sparse.expand)
     out = bytearray(max(0, end - off))
     stored = 0
     for start, length in pieces:

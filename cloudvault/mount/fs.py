@@ -1,9 +1,10 @@
 """The FUSE operations of `vault mount` (mfusepy's high-level API): a read-only tree whose reads are verified.
 
 - Lookups, listings and stat come from the Tree (the catalog); only open and read touch the mirror.
-- Every file's read is checked against the catalog's BLAKE3: a handle read from its start is hashed as it goes;
-  a read that reaches the end of a file not read that way hashes the whole file first. A mismatch is EIO, now
-  and for every later read of that file, and one log line; so is a damaged frame or a stale archive.
+- Every read returns only bytes of pieces that matched the catalog's piece hashes (`io.members.VerifiedRanges`:
+  the pieces covering the range are read whole and checked first, and kept verified in a cache). A piece that
+  does not match is EIO for any read touching it, with one log line naming the file and the piece's offset; so
+  is a damaged frame or a stale archive. The pieces before and after it still read.
 - Anything that would change the tree is EROFS. A member flagged as a secret lists (its flag in the xattr
   `user.cloudvault.flag`) but opening it is EACCES unless the mount allows flagged members.
 """
@@ -17,15 +18,11 @@ import stat
 import threading
 import time
 
-import blake3
-
 from cloudvault.errors import VaultError
 from cloudvault.mount.frames import Sources
 from cloudvault.mount.tree import Node, Tree
 
 log = logging.getLogger("cloudvault.mount")
-VERIFY_CHUNK = 4 << 20
-EARLY_LIMIT = 16 << 20  # bytes of out-of-order reads kept per handle until the hash reaches them
 XATTR_FLAG = "user.cloudvault.flag"
 XATTR_BLAKE3 = "user.cloudvault.blake3"
 XATTR_SOURCE = "user.cloudvault.source"
@@ -38,30 +35,11 @@ def _import_fuse():
 
 
 class Handle:
-    """One open file: its reads, and its hash so far when it has been read from the start."""
+    """One open file: its node and its verified reads."""
 
     def __init__(self, node: Node, read) -> None:
         self.node = node
         self.read = read
-        self.hasher = blake3.blake3()
-        self.hashed = 0
-        self.lock = threading.Lock()
-        self.early: dict[int, bytes] = {}  # reads ahead of the hash (FUSE threads answer readahead out of order)
-        self.early_bytes = 0
-
-    def take(self, offset: int, data: bytes) -> None:
-        """Hash data if it is next, keep it if it is a little ahead, drop it if it is behind or too far."""
-        if offset == self.hashed:
-            self.hasher.update(data)
-            self.hashed += len(data)
-            while self.hashed in self.early:
-                chunk = self.early.pop(self.hashed)
-                self.early_bytes -= len(chunk)
-                self.hasher.update(chunk)
-                self.hashed += len(chunk)
-        elif offset > self.hashed and self.early_bytes + len(data) <= EARLY_LIMIT and offset not in self.early:
-            self.early[offset] = data
-            self.early_bytes += len(data)
 
 
 class VaultFS:
@@ -71,7 +49,6 @@ class VaultFS:
         self.tree = tree
         self.sources = sources
         self.allow_flagged = allow_flagged
-        self.verdicts: dict[tuple[int, int, str], bool] = {}  # (file id, data offset, path) -> hash matched
         self.handles: dict[int, Handle] = {}
         self._next = 1
         self._lock = threading.Lock()
@@ -153,17 +130,11 @@ class VaultFS:
         handle = self.handles.get(fh)
         if handle is None:
             raise self.error(errno.EBADF)
-        node = handle.node
-        key = (node.data.file_id, node.data.data_offset, node.data.path)
-        if self.verdicts.get(key) is False:
-            raise self.error(errno.EIO)
-        size = max(0, min(size, node.size - offset))
+        size = max(0, min(size, handle.node.size - offset))
         try:
             data = handle.read(offset, size) if size else b""
             if len(data) != size:
                 raise OSError(f"{len(data)} bytes where the catalog has {size}")
-            if self.verdicts.get(key) is None:
-                self._verify(handle, key, path, offset, data)
         except VaultError as exc:
             log.error("vault mount: EIO %s: %s", path, exc.message)
             raise self.error(errno.EIO) from None
@@ -174,31 +145,9 @@ class VaultFS:
             raise self.error(errno.EIO) from None
         return data
 
-    def _verify(self, handle: Handle, key: tuple, path: str, offset: int, data: bytes) -> None:
-        """Hash as the handle reads from the start; at the file's end, compare (hashing it all if it skipped)."""
-        node = handle.node
-        with handle.lock:
-            handle.take(offset, data)
-            if offset + len(data) < node.size:
-                return
-            if handle.hashed != node.size:
-                handle.hasher, handle.hashed, handle.early, handle.early_bytes = blake3.blake3(), 0, {}, 0
-                while handle.hashed < node.size:
-                    chunk = handle.read(handle.hashed, min(VERIFY_CHUNK, node.size - handle.hashed))
-                    handle.hasher.update(chunk)
-                    handle.hashed += len(chunk)
-            found = handle.hasher.hexdigest()
-        expected = node.data.blake3
-        if expected is None:
-            return  # the catalog has no hash for it (an unreadable file when indexed): nothing to check against
-        self.verdicts[key] = found == expected
-        if found != expected:
-            log.error("vault mount: EIO %s: BLAKE3 %s, the catalog has %s", path, found[:16], expected[:16])
-            raise self.error(errno.EIO)
-
     def release(self, path: str, fh: int) -> int:
         handle = self.handles.pop(fh, None)
-        if handle is not None and hasattr(handle.read, "close"):
+        if handle is not None:
             handle.read.close()
         return 0
 

@@ -11,8 +11,13 @@ reference (the record), run B the new run. Pure functions: the runs arrive as di
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from cloudvault.errors import UsageError
 
 EXACT = "exact"
 IGNORE = "ignore"
@@ -27,6 +32,10 @@ NOT_COMPARABLE = "NOT_COMPARABLE"
 VERDICTS = (REPRODUCED, OUTPUTS_DIVERGED, TIMINGS_CHANGED, NOT_COMPARABLE)
 ALIASES = {"DIVERGED": OUTPUTS_DIVERGED}  # --expect DIVERGED (before timings were judged apart) still works
 PASSING = (REPRODUCED,)
+
+
+class BaselineRefused(UsageError):
+    """--baseline {baseline} {why}; a baseline is another independent run of A's kind (nothing was compared)"""
 
 
 class Tolerance(namedtuple("Tolerance", "rtol atol percentile", defaults=(0.0, 0.0, None))):
@@ -141,29 +150,98 @@ def compare_runs(
     baselines: Sequence[Mapping[str, Mapping]] = (), floors: Mapping[str, float] | None = None,
 ) -> RunComparison:  # fmt: skip
     """Every request of A against B (outputs), the timings of the measured requests against the noise of A and its
-    baselines (more runs of A's kind), and one verdict."""
+    baselines (more runs of A's kind), and one verdict. settings_diff holds a baseline's differences from A too
+    (baseline_differences): a baseline that ran otherwise is NOT_COMPARABLE, as B would be."""
     from cloudvault.repro import timings as timing
 
-    results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
-    results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows if k not in b_rows]
-    results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows if k not in a_rows]
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
+    if hasattr(a_rows, "exact_values") and hasattr(b_rows, "exact_values"):
+        results, unchecked = _column_results(a_rows, b_rows, rules, near_tie_margin)
+        counts = results.counts()
+    else:
+        results = [compare_request(k, a_rows[k], b_rows[k], rules, near_tie_margin) for k in a_rows if k in b_rows]
+        results += [RequestResult(k, "missing", None, None, {}, [], None, ["not in B"]) for k in a_rows
+                    if k not in b_rows]  # fmt: skip
+        results += [RequestResult(k, "extra", None, None, {}, [], None, ["not in A"]) for k in b_rows
+                    if k not in a_rows]  # fmt: skip
+        counts = {}
+        for r in results:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        unchecked = sorted({n.split(" ")[0] for r in results for n in r.notes if "not recorded" in n})
     judged = timing.judge(a_rows, b_rows, baselines, floors)
-    verdict, reasons = _verdict(results, counts, judged, list(settings_diff))
+    verdict, reasons = _verdict(counts, judged, list(settings_diff))
     return RunComparison(verdict, results, counts, judged, list(settings_diff), unchecked, reasons)
 
 
-def _verdict(results: list, counts: dict, judged: dict, settings_diff: list) -> tuple[str, list[str]]:
+class RequestResults(Sequence):
+    """The per-request results of two runs kept as columns (columns.RequestTable): verdicts decided over the columns
+    at once, each RequestResult made by compare_request when it is read, so that 300,000 requests compare without
+    holding 300,000 results."""
+
+    def __init__(self, a, b, rules, margin: float, keys: list[str], verdicts: list[str]) -> None:
+        self.a, self.b, self.rules, self.margin, self.keys, self.verdicts = a, b, rules, margin, keys, verdicts
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> RequestResult:
+        key, verdict = self.keys[i], self.verdicts[i]
+        if verdict in ("missing", "extra"):
+            return RequestResult(key, verdict, None, None, {}, [], None, ["not in B" if verdict == "missing" else
+                                                                          "not in A"])  # fmt: skip
+        return compare_request(key, self.a[key], self.b[key], self.rules, self.margin)
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for v in self.verdicts:
+            found[v] = found.get(v, 0) + 1
+        return found
+
+    def differing(self) -> list[RequestResult]:
+        """The results that are not identical, in order."""
+        return [self[i] for i, v in enumerate(self.verdicts) if v != "identical"]
+
+
+def _column_results(a, b, rules, margin: float) -> tuple[RequestResults, list[str]]:
+    """compare_request's verdicts for every request, over the columns of two RequestTables; the columns some pair
+    did not record (unchecked)."""
+    at_b = b.positions(a.requests)
+    both = at_b >= 0
+    ia, ib = np.flatnonzero(both), at_b[both]
+    failed, unchecked = np.zeros(ia.size, bool), []
+    for column, rule in rules.items():
+        if rule == IGNORE:
+            continue
+        recorded = a.recorded(column)[ia] & b.recorded(column)[ib]
+        if not recorded.all():
+            unchecked.append(column)
+        if rule == EXACT:
+            failed |= recorded & _differ(a.exact_values(column, _value), b.exact_values(column, _value), ia, ib)
+    pairs = [a.requests[i] for i in ia.tolist()]
+    missing = [k for k, found in zip(a.requests, both, strict=True) if not found]
+    extra = [k for k in b.requests if k not in a.index]
+    verdicts = [("diverged" if f else "identical") for f in failed.tolist()]
+    verdicts += ["missing"] * len(missing) + ["extra"] * len(extra)
+    return RequestResults(a, b, rules, margin, pairs + missing + extra, verdicts), sorted(unchecked)
+
+
+def _differ(x, y, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Per pair (ia[k] of A, ib[k] of B): the values differ."""
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return x[ia] != y[ib]
+    xs = x.tolist() if isinstance(x, np.ndarray) else x
+    ys = y.tolist() if isinstance(y, np.ndarray) else y
+    return np.fromiter((xs[i] != ys[j] for i, j in zip(ia.tolist(), ib.tolist(), strict=True)), bool, ia.size)
+
+
+def _verdict(counts: dict, judged: dict, settings_diff: list) -> tuple[str, list[str]]:
     from cloudvault.repro import timings as timing
 
     if settings_diff:
         return NOT_COMPARABLE, [f"setting {k}: {a!r} vs {b!r}" for k, a, b in settings_diff]
-    if not any(r.verdict not in ("missing", "extra") for r in results):
+    if not (counts.get("identical") or counts.get("diverged")):
         return NOT_COMPARABLE, ["no request in common"]
-    reasons = [f"{counts[v]} of {len(results)} requests {v}" for v in ("diverged", "missing", "extra") if counts.get(v)]
+    total = sum(counts.values())
+    reasons = [f"{counts[v]} of {total} requests {v}" for v in ("diverged", "missing", "extra") if counts.get(v)]
     moved = timing.changed(judged)
     timing_reasons = [f"{t.label} {t.verdict}: x{t.ratio:.2f} (95% CI {t.ci[0]:.2f}-{t.ci[1]:.2f}) beyond noise "
                       f"+-{t.noise:.0%} measured over {t.runs} run(s) of A's kind" for t in moved]  # fmt: skip
@@ -174,11 +252,37 @@ def _verdict(results: list, counts: dict, judged: dict, settings_diff: list) -> 
     return (TIMINGS_CHANGED if moved else REPRODUCED), timing_reasons
 
 
+def check_baselines(a, b, baselines: Sequence) -> None:
+    """Each baseline (results.Results) is an independent run of A's kind: not RUN_A, RUN_B or another baseline
+    again (the same folder by its real path, or the same result files by their digest), and with measured requests
+    in common with A and B (warm-ups are never judged, so never noise). Else BaselineRefused, one line."""
+    from cloudvault.repro.timings import measured_in, measured_keys, shared_measured
+
+    seen = [("RUN_A", a), ("RUN_B", b)]
+    shared = shared_measured(a.rows, b.rows)
+    for base in baselines:
+        for name, other in seen:
+            if os.path.realpath(base.where) == os.path.realpath(other.where):
+                raise BaselineRefused(baseline=base.label, why=f"is the same run as {name} (the same folder)")
+            if base.digest is not None and base.digest == other.digest:
+                raise BaselineRefused(baseline=base.label, why=f"holds the same results as {name} (a copy)")
+        seen.append((f"--baseline {base.label}", base))
+        if not measured_keys(base.rows):
+            raise BaselineRefused(baseline=base.label, why="has no measured request (warm-ups are never judged)")
+        if not measured_in(base.rows, shared).any():
+            raise BaselineRefused(baseline=base.label, why="has no measured request in common with RUN_A and RUN_B")
+
+
 def settings_differences(a: Mapping, b: Mapping, keys: Iterable[str] | None = None) -> list[tuple[str, object, object]]:
     """(dotted key, value in A, value in B) for each compared setting that differs; keys None: those in both."""
     flat_a, flat_b = _flatten(a), _flatten(b)
     wanted = list(keys) if keys is not None else [k for k in flat_a if k in flat_b]
     return [(k, flat_a.get(k), flat_b.get(k)) for k in wanted if _value(flat_a.get(k)) != _value(flat_b.get(k))]
+
+
+def baseline_differences(a: Mapping, baseline: Mapping, name: str, keys: Iterable[str] | None = None) -> list:
+    """settings_differences of a baseline from A, each key naming the baseline: ('gpu (baseline X)', a, b)."""
+    return [(f"{k} (baseline {name})", x, y) for k, x, y in settings_differences(a, baseline, keys)]
 
 
 def _flatten(settings: Mapping, prefix: str = "") -> dict[str, object]:

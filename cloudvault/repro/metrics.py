@@ -7,8 +7,11 @@ output median and how many requests hit the output cap. Pure functions: no file 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
+
+import numpy as np
 
 
 def request_timings(t_start: float, t_first: float, t_done: float, out: int) -> dict[str, float]:
@@ -33,18 +36,36 @@ def totals(rows: Iterable[Mapping], *, cap: int | None = None) -> dict[str, floa
     without finish, a request whose output reached cap does)."""
     rows = list(rows)
     out = [int(r["output_tokens"]) for r in rows]
-    e2e = sum(float(r["e2e_s"]) for r in rows)
-    ttft = [float(r["ttft_s"]) for r in rows]
-    tpot = [float(r["tpot_ms"]) for r in rows]
     hits = sum(1 for r, n in zip(rows, out, strict=True) if r.get("finish") == "cap" or (cap and n >= cap))
+    return run_totals(out, [float(r["e2e_s"]) for r in rows], [float(r["ttft_s"]) for r in rows],
+                      [float(r["tpot_ms"]) for r in rows], hits)  # fmt: skip
+
+
+def run_totals(out, e2e, ttft, tpot, hits: int) -> dict:
+    """totals from the columns of the measured requests: lists, or a run kept as columns' float arrays (summed in
+    the same order, so that both give the same totals to the last bit)."""
+    seconds, tokens = _sum(e2e), int(_sum(out))
     return {
-        "requests": len(rows),
-        "output_tokens": sum(out),
-        "tokens_per_s": round(sum(out) / e2e, 2) if e2e else 0.0,
-        "ttft_mean_s": round(statistics.fmean(ttft), 2) if ttft else 0.0,
-        "ttft_median_s": round(statistics.median(ttft), 2) if ttft else 0.0,
-        "tpot_mean_ms": round(statistics.fmean(tpot), 2) if tpot else 0.0,
-        "tpot_median_ms": round(statistics.median(tpot), 2) if tpot else 0.0,
-        "output_median": int(statistics.median(out)) if out else 0,
+        "requests": len(out),
+        "output_tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 2) if seconds else 0.0,
+        "ttft_mean_s": round(math.fsum(ttft) / len(ttft), 2) if len(ttft) else 0.0,
+        "ttft_median_s": round(_median(ttft), 2) if len(ttft) else 0.0,
+        "tpot_mean_ms": round(math.fsum(tpot) / len(tpot), 2) if len(tpot) else 0.0,
+        "tpot_median_ms": round(_median(tpot), 2) if len(tpot) else 0.0,
+        "output_median": int(_median(out)) if len(out) else 0,
         "hit_cap": hits,
     }
+
+
+def _sum(values) -> float:
+    """sum() of the values, left to right, a slice at a time (no list of a whole column)."""
+    total = 0
+    for start in range(0, len(values), 65536):
+        part = values[start : start + 65536]
+        total = sum(part.tolist() if hasattr(part, "tolist") else part, total)
+    return total
+
+
+def _median(values) -> float:
+    return statistics.median(values) if isinstance(values, list) else float(np.median(values))

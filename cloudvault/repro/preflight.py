@@ -22,7 +22,19 @@ class PreflightFailed(EnvironmentProblem):
 
 
 def run_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list[Check]:
-    require_modules(plan)
+    """The checks before a run; the runner's Python lacking a module the recipe names raises Prerequisite (exit 7)."""
+    modules = modules_check(plan)
+    if not modules.ok:
+        raise Prerequisite(detail=modules.detail)
+    return machine_checks(conn, plan, out_explicit)
+
+
+def dry_run_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list[Check]:
+    """Every check, none raising: a dry run says all that a run would miss here, the Python modules first."""
+    return [modules_check(plan), *machine_checks(conn, plan, out_explicit)]
+
+
+def machine_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list[Check]:
     return [
         _gpus_free(plan),
         _environment(conn, plan),
@@ -31,24 +43,27 @@ def run_checks(conn: sqlite3.Connection, plan: Plan, out_explicit: bool) -> list
     ]
 
 
-def require_modules(plan: Plan) -> None:
-    """Prerequisite (exit 7) naming the pip install when the runner's Python cannot import the recipe's
-    [preflight] python_modules: before the runner or the stand-in starts, not a failed run with the cause in a log."""
+def modules_check(plan: Plan) -> Check:
+    """Whether the runner's Python can import the recipe's [preflight] python_modules (checked before the runner
+    or the stand-in starts, not a failed run with the cause in a log); failing, it names the pip install."""
     import subprocess
 
     needs = plan.recipe.section("preflight")
     modules = list(needs.get("python_modules", []))
     python = plan.processes[0].argv[0] if plan.processes else ""
-    if not modules or not os.path.basename(python).startswith("python"):
-        return  # not run by a Python here (e.g. inside an image): nothing this machine can check
+    if not modules:
+        return Check("python", True, "no modules required")
+    if not os.path.basename(python).startswith("python"):
+        return Check("python", True, "not run by a Python here: nothing this machine can check")  # e.g. in an image
     probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
     env = {**os.environ, **plan.processes[0].env}
     found = subprocess.run([python, "-c", probe, *modules], capture_output=True, text=True, env=env, check=False)
     missing = found.stdout.split() if found.returncode == 0 else modules
     if missing:
         hint = needs.get("install", "pip install " + " ".join(missing))
-        raise Prerequisite(detail=f"{plan.recipe.name} needs {', '.join(missing)}, which {python} cannot import; "
-                                  f"install: {hint}")  # fmt: skip
+        return Check("python", False, f"{plan.recipe.name} needs {', '.join(missing)}, which {python} cannot import; "
+                                      f"install: {hint}")  # fmt: skip
+    return Check("python", True, f"{', '.join(modules)} importable by {python}")
 
 
 def _gpus_free(plan: Plan) -> Check:

@@ -9,6 +9,8 @@ documented in recipes/README.md ("repro").
 from __future__ import annotations
 
 import hashlib
+import math
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,20 +110,40 @@ def load(name: str) -> Recipe:
     path, data = load_recipe(KIND, name, SCHEMA)
     if data.get("kind", "harness") not in KINDS:
         raise RecipeInvalid(path=path, detail=f"'kind' must be one of {', '.join(KINDS)}, not {data['kind']!r}")
-    from cloudvault.repro.timings import METRICS
-
-    noise = data.get("timings", {}).get("noise")
-    table = noise if isinstance(noise, dict) else {"noise": noise} if noise is not None else {}
-    for metric, floor in table.items():
-        if (metric != "noise" and metric not in METRICS) or not isinstance(floor, int | float) or not 0 <= floor < 10:
-            raise RecipeInvalid(path=path, detail=f"'timings.noise': {metric} = {floor!r}; a fraction (0.05 is 5%) "
-                                f"per metric of {', '.join(METRICS)}")  # fmt: skip
+    _check_noise(path, data.get("timings", {}).get("noise"))
+    _check_repetitions(path, data["record"])
     for column, spec in data.get("compare", {}).get("rules", {}).items():
         try:
             parse_rule(spec)
         except ValueError as exc:
             raise RecipeInvalid(path=path, detail=f"'compare.rules.{column}': {exc}") from None
     return Recipe(path.stem, path, data)
+
+
+def _check_noise(path: Path, noise: object) -> None:
+    """timings.noise: a fraction in [0, 10), or a table of them per metric; a bool is not a number."""
+    from cloudvault.repro.timings import METRICS
+
+    table = noise if isinstance(noise, dict) else {"noise": noise} if noise is not None else {}
+    for metric, floor in table.items():
+        number = isinstance(floor, int | float) and not isinstance(floor, bool) and math.isfinite(floor)
+        if (metric != "noise" and metric not in METRICS) or not number or not 0 <= floor < 10:
+            raise RecipeInvalid(path=path, detail=f"'timings.noise': {metric} = {floor!r}; a fraction (0.05 is 5%) "
+                                f"per metric of {', '.join(METRICS)}")  # fmt: skip
+
+
+def _check_repetitions(path: Path, record: Mapping) -> None:
+    """record.repetitions: folders of the record's entry, each another run than the record and than each other
+    (a run counted twice would measure no noise at all)."""
+    seen = {posixpath.normpath(record["folder"].strip("/")): "the record folder"}
+    for folder in record.get("repetitions", []):
+        if not isinstance(folder, str) or not folder.strip("/ "):
+            raise RecipeInvalid(path=path, detail=f"'record.repetitions': {folder!r} is not a folder of the entry")
+        name = posixpath.normpath(folder.strip("/"))
+        if name in seen:
+            raise RecipeInvalid(path=path, detail=f"'record.repetitions': {folder!r} is {seen[name]} again; each "
+                                "repetition is another independent run of the record's kind")  # fmt: skip
+        seen[name] = f"repetition {folder!r}"
 
 
 def expand(template: str, context: Mapping, *, where: str, recipe: Path, quote=None) -> str:

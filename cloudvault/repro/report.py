@@ -25,7 +25,14 @@ def short(request: str) -> str:
 
 def identical_outputs(cmp: RunComparison) -> tuple[int, int]:
     """(requests or files whose outputs are identical, all of them): the same count as the rows say identical."""
-    return sum(1 for r in cmp.requests if r.verdict == "identical"), len(cmp.requests)
+    return cmp.counts.get("identical", 0), len(cmp.requests)
+
+
+def differing(cmp: RunComparison) -> list:
+    """The requests or files that are not identical, in order (without making every identical one's result)."""
+    if hasattr(cmp.requests, "differing"):
+        return cmp.requests.differing()
+    return [r for r in cmp.requests if r.verdict != "identical"]
 
 
 def document(cmp: RunComparison, label_a: str, label_b: str, totals: tuple[dict, dict] | None = None) -> dict:
@@ -107,7 +114,8 @@ def headline(cmp: RunComparison) -> str:
     same, total = identical_outputs(cmp)
     files = bool(cmp.requests) and isinstance(cmp.requests[0], FileResult)
     text = f"{cmp.verdict}: outputs {same}/{total}{' files' if files else ''} identical"
-    diverged = [r for r in cmp.requests if getattr(r, "first_divergence", None) is not None and r.verdict == "diverged"]
+    at_token = [r for r in differing(cmp) if getattr(r, "first_divergence", None) is not None]  # files: none
+    diverged = [r for r in at_token if r.verdict == "diverged"]
     for r in diverged[:5]:
         name = getattr(r, "request", None) or r.name
         unit = "byte" if isinstance(r, FileResult) else "output token"
@@ -222,8 +230,10 @@ def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
     )
     for column in columns:
         table.add_column(column)
-    shown = sorted(cmp.requests, key=lambda r: r.verdict == "identical")
-    for r in shown if all_rows else [r for r in shown if r.verdict != "identical"]:
+    shown = differing(cmp)
+    if all_rows:
+        shown += [r for r in cmp.requests if r.verdict == "identical"]
+    for r in shown:
         table.add_row(*(_cells_file(r) if files else _cells(r)))
     console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 130, highlight=False)
     if table.row_count:

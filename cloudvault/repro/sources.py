@@ -50,7 +50,7 @@ def _from_folder(label: str, folder: Path) -> Results:
         raise ResultsNotFound(names=", ".join(results.RESULT_FILES), where=str(folder))
     prov = results.provenance(folder)
     rows = results.parse(files, str(results.result_base(folder)))
-    return Results(label, rows, prov.get("settings"), str(folder), prov.get("entry"))
+    return Results(label, rows, prov.get("settings"), str(folder), prov.get("entry"), results.digest(files))
 
 
 def from_entry(conn: sqlite3.Connection, text: str, folder: str | None = None) -> Results:
@@ -66,7 +66,7 @@ def from_entry(conn: sqlite3.Connection, text: str, folder: str | None = None) -
     if not files:
         raise ResultsNotFound(names=", ".join(results.RESULT_FILES), where=where)
     settings = entry_details(conn, mirror_id, entry_id).settings
-    return Results(text, results.parse(files, where), settings, where, entry_id)
+    return Results(text, results.parse(files, where), settings, where, entry_id, results.digest(files))
 
 
 def _recorded_folder(entry_id: str) -> str:

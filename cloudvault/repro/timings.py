@@ -10,17 +10,20 @@ K * s * sqrt(1 + 1/n) from the mean log median of those n runs (a prediction int
 and never within the recipe's floor (`noise = 0.05`: 5%). A metric is `slower` or `faster` only when it is both
 beyond noise and significant (the interval excludes 1); beyond noise but not significant is `inconclusive`. With
 no repetition (n = 1) there is no measured noise: a difference beyond the floor is `inconclusive` ("one run each;
-pass --repeat or --baseline"), never a changed timing. Pure functions: rows in, judgments out.
+pass --repeat or --baseline"), never a changed timing. The noise is computed in logs (no overflow, whatever the
+times), the bootstrap with numpy: Python's own draws up to EXACT_DRAWS requests, a windowed scheme of the same
+distribution beyond (a serving benchmark's 300,000 requests). Pure functions: rows in, judgments out.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 import statistics
 from collections import namedtuple
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
 
 # metric -> (row column, label, True when a larger value is slower)
 METRICS = {"ttft": ("ttft_s", "TTFT", True), "tpot": ("tpot_ms", "TPOT", True), "e2e": ("e2e_s", "E2E", True),
@@ -28,6 +31,8 @@ METRICS = {"ttft": ("ttft_s", "TTFT", True), "tpot": ("tpot_ms", "TPOT", True), 
 DEFAULT_FLOOR = 0.05
 K = 3.0  # prediction-interval width in run-to-run standard deviations (docs/repro.md: how it was chosen)
 RESAMPLES = 2000
+EXACT_DRAWS = 1000  # up to this many request pairs, the bootstrap draws exactly what Python's random module draws
+WINDOW = 3.0  # beyond: the windowed bootstrap's half-width around the middle rank, in sqrt(n) (6 standard deviations)
 CONFIDENCE = 0.95
 NO_REPETITION = "one run each; pass --repeat or --baseline"
 
@@ -58,6 +63,11 @@ def measured(rows: Mapping[str, Mapping]) -> dict[str, Mapping]:
     return {k: r for k, r in rows.items() if (r.get("role") or "measured") == "measured"}
 
 
+def measured_keys(rows: Mapping[str, Mapping]) -> list[str]:
+    """The keys of measured(rows); a run kept as columns answers from its role column."""
+    return rows.measured_keys() if hasattr(rows, "measured_keys") else list(measured(rows))
+
+
 def value(row: Mapping, metric: str) -> float | None:
     """One request's value of a metric; throughput is output tokens over E2E when tps is not recorded."""
     column = METRICS[metric][0]
@@ -74,114 +84,201 @@ def value(row: Mapping, metric: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def paired_values(a: Mapping, b: Mapping, metric: str) -> tuple[list[float], list[float]]:
-    """The metric's values of the measured requests both runs have, positive ones only, in the same order."""
-    xs, ys = [], []
-    for key in sorted(set(measured(a)) & set(measured(b))):
-        x, y = value(a[key], metric), value(b[key], metric)
-        if x is not None and y is not None and x > 0 and y > 0:
-            xs.append(x)
-            ys.append(y)
-    return xs, ys
+def shared_measured(a: Mapping, b: Mapping) -> list[str]:
+    """The measured requests both runs have, in key order (the order the bootstrap draws them in)."""
+    keys = measured_keys(a)
+    return sorted(k for k, both in zip(keys, measured_in(b, keys), strict=True) if both)
 
 
-def resample_indices(n: int, seed: int) -> Iterator[list[int]]:
-    """RESAMPLES lists of n indices drawn with replacement: exactly the draws of Random(seed).randrange(n), n at a
-    time, taken from getrandbits as randrange does (rejecting values >= n) without its per-call checks."""
-    bits, k = random.Random(seed).getrandbits, n.bit_length()
-    for _ in range(RESAMPLES):
-        picks = []
-        for _ in range(n):
-            r = bits(k)
-            while r >= n:
-                r = bits(k)
-            picks.append(r)
-        yield picks
+def measured_in(rows: Mapping, keys: Sequence[str]) -> np.ndarray:
+    """Per key: the run has that request, measured."""
+    if hasattr(rows, "positions"):
+        at = rows.positions(keys)
+        return (at >= 0) & rows.measured_mask()[np.maximum(at, 0)] if len(rows) else np.zeros(len(keys), bool)
+    kept = measured(rows)
+    return np.fromiter((k in kept for k in keys), bool, len(keys))
 
 
-@functools.lru_cache(maxsize=8)
-def _kept_indices(n: int, seed: int) -> tuple[list[int], ...]:
-    return tuple(resample_indices(n, seed))
+def metric_values(rows: Mapping, keys: Sequence[str], metric: str, *, measured_only: bool = False) -> np.ndarray:
+    """The metric's value of each request in keys (NaN where the run lacks it, or it is not measured and
+    measured_only); a run kept as columns (results.RequestTable) answers from its arrays."""
+    if hasattr(rows, "metric_values"):
+        return rows.metric_values(keys, metric, measured_only=measured_only)
+    found = np.full(len(keys), np.nan)
+    for i, key in enumerate(keys):
+        row = rows.get(key)
+        if row is not None and not (measured_only and (row.get("role") or "measured") != "measured"):
+            v = value(row, metric)
+            found[i] = np.nan if v is None else v
+    return found
 
 
-def resamples(n: int, seed: int) -> Iterable[list[int]]:
-    """resample_indices, kept for small n (a comparison draws the same indices for each metric it judges, and
-    every comparison uses seed 0): at most 2,000 x 256 indices are kept per (n, seed)."""
-    return _kept_indices(n, seed) if n <= 256 else resample_indices(n, seed)
+def _python_draws(n: int, seed: int, rows: int) -> Iterator[np.ndarray]:
+    """Blocks of `rows` resamples (RESAMPLES in all) of n indices: exactly Random(seed).randrange(n), n at a time
+    (getrandbits(k) rejecting values >= n), drawn by numpy's MT19937 from the same state."""
+    state = random.Random(seed).getstate()[1]
+    bits = np.random.MT19937()
+    bits.state = {"bit_generator": "MT19937", "state": {"key": np.array(state[:-1], np.uint32), "pos": state[-1]}}
+    k, kept = n.bit_length(), np.empty(0, np.int64)
+    for start in range(0, RESAMPLES, rows):
+        need = min(rows, RESAMPLES - start) * n
+        while kept.size < need:
+            raw = (bits.random_raw(max(4096, 2 * (need - kept.size))) >> np.uint64(32 - k)).astype(np.int64)
+            kept = np.concatenate([kept, raw[raw < n]])
+        yield kept[:need].reshape(-1, n)
+        kept = kept[need:]
 
 
-def median_sorted(values: list[float]) -> float:
-    """statistics.median of a list already sorted."""
-    half = len(values) // 2
-    return values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
+def _exact_ratios(x: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
+    """median(y[picks]) / median(x[picks]) of each resample, the picks drawn as Python's random draws them."""
+    return np.concatenate([np.median(y[p], axis=1) / np.median(x[p], axis=1) for p in _python_draws(len(x), seed, 256)])
+
+
+def _windowed_ratios(x: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
+    """The same paired bootstrap for large n in O(sqrt(n)) per resample: a resample's median sits within a few
+    sqrt(n) ranks of the middle, so only how often each request near the middle (by x or by y) is drawn matters,
+    and how often the rest are, counted by (below or above the middle window) in x and in y. Those counts are drawn
+    exactly (binomial, uniform, multinomial); a resample whose median falls outside the window (6 standard
+    deviations: probability about 1e-9) is drawn again in full."""
+    n, rng = len(x), np.random.default_rng(seed)
+    rank_x, rank_y = _ranks(x), _ranks(y)
+    middle = ((n - 1) // 2, n // 2)  # the sorted positions a median averages
+    half = int(WINDOW * math.sqrt(n)) + 2
+    first, last = max(0, middle[0] - half), min(n, middle[1] + half + 1)
+    near = ((rank_x >= first) & (rank_x < last)) | ((rank_y >= first) & (rank_y < last))
+    special = np.flatnonzero(near)
+    cells = np.bincount(2 * (rank_x[~near] < first) + (rank_y[~near] < first), minlength=4)
+    # a special request's slot on each side: 0 below the window, 1.. its rank in it, width + 1 above
+    slots = [np.clip(r[special] - first + 1, 0, last - first + 1).astype(np.int32) for r in (rank_x, rank_y)]
+    sides = ((slots[0], np.sort(x), [2, 3]), (slots[1], np.sort(y), [1, 3]))
+    found = []
+    for rows in _blocks(RESAMPLES, 100):
+        drawn = rng.binomial(n, special.size / n, size=rows)
+        picks = rng.integers(0, special.size, size=int(drawn.sum()), dtype=np.int32)
+        row_of = np.repeat(np.arange(rows, dtype=np.int32) * (last - first + 2), drawn)
+        rest = rng.multinomial(n - drawn, cells / cells.sum()) if cells.sum() else np.zeros((rows, 4), np.int64)
+        med_x, med_y = (_side_median(row_of + slot[picks], rest[:, below].sum(1), ordered, (first, last), middle)
+                        for slot, ordered, below in sides)  # fmt: skip
+        for row in np.flatnonzero(np.isnan(med_x) | np.isnan(med_y)):
+            p = rng.integers(0, n, size=n)
+            med_x[row], med_y[row] = np.median(x[p]), np.median(y[p])
+        found.append(med_y / med_x)
+    return np.concatenate(found)
+
+
+def _side_median(flat, below_rest, ordered, window, middle) -> np.ndarray:
+    """Each resample's median on one side (x or y) from its picks among the special requests (flat: resample *
+    (width + 2) + slot) and how many picks of the rest lie below the window; NaN where the median's positions fall
+    outside the window."""
+    first, last = window
+    rows, width = below_rest.size, last - first
+    counts = np.bincount(flat, minlength=rows * (width + 2)).reshape(rows, width + 2)
+    below = below_rest + counts[:, 0]
+    reach = below[:, None] + np.cumsum(counts[:, 1:-1], axis=1)
+    at = [np.minimum((reach <= p).sum(1), width - 1) for p in middle]
+    found = (ordered[first + at[0]] + ordered[first + at[1]]) / 2 if middle[0] != middle[1] else ordered[first + at[0]]
+    return np.where((below <= middle[0]) & (reach[:, -1] > middle[1]), found, np.nan)
+
+
+def _blocks(total: int, size: int) -> Iterator[int]:
+    for start in range(0, total, size):
+        yield min(size, total - start)
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Each value's position in the stably sorted values."""
+    ranks = np.empty(len(values), np.int64)
+    ranks[np.argsort(values, kind="stable")] = np.arange(len(values))
+    return ranks
 
 
 def bootstrap_ratio(xs: Sequence[float], ys: Sequence[float], *, seed: int = 0) -> tuple[float, tuple[float, float]]:
     """median(ys) / median(xs) and its percentile-bootstrap interval, resampling request pairs (seeded: a
-    comparison says the same thing every time it is made)."""
-    ratio = statistics.median(ys) / statistics.median(xs)
-    if len(xs) < 2:
+    comparison says the same thing every time it is made). Up to EXACT_DRAWS pairs the draws are Python's
+    Random(seed).randrange, draw for draw; beyond, the windowed scheme (the same distribution, O(sqrt(n)))."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    ratio = _quotient(float(np.median(y)), float(np.median(x)))
+    if len(x) < 2:
         return ratio, (ratio, ratio)
-    found = sorted(median_sorted(sorted([ys[i] for i in picks])) / median_sorted(sorted([xs[i] for i in picks]))
-                   for picks in resamples(len(xs), seed))  # fmt: skip
+    with np.errstate(over="ignore", divide="ignore"):  # a ratio past the largest float is inf, never an error
+        found = np.sort((_exact_ratios if len(x) <= EXACT_DRAWS else _windowed_ratios)(x, y, seed))
     tail = (1 - CONFIDENCE) / 2
-    return ratio, (found[int(tail * (RESAMPLES - 1))], found[int((1 - tail) * (RESAMPLES - 1))])
+    return ratio, (float(found[int(tail * (RESAMPLES - 1))]), float(found[int((1 - tail) * (RESAMPLES - 1))]))
 
 
-def run_medians(runs: Sequence[Mapping], keys: set[str], metric: str) -> list[float]:
-    """Each run's median of the metric over the given requests (those measured in A and B)."""
+def _quotient(top: float, bottom: float) -> float:
+    """top / bottom, inf where it would overflow (a time of 1e300 over one of 1e-300)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.float64(top) / np.float64(bottom))
+
+
+def _exp(log: float) -> float:
+    return math.exp(log) if log < 709 else math.inf
+
+
+def run_medians(runs: Sequence[Mapping], keys: Sequence[str], metric: str) -> list[float]:
+    """Each run's median of the metric over the given requests (those measured in A and B), counting only the
+    requests measured in that run too (a baseline's warm-ups are never noise)."""
     medians = []
     for rows in runs:
-        values = [v for k in keys if k in rows and (v := value(rows[k], metric)) is not None and v > 0]
-        if values:
-            medians.append(statistics.median(values))
+        values = metric_values(rows, keys, metric, measured_only=True)
+        values = values[values > 0]
+        if values.size:
+            medians.append(float(np.median(values)))
     return medians
 
 
 def noise_band(medians: Sequence[float], floor: float) -> tuple[float, float | None]:
     """(the band as a fraction, the mean log median) from the medians of the runs of A's kind; with fewer than two
-    runs the band is the floor and there is no centre."""
+    runs the band is the floor and there is no centre. In logs: a run of 1e300 beside one of 1e-300 is a band of
+    inf, not an overflow."""
     if len(medians) < 2:
         return floor, None
     logs = [math.log(m) for m in medians]
     spread = statistics.stdev(logs) * math.sqrt(1 + 1 / len(logs))
-    return max(floor, math.exp(K * spread) - 1), statistics.fmean(logs)
+    return max(floor, _exp(K * spread) - 1), statistics.fmean(logs)
 
 
 def judge_metric(a: Mapping, b: Mapping, baselines: Sequence[Mapping], metric: str, floor: float = DEFAULT_FLOOR,
-                 *, seed: int = 0) -> MetricTiming:  # fmt: skip
-    xs, ys = paired_values(a, b, metric)
-    if not xs:
+                 *, seed: int = 0, keys: Sequence[str] | None = None) -> MetricTiming:  # fmt: skip
+    keys = shared_measured(a, b) if keys is None else keys
+    xs, ys = metric_values(a, keys, metric), metric_values(b, keys, metric)
+    both = (xs > 0) & (ys > 0)
+    xs, ys = xs[both], ys[both]
+    if not xs.size:
         return MetricTiming(metric, INCONCLUSIVE, None, None, None, 1 + len(baselines), None, None, 0,
                             "not recorded for measured requests on both sides")  # fmt: skip
     ratio, ci = bootstrap_ratio(xs, ys, seed=seed)
-    keys = set(measured(a)) & set(measured(b))
     medians = run_medians([a, *baselines], keys, metric)
     band, centre = noise_band(medians, floor)
-    slower_if_up = METRICS[metric][2]
-    med_a, med_b = statistics.median(xs), statistics.median(ys)
-    inside_floor = abs(math.log(ratio)) <= math.log(1 + floor)
+    med_a, med_b = float(np.median(xs)), float(np.median(ys))
+    moved = math.log(ratio) if 0 < ratio < math.inf else math.log(med_b) - math.log(med_a)
+    inside_floor = abs(moved) <= math.log(1 + floor)
+    verdict, note = _verdict(moved, inside_floor, centre, math.log(med_b), band, ci, METRICS[metric][2])
+    if verdict == WITHIN_NOISE and not inside_floor:
+        note = f"within run-to-run noise of +-{band:.0%} over {len(medians)} runs"
+    return MetricTiming(metric, verdict, ratio, ci, band, len(medians), med_a, med_b, int(xs.size), note)
+
+
+def _verdict(moved, inside_floor, centre, log_b, band, ci, slower_if_up) -> tuple[str, str]:
+    """The verdict and its note: B's log median against the runs of A's kind (their centre and band)."""
     if centre is None:
-        verdict = WITHIN_NOISE if inside_floor else INCONCLUSIVE
-        note = "" if inside_floor else NO_REPETITION
-    else:
-        shift = math.log(med_b) - centre  # B against the runs of A's kind
-        limit = math.log(1 + band)
-        if abs(shift) <= limit or inside_floor:
-            verdict, note = WITHIN_NOISE, ""
-        elif (shift > 0 and ci[0] > 1) or (shift < 0 and ci[1] < 1):
-            verdict = SLOWER if (shift > 0) == slower_if_up else FASTER
-            note = ""
-        else:
-            verdict, note = INCONCLUSIVE, "beyond noise, but the interval holds 1 (not significant)"
-    return MetricTiming(metric, verdict, ratio, ci, band, len(medians), med_a, med_b, len(xs), note)
+        return (WITHIN_NOISE, "") if inside_floor else (INCONCLUSIVE, NO_REPETITION)
+    shift = log_b - centre
+    if abs(shift) <= math.log(1 + band) or inside_floor:
+        return WITHIN_NOISE, ""
+    if (shift > 0 and ci[0] > 1) or (shift < 0 and ci[1] < 1):
+        return (SLOWER if (shift > 0) == slower_if_up else FASTER), ""
+    return INCONCLUSIVE, "beyond noise, but the interval holds 1 (not significant)"
 
 
 def judge(a: Mapping, b: Mapping, baselines: Sequence[Mapping] = (), floors: Mapping[str, float] | None = None,
           *, seed: int = 0) -> dict[str, MetricTiming]:  # fmt: skip
     """Every metric of B against A, noise from A and its baselines (rows of more runs of A's kind)."""
     floors = floors or {}
-    return {m: judge_metric(a, b, baselines, m, float(floors.get(m, DEFAULT_FLOOR)), seed=seed) for m in METRICS}
+    keys = shared_measured(a, b)
+    return {m: judge_metric(a, b, baselines, m, float(floors.get(m, DEFAULT_FLOOR)), seed=seed, keys=keys)
+            for m in METRICS}  # fmt: skip
 
 
 def changed(timings: Mapping[str, MetricTiming]) -> list[MetricTiming]:
@@ -190,8 +287,9 @@ def changed(timings: Mapping[str, MetricTiming]) -> list[MetricTiming]:
 
 
 def summary(timings: Mapping[str, MetricTiming]) -> str:
-    """The timing half of a headline: 'timings within noise (TPOT x1.08, 95% CI 0.97-1.21)',
-    'timings changed: TPOT slower x1.60 (95% CI 1.55-1.66, noise +-12%)', or inconclusive with why."""
+    """The timing half of a headline: 'timings within noise (TPOT x1.08, 95% CI 0.97-1.21)', with the noise named
+    where it decided ('TPOT x2.13 within run-to-run noise of +-87% over 7 runs, 95% CI ...'), 'timings changed: TPOT
+    slower x1.60 (95% CI 1.55-1.66, noise +-12%)', or inconclusive with why."""
     if not timings or all(t.ratio is None for t in timings.values()):
         return "timings not recorded"
     moved = changed(timings)
@@ -206,7 +304,11 @@ def summary(timings: Mapping[str, MetricTiming]) -> str:
     if unsure:
         why = sorted({t.note for t in unsure})
         return f"timings inconclusive ({'; '.join(why)}): " + ", ".join(t.describe() for t in unsure)
-    return f"timings within noise ({lead.describe()})"
+    text = lead.describe() if not lead.note else (f"{lead.label} x{lead.ratio:.2f} {lead.note}, 95% CI "
+                                                  f"{lead.ci[0]:.2f}-{lead.ci[1]:.2f}")  # fmt: skip
+    by_noise = [f"{t.label} x{t.ratio:.2f} within +-{t.noise:.0%}" for t in timings.values()
+                if t is not lead and t.verdict == WITHIN_NOISE and t.note]  # fmt: skip
+    return f"timings within noise ({text}{'; also ' + ', '.join(by_noise) if by_noise else ''})"
 
 
 def as_document(timings: Mapping[str, MetricTiming]) -> dict:
@@ -221,4 +323,5 @@ def as_document(timings: Mapping[str, MetricTiming]) -> dict:
 
 
 def _round(v: float | None, digits: int = 4) -> float | None:
-    return None if v is None else round(v, digits)
+    """v rounded; None for none, and for a ratio or band past the largest float (JSON has no inf)."""
+    return None if v is None or not math.isfinite(v) else round(v, digits)

@@ -44,7 +44,9 @@ class LocalMirror:
         return os.path.isdir(self.root)
 
     def top_dirs(self) -> list[str]:
-        return sorted(e.name for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False))
+        # a name that is not UTF-8 in the text form the walk gives its files (their entry is named alike)
+        found = os.scandir(self.root)
+        return sorted(text_path(os.fsencode(e.name))[0] for e in found if e.is_dir(follow_symlinks=False))
 
     def walk(self) -> Iterator[FileStat | WalkProblem]:
         yield from walk_local(self._broot)

@@ -92,3 +92,106 @@ def test_compare_unknown_run_is_one_line(demo_catalog, vault):
         "vault: error: no result files (per_request.csv, requests.jsonl) in 014_ss20_temp0_chunk1024/data/nope"
     )
     assert os.environ.get("VAULT_CATALOG") is None
+
+
+# -- baselines are independent runs of A's kind (issue 34) ------------------------------------------------------
+SMOKE = Path(__file__).parents[2] / "bench/repro_h200/runs/smoke"
+
+
+def run_folder(root: Path, name: str, source: str, gpu: str = "NVIDIA H200 (9.0)") -> Path:
+    """A vault run folder (provenance.json + work/) holding a recorded H200 run's result files."""
+    folder = root / name
+    (folder / "work").mkdir(parents=True)
+    for file in ("per_request.csv", "requests.jsonl"):
+        (folder / "work" / file).write_bytes((SMOKE / source / file).read_bytes())
+    prov = {"run_id": name, "status": "done", "settings": {"gpu": gpu, "dtype": "float32"}}
+    (folder / "provenance.json").write_text(json.dumps(prov))
+    return folder
+
+
+def test_a_baseline_that_is_run_a_again_is_refused_however_it_is_named(vault, tmp_path):
+    a, b = SMOKE / "alone_01", SMOKE / "busy_2"
+    (tmp_path / "link").symlink_to(a)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for file in ("per_request.csv", "requests.jsonl"):
+        (copy / file).write_bytes((a / file).read_bytes())
+    for again in (str(a), f"{a}/", str(tmp_path / "link"), str(copy)):
+        result = vault("compare", str(a), str(b), "--baseline", again, "--baseline", str(SMOKE / "alone_02"))
+        assert result.code == 2, (again, result.out)
+        assert result.err.count("\n") == 1 and f"--baseline {again}" in result.err and "RUN_A" in result.err, again
+
+
+def test_a_baseline_that_is_run_b_or_another_baseline_is_refused(vault):
+    a, b, c = SMOKE / "alone_01", SMOKE / "busy_2", SMOKE / "alone_02"
+    result = vault("compare", str(a), str(b), "--baseline", str(c), "--baseline", f"{b}/")
+    assert result.code == 2 and result.err.count("\n") == 1 and "RUN_B" in result.err
+    result = vault("compare", str(a), str(b), "--baseline", str(c), "--baseline", f"{c}/")
+    assert result.code == 2 and result.err.count("\n") == 1 and f"--baseline {c}/" in result.err
+    assert f"--baseline {c}" in result.err.split("the same")[1]
+
+
+def test_a_baseline_from_other_hardware_is_not_comparable_naming_it_and_the_setting(vault, tmp_path):
+    a, b = run_folder(tmp_path, "a", "alone_01"), run_folder(tmp_path, "b", "alone_08")
+    same, other = run_folder(tmp_path, "c", "alone_02"), run_folder(tmp_path, "d", "alone_03", gpu="NVIDIA A100")
+    result = vault("compare", str(a), str(b), "--baseline", str(same), "--baseline", str(other), "--json")
+    doc = json.loads(result.out)
+    assert result.code == 10 and doc["verdict"] == "NOT_COMPARABLE"
+    assert doc["reasons"] == [f"setting gpu (baseline {other}): 'NVIDIA H200 (9.0)' vs 'NVIDIA A100'"]
+    assert vault("compare", str(a), str(b), "--baseline", str(same)).code == 0
+
+
+def test_a_baseline_with_no_measured_request_is_refused(vault, tmp_path):
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    lines = (SMOKE / "alone_02/per_request.csv").read_text().splitlines()
+    (warm / "per_request.csv").write_text("\n".join([lines[0], *(x.replace("measured", "warmup") for x in lines[1:])]))
+    result = vault("compare", str(SMOKE / "alone_01"), str(SMOKE / "busy_2"), "--baseline", str(warm))
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert f"--baseline {warm}" in result.err and "no measured request" in result.err
+
+
+def test_timings_of_1e300_or_1e_minus_300_in_a_baseline_do_not_overflow(vault, tmp_path):
+    for scale in ("1e300", "1e-300"):
+        odd = tmp_path / scale
+        odd.mkdir()
+        lines = (SMOKE / "alone_02/per_request.csv").read_text().splitlines()
+        head = lines[0].split(",")
+        rows = [dict(zip(head, line.split(","), strict=True)) for line in lines[1:]]
+        for row in rows:
+            row.update(ttft_s=scale, tpot_ms=scale, e2e_s=scale, tps=scale)
+        (odd / "per_request.csv").write_text("\n".join([lines[0], *(",".join(r.values()) for r in rows)]) + "\n")
+        result = vault("compare", str(SMOKE / "alone_01"), str(SMOKE / "busy_2"), "--baseline", str(odd), "--json")
+        assert result.code in (0, 10), result.err
+        doc = json.loads(result.out)
+        json.dumps(doc, allow_nan=False)
+        assert doc["timings"]["tpot"]["verdict"] == "within_noise"
+
+
+def test_compare_of_300k_requests_with_two_baselines_takes_seconds_and_little_memory(tmp_path):
+    """A serving benchmark's size (bench/compare.py's runs): 300,000 requests, two baselines, in a whole process
+    under 10 CPU seconds (30,000 took 110 s) and under 20x the file's size in memory. CPU, not wall time: the
+    machine is shared, and wall time only says how busy it was."""
+    import importlib.util
+    import subprocess
+    import sys
+    import time
+
+    spec = importlib.util.spec_from_file_location("bench_compare", SMOKE.parents[3] / "bench/compare.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    size = max(bench.write_run(tmp_path / name, 300_000, seed) for name, seed in zip("abcd", (1, 2, 3, 4), strict=True))
+    runs = [str(tmp_path / name) for name in "abcd"]
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-m", "cloudvault", "compare", runs[0], runs[1], "--baseline", runs[2],
+                              "--baseline", runs[3]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    while (done := os.wait4(child.pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() - started > 120:
+            child.kill()
+            raise AssertionError("vault compare of 300,000 requests ran past 120 s")
+        time.sleep(0.05)
+    out = child.stdout.read().decode()
+    assert os.waitstatus_to_exitcode(done[1]) == 0, child.stderr.read().decode()
+    assert "REPRODUCED: outputs 300000/300000 identical; timings within noise (TPOT x1.0" in out
+    assert done[2].ru_utime + done[2].ru_stime < 10
+    assert done[2].ru_maxrss * 1024 < 20 * size

@@ -206,7 +206,7 @@ def test_truncated_bitflipped_and_non_tar_archives_are_flagged_and_the_walk_goes
     assert "flagged" in result.out
 
 
-def test_unreadable_file_is_flagged_not_fatal():
+def test_unreadable_file_is_flagged_not_fatal(monkeypatch):
     import tempfile
 
     from cloudvault.catalog.db import open_catalog
@@ -222,9 +222,12 @@ def test_unreadable_file_is_flagged_not_fatal():
     locked.chmod(0)
     db = tmp_path / "cat" / "c.db"
     db.parent.mkdir()
+    state = tmp_path / "state"  # the mirror registry, writable by the user the index runs as
+    state.mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
     as_root = os.geteuid() == 0
     if as_root:  # root reads anything: act as nobody so the permission bits count
-        for p in (tmp_path, db.parent, mirror, mirror / "001_x"):
+        for p in (tmp_path, db.parent, state, mirror, mirror / "001_x"):
             p.chmod(0o777)
         os.seteuid(65534)
     try:
@@ -401,10 +404,11 @@ def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault
 def test_an_older_catalog_is_migrated_and_a_newer_one_refused(demo_catalog, vault):
     conn = sqlite3.connect(demo_catalog)
     conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; DROP TABLE run_requests; DROP TABLE runs; "
-                       "DROP TABLE restores; ALTER TABLE members DROP COLUMN raw_link_target; "
-                       "ALTER TABLE members DROP COLUMN sparse_map; DROP TABLE generation_events; "
-                       "DROP TABLE member_history; DROP TABLE file_history; DROP TABLE generations; "
-                       "ALTER TABLE files DROP COLUMN generation; UPDATE meta SET value = '1' "
+                       "DROP TABLE restores; DROP TABLE generation_events; DROP TABLE member_history; "
+                       "DROP TABLE file_history; DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
+                       "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces; "
+                       "ALTER TABLE members DROP COLUMN raw_link_target; ALTER TABLE members DROP COLUMN sparse_map; "
+                       "UPDATE meta SET value = '1' "
                        "WHERE key = 'schema_version';")  # fmt: skip
     conn.close()
     assert vault("--catalog", str(demo_catalog), "search", "granite").code == 0  # a reader migrates it first

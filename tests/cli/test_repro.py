@@ -200,3 +200,36 @@ def test_the_013_twin_runs_without_recorded_token_ids(demo_catalog, vault, tmp_p
     assert len(rows) == 126 and all(",identical," in row for row in rows)
     assert "not checked: output_ids (not recorded on one side)" in result.out
     assert result.code == 0
+
+
+def test_a_recorded_repetition_that_is_the_record_itself_is_a_recipe_error(demo_catalog, vault, tmp_path, monkeypatch):
+    (tmp_path / "repro").mkdir()
+    text = (REPO / "recipes/repro/014_ss20_temp0.toml").read_text()
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path))
+    rep2 = "data/ss20_temp0_c1024_rep2/20260925_072725"
+    for again in ("data/20260925_070231", "data/20260925_070231/", "./data/20260925_070231", f"{rep2}/"):
+        (tmp_path / "repro/mine.toml").write_text(text.replace(f'repetitions = ["{rep2}"]',
+                                                               f'repetitions = ["{rep2}", "{again}"]'))  # fmt: skip
+        result = vault("--catalog", str(demo_catalog), "repro", "mine", "--dry-run")
+        assert result.code == 2 and result.err.count("\n") == 1, (again, result.err)
+        assert "'record.repetitions'" in result.err and again in result.err
+
+
+def test_a_noise_floor_of_true_is_refused(demo_catalog, vault, tmp_path, monkeypatch):
+    (tmp_path / "repro").mkdir()
+    text = (REPO / "recipes/repro/014_ss20_temp0.toml").read_text()
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path))
+    for bad in ("true", "{ tpot = true }", "nan", "-0.1"):
+        (tmp_path / "repro/mine.toml").write_text(f"{text}\n[timings]\nnoise = {bad}\n")
+        result = vault("--catalog", str(demo_catalog), "repro", "mine", "--dry-run")
+        assert result.code == 2 and "'timings.noise'" in result.err and result.err.count("\n") == 1, (bad, result.err)
+
+
+def test_repeat_is_validated_with_or_without_dry_run_and_its_bound_is_in_help(demo_catalog, vault, tmp_path):
+    for n in ("0", "-1", "101", "x"):
+        for dry in (["--dry-run"], ["--standin", "--out", str(tmp_path / "runs")]):
+            result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--repeat", n, *dry)
+            assert result.code == 2 and result.err.count("\n") == 1 and "--repeat" in result.err, (n, dry, result.err)
+            assert not (tmp_path / "runs").exists()
+    helped = vault("repro", "--help")
+    assert "1..100 " in " ".join(helped.out.split())

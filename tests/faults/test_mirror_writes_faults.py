@@ -137,3 +137,53 @@ def test_repro_never_stages_an_unsafe_member_outside_the_run_folder(own_mirror, 
     tally("write_outside", len(escaped))
     assert escaped == []
     assert r.code == 5 and "refusing 'docs/../../../../escaped.txt'" in r.err, r.err
+
+
+def _mirror_in_the_default_catalog(tmp_path, vault):
+    """Another mirror, indexed into the user's default catalog (not the one a later command is pointed at)."""
+    other = tmp_path / "elsewhere/Marvell_cloud"
+    (other / "018_x").mkdir(parents=True)
+    (other / "018_x/verify_summary.txt").write_text("the mirror's own bytes\n")
+    r = vault("index", "--quiet", str(other))
+    assert r.code == 0, r.err
+    return other
+
+
+def test_extract_force_into_a_mirror_of_another_catalog_of_this_user_is_refused(demo_catalog, vault, tmp_path,
+                                                                                monkeypatch, tally):  # fmt: skip
+    """Class: a write into a mirror the active catalog does not know, but another catalog of this user indexed
+    (VAULT_CATALOG pointed at the demo, as the demo's last line suggests)."""
+    other = _mirror_in_the_default_catalog(tmp_path, vault)
+    monkeypatch.setenv("VAULT_CATALOG", str(demo_catalog))
+    before = mirror_state(other)
+    tally("hostile_input")
+    r = vault("extract", "018", "verify_summary.txt", "--force", "-o", str(other / "018_x"))
+    _refused_untouched(r, other, before, tally)
+    assert (other / "018_x/verify_summary.txt").read_text() == "the mirror's own bytes\n"
+    monkeypatch.chdir(other / "018_x")
+    tally("hostile_input")
+    r = vault("extract", "018", "verify_summary.txt", "--force")
+    _refused_untouched(r, other, before, tally)
+
+
+def test_repro_out_dot_inside_a_mirror_of_another_catalog_is_refused(demo_catalog, vault, tmp_path, monkeypatch,
+                                                                     tally):  # fmt: skip
+    other = _mirror_in_the_default_catalog(tmp_path, vault)
+    monkeypatch.setenv("VAULT_CATALOG", str(demo_catalog))
+    monkeypatch.chdir(other)
+    before = mirror_state(other)
+    tally("hostile_input")
+    r = vault("repro", "016_plots", "--out", ".")
+    _refused_untouched(r, other, before, tally)
+
+
+def test_the_guard_still_knows_a_mirror_whose_catalog_was_deleted(demo_catalog, vault, tmp_path, monkeypatch, tally):
+    """The registry outlives the catalog: every root any catalog of this user indexed stays guarded until it is
+    forgotten on purpose (`vault mirrors rm`)."""
+    other = _mirror_in_the_default_catalog(tmp_path, vault)
+    for db in (tmp_path / "home/.local/share/cloudvault").glob("catalog.db*"):
+        db.unlink()
+    before = mirror_state(other)
+    tally("hostile_input")
+    r = vault("--catalog", str(demo_catalog), "compare", "014", "014", "--out", str(other / "cmp"))
+    _refused_untouched(r, other, before, tally)

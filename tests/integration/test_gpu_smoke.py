@@ -32,6 +32,18 @@ def test_the_recorded_folder_ships_in_the_demo_in_the_harness_shape(demo_mirror)
     assert {"gpu", "dtype", "seed", "model_config", "torch"} <= set(about)
 
 
+@pytest.fixture
+def torch_importable(tmp_path, monkeypatch):
+    """A machine where the runner's Python finds torch and transformers (empty stand-in packages on PYTHONPATH, so
+    a dry run's answer does not depend on whether this machine has them: it never imports them)."""
+    stubs = tmp_path / "stubs"
+    for name in ("torch", "transformers"):
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(stubs))
+
+
+@pytest.mark.usefixtures("torch_importable")
 def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault, tmp_path, monkeypatch):
     monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: None)  # a machine without nvidia-smi
     result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--out", str(tmp_path))
@@ -43,6 +55,7 @@ def test_the_dry_run_without_a_gpu_says_not_comparable_here(demo_catalog, vault,
     assert "settings compared: gpu, dtype, seed, max_new_tokens, model_config, torch, transformers" in result.out
 
 
+@pytest.mark.usefixtures("torch_importable")
 def test_the_dry_run_on_a_gpu_machine_names_the_gpu_it_uses(demo_catalog, vault, tmp_path, monkeypatch):
     from cloudvault.tools.gpu import Gpu
 
@@ -52,6 +65,30 @@ def test_the_dry_run_on_a_gpu_machine_names_the_gpu_it_uses(demo_catalog, vault,
     assert "GPU 0: NVIDIA H200, compute capability 9.0 (sm_90), 4 of 143771 MiB used" in result.out
     assert "ok   gpu              GPUs [0] free (memory.used < 500 MiB)" in result.out
     assert "NOT_COMPARABLE here" not in result.out
+
+
+def test_the_dry_run_without_the_runners_modules_shows_the_plan_and_names_the_install(
+    demo_catalog, vault, tmp_path, monkeypatch
+):
+    """The run would stop at once (exit 7) naming the pip install; the dry run says so as one preflight line, with
+    the whole plan and every other check, and exits as the run would."""
+    from cloudvault.tools.gpu import Gpu
+
+    recipes = tmp_path / "recipes" / "repro"  # the shipped recipe, asking also for a module no machine has
+    recipes.mkdir(parents=True)
+    text = (REPO / "recipes/repro/gpu_greedy_smoke.toml").read_text()
+    (recipes / "gpu_greedy_smoke.toml").write_text(text.replace('["torch", "transformers"]', '["vault_absent_mod"]'))
+    monkeypatch.setenv("VAULT_RECIPES", str(tmp_path / "recipes"))
+    monkeypatch.setattr("cloudvault.tools.gpu.local_gpus", lambda *a, **k: [Gpu(0, "NVIDIA H200", (9, 0), 4, 143_771)])
+    result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--dry-run", "--out", str(tmp_path / "runs"))
+    assert result.code == 7, result.out + result.err
+    assert "FAIL python           gpu_greedy_smoke needs vault_absent_mod, which" in result.out
+    assert "install: pip install torch 'transformers>=5,<6'" in result.out
+    assert "ok   gpu              GPUs [0] free" in result.out
+    assert "-m cloudvault.repro.gpu_smoke --device cuda --out" in result.out
+    assert not (tmp_path / "runs").exists()
+    run = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--out", str(tmp_path / "runs"))
+    assert run.code == 7 and "vault_absent_mod" in run.err and "Traceback" not in run.err
 
 
 def test_the_runner_repeats_its_greedy_tokens_from_the_same_seed():

@@ -31,8 +31,8 @@ def locked_error(path) -> sqlite3.OperationalError:
 
 def test_every_message_is_one_line_however_its_template_or_fields_wrap():
     error = errors.CatalogDamaged(path="/c.db", detail="first\nsecond\r\n  third")
-    assert error.message == "catalog /c.db is damaged (first second third); restore it from a copy or rebuild it " \
-        "with `vault index`"  # fmt: skip
+    assert error.message == "catalog /c.db is damaged (first second third); restore it from a copy, or move it " \
+        "aside and rebuild it with `vault index`"  # fmt: skip
     assert "\n" not in errors.CatalogTooOld(path="/c.db", found=3, supported=4).message  # its docstring wraps
 
 
@@ -44,10 +44,15 @@ def test_a_locked_catalog_is_busy_and_says_retry_not_damaged(tmp_path):
 
 def test_only_a_damaged_file_is_damaged_exit_5(tmp_path):
     garbage = tmp_path / "c.db"
-    garbage.write_bytes(b"this is not a database, it is sixteen bytes and more" * 100)
+    garbage.write_bytes(b"SQLite format 3\0" + b"this is not a database, it is sixteen bytes and more" * 100)
     with pytest.raises(errors.CatalogDamaged) as damaged:
         open_catalog(garbage)
     assert damaged.value.exit_code == errors.INTEGRITY and "restore it from a copy" in damaged.value.message
+    text = tmp_path / "notes.txt"
+    text.write_bytes(b"this is not a database, it is sixteen bytes and more" * 100)
+    with pytest.raises(errors.NotACatalog) as not_one:  # never "damaged": rebuilding it would not help
+        open_catalog(text)
+    assert not_one.value.exit_code == errors.USAGE and "is not a vault catalog" in not_one.value.message
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorname = "SQLITE_FULL"
     assert isinstance(errors.from_sqlite(full, garbage), errors.DiskFull)

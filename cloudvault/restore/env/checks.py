@@ -23,10 +23,33 @@ def check_env(prefix: Path) -> dict[str, str]:
     return env
 
 
+def cannot_run(path: Path) -> str | None:
+    """Why a program the env names (bin/python, a link to its interpreter) cannot be started: its links loop or
+    lead to nothing; None when it can, or when the env has no such name."""
+    if not os.path.lexists(path) or os.path.exists(path):
+        return None
+    chain, at = [path.name], path
+    while os.path.islink(at) and len(chain) <= 8:
+        chain.append(os.readlink(at))
+        at = at.parent / chain[-1]
+    if os.path.islink(at):
+        return f"bin/{path.name} cannot run: its links form a loop ({' -> '.join(chain)} ...)"
+    return f"bin/{path.name} cannot run: its link leads to nothing ({' -> '.join(chain)})"
+
+
+def _failed(name: str, command: str, why: str) -> dict:
+    """A check that could not be run: it decided nothing, so it failed."""
+    return {"name": name, "command": command, "ok": False, "exit_code": None, "output": why}
+
+
 def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> dict:
-    """One check: exit 0 passes; the last lines of its output are kept."""
+    """One check: exit 0 passes; the last lines of its output are kept. A program the env names but cannot start
+    fails the check (never a program of the same name found further along PATH)."""
     argv = shlex.split(command)
     local = prefix / "bin" / argv[0]
+    why = cannot_run(local) if argv and "/" not in argv[0] else None
+    if why:
+        return _failed(name, command, why)
     if local.exists():
         argv[0] = str(local)
     try:
@@ -39,10 +62,15 @@ def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> dict:
 
 
 def run_checks(prefix: Path, checks: dict[str, str]) -> list[dict]:
-    """The built-in prefix check (when the env has a python), then the recipe's checks in order."""
+    """The built-in prefix check (when the env has a python, or names one it cannot start), then the recipe's
+    checks in order."""
     env = check_env(prefix)
     results = []
-    if env_python(prefix) is not None:
+    named = [prefix / "bin" / n for n in ("python3", "python") if os.path.lexists(prefix / "bin" / n)]
+    why = next(filter(None, map(cannot_run, named)), None)
+    if why and env_python(prefix) is None:
+        results.append(_failed("prefix", PREFIX_CHECK, why))
+    elif env_python(prefix) is not None:
         result = run_one(prefix, "prefix", PREFIX_CHECK, env)
         said = result["output"].splitlines()[-1] if result["output"] else ""
         if result["ok"] and os.path.realpath(said) != os.path.realpath(prefix):

@@ -23,10 +23,19 @@ def _layout(buf) -> tuple[str, int, int, int, int] | None:
     if buf[4] == 2:
         (phoff,) = struct.unpack_from(order + "Q", buf, 32)
         phentsize, phnum = struct.unpack_from(order + "HH", buf, 54)
-        return order, "Q", phoff, phentsize, phnum
+        return _inside(buf, (order, "Q", phoff, phentsize, phnum))
     (phoff,) = struct.unpack_from(order + "I", buf, 28)
     phentsize, phnum = struct.unpack_from(order + "HH", buf, 42)
-    return order, "I", phoff, phentsize, phnum
+    return _inside(buf, (order, "I", phoff, phentsize, phnum))
+
+
+def _inside(buf, layout) -> tuple[str, int, int, int, int] | None:
+    """layout, when its program headers lie within the file and are as long as one; else None (a damaged or
+    hostile header: the file is then patched as any binary, its run paths not read)."""
+    _order, word, phoff, phentsize, phnum = layout
+    if phentsize < (56 if word == "Q" else 32) or phoff + phentsize * phnum > len(buf):
+        return None
+    return layout
 
 
 def _segments(buf, layout) -> list[tuple[int, int, int, int]]:
@@ -69,6 +78,8 @@ def run_paths(buf) -> list[tuple[int, bytes]]:
     out = []
     for index in wanted:
         start = base + index
+        if start >= len(buf):  # a string table past the end of the file: nothing there to patch
+            continue
         end = buf.find(b"\0", start)
         out.append((start, bytes(buf[start : end if end >= 0 else len(buf)])))
     return out

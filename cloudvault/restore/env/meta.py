@@ -7,9 +7,10 @@ so `--list` and `--dry-run` answer from the catalog and conda-meta alone.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections import namedtuple
+
+from cloudvault import readers
 
 # One file as conda recorded it in conda-meta/<pkg>.json paths_data.
 CondaPath = namedtuple("CondaPath", "package file_mode placeholder sha256_in_prefix sha256 size")
@@ -27,35 +28,52 @@ ARCHES_BEFORE_CU128 = "5.0 6.0 7.0 7.5 8.0 8.6 9.0"
 ARCHES_FROM_CU128 = "7.5 8.0 8.6 9.0 10.0 12.0+PTX"
 
 
+CONDA_RECORD = {"name": str, "files": list, "paths_data": dict}
+CONDA_PATH = {"required": ("_path",), "_path": str, "file_mode": (str, type(None)),
+              "prefix_placeholder": (str, type(None)), "sha256_in_prefix": (str, type(None)),
+              "sha256": (str, type(None)), "size_in_bytes": (int, type(None))}  # fmt: skip
+
+
 def conda_paths(documents: dict[str, bytes]) -> dict[str, CondaPath]:
     """rel path -> CondaPath from conda-meta JSON documents (name -> bytes); files without paths_data still
-    count through their `files` list."""
+    count through their `files` list. A document, or a path record, not of conda's shape (not JSON, a list where
+    conda writes an object) records nothing vault can check: it is passed over, as a file conda-meta does not
+    name is (its bytes are still checked against the catalog's BLAKE3)."""
     out: dict[str, CondaPath] = {}
     for name, raw in documents.items():
         try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if not isinstance(doc, dict):
+            doc = readers.json_document(raw, name, CONDA_RECORD)
+        except readers.DamagedFile:
             continue
         package = doc.get("name") or name.rsplit("/", 1)[-1].removesuffix(".json")
         for rel in doc.get("files") or []:
-            out.setdefault(rel, CondaPath(package, None, None, None, None, None))
-        for p in (doc.get("paths_data") or {}).get("paths") or []:
-            if isinstance(p, dict) and "_path" in p:
-                fields = ("file_mode", "prefix_placeholder", "sha256_in_prefix", "sha256", "size_in_bytes")
-                out[p["_path"]] = CondaPath(package, *(p.get(f) for f in fields))
+            if isinstance(rel, str):
+                out.setdefault(rel, CondaPath(package, None, None, None, None, None))
+        paths = (doc.get("paths_data") or {}).get("paths") or []
+        for p in paths if isinstance(paths, list) else []:
+            try:
+                readers.check_shape(p, CONDA_PATH, name)
+            except readers.DamagedFile:
+                continue
+            fields = ("file_mode", "prefix_placeholder", "sha256_in_prefix", "sha256", "size_in_bytes")
+            out[p["_path"]] = CondaPath(package, *(p.get(f) for f in fields))
     return out
 
 
 def record_hashes(record: bytes, site_dir: str) -> dict[str, str]:
-    """env-relative path -> sha256 hex from a pip RECORD (paths relative to site-packages, `../../../bin/x`)."""
+    """env-relative path -> sha256 hex from a pip RECORD (paths relative to site-packages, `../../../bin/x`). A
+    RECORD that is not CSV (a field past the csv module's limit) records nothing vault can check: it is passed
+    over, as a damaged conda-meta record is."""
     import csv
     import io
     import posixpath
 
     out = {}
-    for row in csv.reader(io.StringIO(record.decode("utf-8", "replace"))):
+    try:
+        rows = list(csv.reader(io.StringIO(record.decode("utf-8", "replace"))))
+    except csv.Error:
+        return {}
+    for row in rows:
         if len(row) < 2 or not row[1].startswith("sha256="):
             continue
         digest = row[1][len("sha256=") :]

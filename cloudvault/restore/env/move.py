@@ -80,6 +80,9 @@ def move(
     choices: Choices = Choices(),
 ) -> dict:
     """The env at source (restored by vault: it has a marker) placed at target and source removed; recorded."""
+    from cloudvault.restore.env.targets import check_move
+
+    check_move(conn, env.name, source, target)  # before anything moves: a target inside its source, or around it
     return recorded(conn, env, target, lambda: _move(recipe, env, source, target, choices))
 
 

@@ -37,8 +37,9 @@ def placed(name: str, target: Path, need: int, force: bool) -> Iterator[Staging]
     """A staging folder beside target (need bytes free, target absent unless force) for the block to fill; when
     the block ends, every file synced and the folder renamed into place as target; when it raises (Ctrl-C too),
     the folder removed, and a full disk is NoSpace (exit 6)."""
-    staging = Staging(prepare_staging(name, target, need, force))
+    staging = Staging(staging_path(target))  # named by pid, so whatever is there when this fails is ours
     try:
+        prepare_staging(name, target, need, force)  # inside the try: a signal right after its mkdir removes it
         yield staging
         clock = time.monotonic()
         sync_filesystem(staging.path)  # every file durable before the rename makes the env visible
@@ -65,6 +66,11 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
+def staging_path(target: Path) -> Path:
+    """Where this process stages target: beside it, named by pid (a killed run's is removed by the next)."""
+    return target.parent / f".{target.name}{STAGING_MARK}{os.getpid()}"
+
+
 def prepare_staging(name: str, target: Path, need: int, force: bool) -> Path:
     """The staging folder beside target, after the checks that must pass before anything is written."""
     if os.path.lexists(target) and not force:
@@ -77,7 +83,7 @@ def prepare_staging(name: str, target: Path, need: int, force: bool) -> Path:
     free = shutil.disk_usage(target.parent).free
     if free < need:
         raise NotEnoughSpace(path=target.parent, free=_gib(free), name=name, need=_gib(need))
-    staging = target.parent / f".{target.name}{STAGING_MARK}{os.getpid()}"
+    staging = staging_path(target)
     try:
         staging.mkdir(mode=0o700)
     except OSError as exc:
@@ -94,19 +100,26 @@ def discard_staging(staging: Path, target: Path, exc: BaseException) -> None:
 
 def swap_into_place(staging: Path, target: Path, force: bool) -> None:
     """staging becomes target in one rename; a target being replaced (--force) is moved aside first, then removed.
-    Without force, a target that appeared since the start (another restore) is theirs: DestinationExists."""
+    Without force, a target that appeared since the start (another restore) is theirs: DestinationExists. The two
+    renames are one step to a signal (held till both are done) and to a failure (the old target put back): there
+    is never a moment when neither env is at target."""
+    from cloudvault.jobthreads import held_signals
+
     aside = None
     if os.path.lexists(target) and not force:
         raise errors.DestinationExists(path=target)
-    if os.path.lexists(target):
-        aside = target.with_name(f".{target.name}{REPLACED_MARK}{os.getpid()}")
-        os.rename(target, aside)
-    try:
-        os.rename(staging, target)
-    except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another restore placed it meanwhile: theirs stays
-            raise errors.DestinationExists(path=target) from None
-        raise
+    with held_signals():
+        if os.path.lexists(target):
+            aside = target.with_name(f".{target.name}{REPLACED_MARK}{os.getpid()}")
+            os.rename(target, aside)
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            if aside is not None:
+                os.rename(aside, target)
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another restore placed it meanwhile: theirs stays
+                raise errors.DestinationExists(path=target) from None
+            raise
     fsync_dir(target.parent)
     if aside is not None:
         shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()

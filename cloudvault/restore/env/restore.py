@@ -150,7 +150,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
         why = f"the recipe records no original prefix for {env.name}: add envs.{env.name}.prefix"
         raise errors.UsageError(detail=why)
     old, new = env.prefix, str(target)
-    marker = read_marker(target) if os.path.isdir(target) else None
+    marker = read_marker(target) if os.path.isdir(target) and not choices.force else None  # --force: replaced
     same = marker and marker.get("source_blake3") == env.archive.blake3 and marker.get("prefix") == new
     if same and not choices.force:
         return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}

@@ -8,11 +8,9 @@ other envs), so one archive may hold a whole miniforge tree or several venvs, an
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudvault import errors
@@ -69,6 +67,13 @@ class EnvSource:
     mirror_id: int
     entry_id: str
     nested: tuple[str, ...] = ()  # the folders of envs inside this one (a conda root's envs/*): not its members
+    problem: str | None = None  # why it cannot be restored at all (its name, its folder)
+    shared: str | None = None  # the envs of its name, when others share it: it is then named by `where`
+
+    @property
+    def where(self) -> str:
+        """The archive's file name and the env's folder in it: how messages tell two envs of one name apart."""
+        return f"{self.archive.path.rsplit('/', 1)[-1]}:{self.folder or '.'}"
 
     def members(self, conn: sqlite3.Connection) -> list[Member]:
         found = EntryMembers(conn, self.mirror_id, self.entry_id, self.archive.path.rsplit("/", 1)[-1]).glob("*")
@@ -96,9 +101,12 @@ class EnvRecipe:
         return [str(p) for p in self.data.get("pitfalls", []) + own]
 
     def discover(self, conn: sqlite3.Connection) -> list[EnvSource]:
+        """Every env of every archive the glob finds, in the archives' order; an env that cannot be restored
+        safely (env_problem) is kept with its problem and one whose name others share with the list of them, so
+        --list shows every one."""
         mirror_id, entry_id, _ = resolve_entry(conn, self.data["entry"])
         files = EntryMembers(conn, mirror_id, entry_id).glob(self.data["archives"])
-        envs: dict[str, EnvSource] = {}
+        envs: list[EnvSource] = []
         self.skipped = []
         for archive in (f for f in files if f.archive is None and f.type == "file"):
             folders = _env_folders(conn, mirror_id, entry_id, archive)
@@ -110,12 +118,10 @@ class EnvRecipe:
                 nested = tuple(f for f in folders if f != folder and (not folder or f.startswith(folder + "/")))
                 own = folder.rsplit("/", 1)[-1] if folder else stem.removeprefix("env-")
                 name = "base" if nested else own  # a conda root with its envs inside: conda's own name for it
-                if name in envs:
-                    self.skipped.append(f"{archive.path}: env {name!r} again (from {envs[name].archive.path})")
-                    continue
-                prefix = self._prefix(name, folder, bool(nested))
-                envs[name] = EnvSource(name, archive, folder, prefix, mirror_id, entry_id, nested)
-        return list(envs.values())
+                problem = env_problem(name, folder)
+                prefix = None if problem else self._prefix(name, folder, bool(nested))
+                envs.append(EnvSource(name, archive, folder, prefix, mirror_id, entry_id, nested, problem))
+        return _shared_names_marked(envs)
 
     def _prefix(self, name: str, folder: str, tree: bool = False) -> str | None:
         own = self.data.get("envs", {}).get(name, {}).get("prefix")
@@ -127,19 +133,46 @@ class EnvRecipe:
         return "/" + folder if folder else None  # packed with absolute paths (tar -P): the path is the prefix
 
     def pick(self, envs: list[EnvSource], names: list[str]) -> list[EnvSource]:
-        """The envs asked for (all when none named); an unknown name is EnvNotFound with the close names."""
+        """The envs asked for (all when none named), by name or, for one of several envs of a name, by its
+        ARCHIVE:FOLDER (`where`); an unknown name is EnvNotFound with the close names."""
         if not names:
             return envs
-        by_name = {e.name: e for e in envs}
+        known = list(dict.fromkeys(e.name for e in envs))
+        wheres = {e.where: e for e in envs}
         for name in names:
-            if name not in by_name:
+            if name not in known and name not in wheres:
                 import difflib
 
-                close = difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.4)
-                hint = f"; did you mean: {', '.join(close)}" if close else f"; it has: {', '.join(by_name) or 'none'}"
+                close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+                hint = f"; did you mean: {', '.join(close)}" if close else f"; it has: {', '.join(known) or 'none'}"
                 raise EnvNotFound(name=name, recipe=self.name, entry=self.data["entry"], hint=hint)
         wanted = set(names)
-        return [e for e in envs if e.name in wanted]  # in the archive's order: a conda root before its envs
+        by_where = [replace(e, shared=None) if e.where in wanted else e for e in envs]  # named by where: no doubt
+        return [e for e in by_where if e.name in wanted or e.where in wanted]  # a conda root before its envs
+
+
+def env_problem(name: str, folder: str) -> str | None:
+    """Why an env cannot be placed by its name or its folder: a name that is not one folder's name (empty, '.',
+    '..', holding '/' or NUL, or read as an option: a leading '-'), or a folder that climbs out of where it is
+    kept (absolute, '..', NUL): joined under ROOT, either would name ROOT, its parent or a folder outside it."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name or name.startswith("-"):
+        return f"{name!r} is not a usable env name (empty, '.', '..', '/', NUL or a leading '-')"
+    if folder.startswith("/") or "\0" in folder or ".." in folder.split("/"):
+        return f"its folder {folder!r} climbs out of where it would be kept (absolute or '..')"
+    return None
+
+
+def _shared_names_marked(envs: list[EnvSource]) -> list[EnvSource]:
+    """envs, each whose name another env shares given the list of them (every ARCHIVE:FOLDER of the name)."""
+    by_name: dict[str, list[EnvSource]] = {}
+    for env in envs:
+        by_name.setdefault(env.name, []).append(env)
+    for name, same in by_name.items():
+        if len(same) > 1:
+            folders = ", ".join(e.where for e in same)
+            for env in same:
+                env.shared = f"env name {name!r} names {len(same)} envs: {folders}"
+    return envs
 
 
 def _env_folders(conn: sqlite3.Connection, mirror_id: int, entry_id: str, archive: Member) -> list[str]:
@@ -176,23 +209,21 @@ def _inside_files(folder: str, env: str) -> bool:
     return not rest.startswith("envs/")
 
 
-def target_for(env: EnvSource, prefix: str | None, to: str | None) -> Path:
-    """Where env goes: --prefix, ROOT/<its folder> for --to, else its original prefix."""
-    if prefix:
-        return Path(os.path.abspath(os.path.expanduser(prefix)))
-    if to:
-        root = Path(os.path.abspath(os.path.expanduser(to)))
-        return root / env.folder if env.folder else (root if env.nested else root / env.name)
-    if env.prefix is None:
-        raise errors.UsageError(detail=f"the recipe records no prefix for {env.name}; give --prefix or --to")
-    return Path(env.prefix)
+MARKER_SHAPE = {"required": ("prefix",), "prefix": str, "source": (str, type(None)),
+                "source_blake3": (str, type(None)), "original_prefix": (str, type(None)), "moves": list}  # fmt: skip
 
 
 def read_marker(target: Path) -> dict | None:
+    """The marker vault left in an env it restored; None where there is none. One not as vault wrote it (cut
+    short, edited) is DamagedFile (5), naming it: an env is never moved from a prefix a damaged marker told."""
+    from cloudvault import readers
+
     try:
-        return json.loads((target / MARKER).read_text())
-    except (OSError, ValueError):
+        with open(target / MARKER, "rb") as fh:
+            data = fh.read()
+    except OSError:
         return None
+    return readers.json_document(data, target / MARKER, MARKER_SHAPE)
 
 
 def read_documents(conn: sqlite3.Connection, members: list[Member]) -> dict[str, bytes]:
@@ -230,7 +261,9 @@ def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None)
     paths = [m.path for m in members]
     torch = env_meta.torch_build(paths)
     return {
-        "name": env.name, "archive": env.archive.path, "archive_size": env.archive.size,
+        "name": env.name, "where": env.where, "problem": env.problem, "shared": env.shared,
+        "archive": env.archive.path,
+        "archive_size": env.archive.size,
         "size": sum(m.size for m in members if m.type == "file"), "files": sum(m.type == "file" for m in members),
         "prefix": env.prefix, "python": env_meta.python_version(paths), "torch": torch,
         "conda_packages": len(conda_meta_members(members, env.folder)), "gpu": env_meta.gpu_fit(torch, None, caps),

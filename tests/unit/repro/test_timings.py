@@ -51,10 +51,22 @@ def test_a_knob_inflating_tpot_is_caught_against_identical_runs_every_time(seed,
     cmp = compare_runs(a, b, RULES, baselines=baselines)
     assert cmp.verdict == TIMINGS_CHANGED
     assert cmp.timings["tpot"].verdict == timings.SLOWER
-    # the knob is TPOT's: TTFT is never called changed (a jittered TTFT may be inconclusive, never slower/faster)
-    assert cmp.timings["ttft"].verdict in (timings.WITHIN_NOISE, timings.INCONCLUSIVE)
     line = report.headline(cmp)
     assert line.startswith("TIMINGS_CHANGED: outputs 18/18 identical; timings changed: ") and "TPOT slower x1." in line
+
+
+def test_ttft_left_alone_by_the_knob_is_rarely_called_changed():
+    """The knob is TPOT's, so a TTFT verdict of slower/faster is a false alarm. With 3 noise runs a new run can land
+    outside their spread and past the 5% floor (run jitter up to 3%, request jitter up to 5%): measured over these
+    2,000 fixed draws it happens 0.2-0.35% of the time (docs/repro.md); the bound keeps it from growing unseen."""
+    rng, false_alarms, draws = random.Random(20261204), 0, 2000
+    for _ in range(draws):
+        seed, rj, qj, knob = rng.randrange(2**32), rng.uniform(0, 0.03), rng.uniform(0, 0.05), rng.uniform(1.5, 1.7)
+        a, *baselines = [standin_run(seed + i, run_jitter=rj, request_jitter=qj) for i in range(3)]
+        b = standin_run(seed + 99, run_jitter=rj, request_jitter=qj, tpot_factor=knob)
+        cmp = compare_runs(a, b, RULES, baselines=baselines)
+        false_alarms += cmp.timings["ttft"].verdict not in (timings.WITHIN_NOISE, timings.INCONCLUSIVE)
+    assert false_alarms / draws <= 0.005, f"{false_alarms} of {draws} TTFT false alarms"
 
 
 @settings(max_examples=150, deadline=None)
@@ -185,3 +197,35 @@ def test_the_committed_h200_reruns_say_what_their_readme_says(monkeypatch):
     bound_busy = [v for v in busy if v["recipe"] == "gpu_bound_decode"]
     assert [v["verdict"] for v in bound_busy] == [REPRODUCED, TIMINGS_CHANGED, REPRODUCED]
     assert [v["changed"] for v in bound_busy] == [[], ["TTFT"], []]
+
+
+def test_warmup_requests_of_a_baseline_are_not_noise():
+    """A baseline whose measured requests are all warm-ups (3x slow) measures nothing: B's x1.6 is not hidden."""
+    a, base = [standin_run(i, run_jitter=0.005, request_jitter=0.01) for i in range(2)]
+    for row in base.values():
+        row["role"] = "warmup"
+    b = standin_run(9, run_jitter=0.005, request_jitter=0.01, tpot_factor=1.6)
+    cmp = compare_runs(a, b, RULES, baselines=[base])
+    assert cmp.timings["tpot"].runs == 1 and cmp.timings["tpot"].verdict == timings.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e-320])
+def test_extreme_timings_never_overflow(scale):
+    a, b = [standin_run(i, run_jitter=0.005, request_jitter=0.01) for i in range(2)]
+    odd = {k: {**r, "ttft_s": r["ttft_s"] * scale, "tpot_ms": r["tpot_ms"] * scale, "e2e_s": r["e2e_s"] * scale,
+               "tps": r["tps"] * scale} for k, r in a.items()}  # fmt: skip
+    for args in ((a, b, [odd]), (odd, b, [a]), (a, odd, [b])):
+        cmp = compare_runs(*args[:2], RULES, baselines=args[2])
+        json.dumps(report.document(cmp, "A", "B"), allow_nan=False)
+        report.headline(cmp)
+
+
+def test_the_headline_names_the_noise_that_decided_a_metric():
+    """A run x1.6 slower, judged against runs of A's kind that spread that much, is within noise: say the noise."""
+    runs = [standin_run(i, run_jitter=0.0, request_jitter=0.01, tpot_factor=f) for i, f in enumerate((1, 1.9, 0.6))]
+    a, *baselines = runs
+    b = standin_run(9, run_jitter=0.0, request_jitter=0.01, tpot_factor=1.6)
+    cmp = compare_runs(a, b, RULES, baselines=baselines)
+    tpot = cmp.timings["tpot"]
+    assert cmp.verdict == REPRODUCED and tpot.verdict == timings.WITHIN_NOISE
+    assert f"TPOT x{tpot.ratio:.2f} within run-to-run noise of +-{tpot.noise:.0%} over 3 runs" in report.headline(cmp)

@@ -1,0 +1,140 @@
+"""Piece hashes as pure functions: recorded by PieceHasher however the bytes are cut, and PieceGate / VerifiedRanges
+handing out only the pieces that match, whatever the chunking, holes included."""
+
+from __future__ import annotations
+
+import blake3
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloudvault.archive.sparse import Hole
+from cloudvault.errors import IntegrityError, NoPieceHashes, PieceMismatch
+from cloudvault.io.members import PieceCache, PieceCheck, PieceGate, VerifiedRanges
+from cloudvault.pieces import PIECE, PIECE_DIGEST, PieceHasher, piece_count
+
+SIZES = st.sampled_from([0, 1, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE, 3 * PIECE + 17])
+
+
+def data_of(size: int, seed: int = 1) -> bytes:
+    return (blake3.blake3(str(seed).encode()).digest(length=size)) if size else b""
+
+
+def cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in zip(points, points[1:], strict=False) if b > a]
+
+
+def recorded(data: bytes) -> tuple[str, bytes | None]:
+    h = PieceHasher()
+    h.update(data)
+    return h.hexdigest(), h.pieces()
+
+
+@settings(max_examples=40, deadline=None)
+@given(SIZES, st.lists(st.integers(0, 4 * PIECE), max_size=6))
+def test_pieces_are_the_blake3_of_each_mib_however_the_bytes_are_cut(size, cuts):
+    data = data_of(size)
+    h = PieceHasher()
+    for chunk in cut(data, cuts):
+        h.update(memoryview(chunk))
+    assert h.hexdigest() == blake3.blake3(data).hexdigest()
+    pieces = h.pieces()
+    if size <= PIECE:
+        assert pieces is None  # one piece: the whole hash is its hash
+    else:
+        want = b"".join(blake3.blake3(data[i : i + PIECE]).digest(PIECE_DIGEST) for i in range(0, size, PIECE))
+        assert pieces == want and len(pieces) == piece_count(size) * PIECE_DIGEST
+
+
+def gate_all(check: PieceCheck, chunks) -> tuple[bytes, Exception | None]:
+    gate, out = PieceGate(check), []
+    try:
+        for chunk in chunks:
+            out.extend(gate.feed(chunk))
+        gate.end()
+    except IntegrityError as exc:
+        return b"".join(out), exc
+    return b"".join(out), None
+
+
+@settings(max_examples=40, deadline=None)
+@given(SIZES, st.lists(st.integers(0, 4 * PIECE), max_size=6), st.integers(0, 4 * PIECE))
+def test_the_gate_hands_out_every_piece_before_a_changed_byte_and_nothing_after(size, cuts, flip):
+    data = data_of(size)
+    check = PieceCheck("x.bin", size, *recorded(data))
+    out, err = gate_all(check, cut(data, cuts))
+    assert out == data and err is None
+    if not size:
+        return
+    at = flip % size
+    bad = data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+    out, err = gate_all(check, cut(bad, cuts))
+    good = at // PIECE * PIECE
+    assert out == data[:good] and isinstance(err, PieceMismatch)
+    assert err.fields["offset"] == good and "x.bin" in err.message
+
+
+def test_a_stream_longer_or_shorter_than_indexed_is_refused_after_its_verified_pieces():
+    data = data_of(2 * PIECE + 5)
+    check = PieceCheck("x.bin", len(data), *recorded(data))
+    out, err = gate_all(check, [data + b"more"])
+    assert out == data and "more than" in err.message
+    out, err = gate_all(check, [data[: PIECE + 3]])
+    assert out == data[:PIECE] and "ends after" in err.message
+
+
+def test_holes_stay_holes_and_are_checked_as_zeros():
+    data = data_of(PIECE) + bytes(2 * PIECE) + b"tail"
+    check = PieceCheck("sparse.bin", len(data), *recorded(data))
+    chunks = [data[:PIECE], Hole(PIECE // 2), Hole(PIECE + PIECE // 2), b"tail"]
+    gate, out = PieceGate(check), []
+    for chunk in chunks:
+        out.extend(gate.feed(chunk))
+    gate.end()
+    assert b"".join(out) == data and any(type(c) is Hole for c in out)
+
+
+def test_verified_ranges_read_any_range_and_refuse_only_the_changed_piece():
+    data = data_of(5 * PIECE + 123)
+    check = PieceCheck("x.bin", len(data), *recorded(data))
+    now = bytearray(data)
+    now[3 * PIECE + 9] ^= 1
+    reads = []
+
+    def read_raw(off, n):
+        reads.append((off, n))
+        return bytes(now[off : off + n])
+
+    ranges = VerifiedRanges(("k",), read_raw, check, PieceCache(8 * PIECE))
+    assert ranges(PIECE - 10, 20) == data[PIECE - 10 : PIECE + 10]
+    assert ranges(4 * PIECE, PIECE + 500) == data[4 * PIECE :]
+    with pytest.raises(PieceMismatch) as refused:
+        ranges(3 * PIECE + 100, 1)
+    assert refused.value.fields["offset"] == 3 * PIECE
+    with pytest.raises(PieceMismatch):
+        ranges(2 * PIECE, 2 * PIECE)
+    count = len(reads)
+    assert ranges(PIECE, 4096) == data[PIECE : PIECE + 4096] and len(reads) == count  # verified once, then cached
+
+
+def test_an_object_of_more_than_a_piece_without_piece_hashes_is_refused_in_ranges():
+    data = data_of(2 * PIECE)
+    check = PieceCheck("old.bin", len(data), blake3.blake3(data).hexdigest(), None)
+    ranges = VerifiedRanges(("k",), lambda off, n: data[off : off + n], check, PieceCache())
+    with pytest.raises(NoPieceHashes) as refused:
+        ranges(0, 10)
+    assert "vault index" in refused.value.message
+    small = data[:100]
+    one = PieceCheck("small.bin", 100, blake3.blake3(small).hexdigest(), None)
+    assert VerifiedRanges(("s",), lambda off, n: small[off : off + n], one, PieceCache())(10, 5) == small[10:15]
+
+
+@pytest.mark.parametrize("size", [5, PIECE + 7, 16 * PIECE + 5])  # the last one memory-mapped, pieces on threads
+def test_a_file_s_pieces_from_a_stream_and_from_a_map_are_the_same(tmp_path, size):
+    from cloudvault.hashing import hash_file_pieces
+
+    data = data_of(size, 3)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert hash_file_pieces(path) == recorded(data)
