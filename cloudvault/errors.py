@@ -130,6 +130,10 @@ class CatalogMissing(NotFound):
     """no catalog at {path}; run `vault index MIRROR` first (or `vault demo`)"""
 
 
+class GenerationNotFound(NotFound):
+    """no index generation {number} in this catalog (the last is {last}); `vault log` lists them"""
+
+
 class RecipeNotFound(NotFound):
     """no {kind} recipe {name!r}{hint}"""
 
@@ -169,6 +173,10 @@ class UnsafeMember(IntegrityError):
 class CatalogDamaged(IntegrityError):
     """catalog {path} is damaged ({detail}); restore it from a copy, or move it aside and rebuild it with
     `vault index`"""
+
+
+class ChangedSinceRecorded(IntegrityError):
+    """refusing {path}: {why}"""
 
 
 class CorruptArchive(IntegrityError):

@@ -34,13 +34,15 @@ class ExtractReport:
 
     def __init__(self) -> None:
         self.written: list[Written] = []
+        self.not_written: list[tuple[str, str]] = []  # --salvage: (member label, why) of what did not verify
         self.frames_read = 0
         self.bytes_decompressed = 0
         self.without_pieces: list[str] = []  # indexed before piece hashes: held back whole until verified
 
     def to_json(self) -> dict:
         return {"written": [w._asdict() for w in self.written], "frames_read": self.frames_read,
-                "bytes_decompressed": self.bytes_decompressed, "without_pieces": self.without_pieces}  # fmt: skip
+                "bytes_decompressed": self.bytes_decompressed, "without_pieces": self.without_pieces,
+                "not_written": [{"path": label, "why": why} for label, why in self.not_written]}  # fmt: skip
 
 
 # -- finding what to extract -------------------------------------------------------------------------------------
@@ -98,17 +100,23 @@ def _refuse_name_clash(targets: list[Member]) -> None:
 
 
 # -- writing -----------------------------------------------------------------------------------------------------
+# How `vault extract` writes: folders kept, existing files replaced, links out allowed; with salvage, a member
+# that is damaged or does not verify is left out (the report says why) and the rest are written. (A namedtuple:
+# extract's start-up imports no dataclasses.)
+ExtractOptions = namedtuple("ExtractOptions", "keep_path force allow_outside_links salvage", defaults=(False,) * 4)
+
+
 def extract(
     conn: sqlite3.Connection,
     targets: list[Member],
     dest: str | os.PathLike | None,
-    *,
-    keep_path: bool = False,
-    force: bool = False,
-    allow_outside_links: bool = False,
+    options: ExtractOptions | None = None,
     progress: Progress | None = None,
 ) -> ExtractReport:
-    """Write targets under dest (None: stdout), one forward pass per archive in offset order, each verified."""
+    """Write targets under dest (None: stdout), one forward pass per archive in offset order, each verified; a
+    member that fails ends the extract, unless options.salvage."""
+    options = options or ExtractOptions()
+    keep_path, force, allow_outside_links = options.keep_path, options.force, options.allow_outside_links
     report = ExtractReport()
     progress = progress or Progress()
     if dest is not None and not keep_path:
@@ -129,6 +137,9 @@ def extract(
             try:
                 report.written.append(_extract_one(reader, member, where, force, report))
             except IntegrityError as exc:
+                if options.salvage and not isinstance(exc, UnsafeMember):
+                    report.not_written.append((member.label, exc.message.replace("; nothing was written", "")))
+                    continue
                 if not member.archive or member.archive in exc.message or type(exc) is not IntegrityError:
                     raise
                 raise CorruptArchive(path=member.archive, detail=f"{member.path}: {exc.message}") from None

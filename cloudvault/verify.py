@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from cloudvault.archive.scan import ArchiveScan
 from cloudvault.catalog.db import catalog_file
 from cloudvault.catalog.integrity import (
+    Flagged,
     HashedFile,
     all_hashed_members,
+    flagged_objects,
     hashed_files,
     hashed_member_count,
     hashed_members,
@@ -26,7 +28,7 @@ from cloudvault.catalog.integrity import (
     unhashed_files,
     unhashed_member_count,
 )
-from cloudvault.errors import CatalogDamaged, IntegrityError
+from cloudvault.errors import CatalogDamaged, ChangedSinceRecorded, IntegrityError
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
 from cloudvault.tools.mirrorfs import open_mirror
@@ -49,14 +51,16 @@ class VerifyReport:
     unchecked: int = 0  # files and members the catalog holds no hash for: nothing to compare with
     unchecked_examples: list[str] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
+    flagged: list[Flagged] = field(default_factory=list)  # changed in place or damaged as `vault index` found them
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and not self.unchecked
+        return not self.mismatches and not self.unchecked and not self.flagged
 
     def to_json(self) -> dict:
-        return {**{k: v for k, v in asdict(self).items() if k != "mismatches"}, "ok": self.ok,
-                "mismatches": [asdict(m) for m in self.mismatches]}  # fmt: skip
+        return {**{k: v for k, v in asdict(self).items() if k not in ("mismatches", "flagged")}, "ok": self.ok,
+                "mismatches": [asdict(m) for m in self.mismatches],
+                "flagged": [f._asdict() for f in self.flagged]}  # fmt: skip
 
 
 def check_catalog(conn: sqlite3.Connection) -> None:
@@ -125,6 +129,9 @@ def _read_members(conn: sqlite3.Connection, report: VerifyReport, members: list[
                 continue
             try:
                 stream = reader.open(member)
+            except ChangedSinceRecorded as exc:  # this member only: the index found it damaged
+                report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None, exc.fields["why"]))
+                continue
             except (IntegrityError, OSError) as exc:
                 broken[member.file_id] = _as_check(exc)
                 report.mismatches.append(Mismatch(member.path, member.archive, member.blake3, None, _as_check(exc)))
@@ -144,7 +151,7 @@ def verify_entries(
 ) -> VerifyReport:
     """Every plain file and archive of the scope re-hashed; a damaged archive's members are checked one by one."""
     check_catalog(conn)
-    report = VerifyReport()
+    report = VerifyReport(flagged=flagged_objects(conn, scope))
     _count_unchecked(conn, report, scope)
     for f in hashed_files(conn, scope):
         if on_file:

@@ -97,3 +97,36 @@ def hostile_archive(path: Path, files: tuple[str, ...], links: tuple[tuple[str, 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
     return path
+
+
+def three_frame_mirror(root: Path, work: Path, how: str = "pzstd") -> Path:
+    """A mirror with one entry, exp02: notes.txt and data.tar.zst, 28 files (640 KB each, half random) in a GNU
+    tar that pzstd cut into three frames (8 MiB, 8 MiB and the rest); or compressed `how` (zstd: one frame,
+    python: a frame per MiB). The archive's mtime is fixed."""
+    import random
+
+    rng = random.Random(2)
+    src = work / "exp02-src"
+    src.mkdir(parents=True)
+    for i in range(28):
+        (src / f"f{i:02d}.bin").write_bytes(rng.randbytes(320_000) + bytes(320_000))
+    entry = root / "exp02"
+    entry.mkdir(parents=True)
+    (entry / "notes.txt").write_text("run 2: loss 0.31\n")
+    gnu_tar(src, work / "exp02.tar", "gnu")
+    compress(work / "exp02.tar", entry / "data.tar.zst", how)
+    os.utime(entry / "data.tar.zst", (1_700_000_000, 1_700_000_000))
+    return root
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    """One bit of path flipped, its size and mtime kept (`touch -r` of a copy made before): bit rot."""
+    keep = path.with_name(path.name + ".stamp")
+    subprocess.run(["touch", "-r", str(path), str(keep)], check=True)
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0x01]))  # text stays text
+    subprocess.run(["touch", "-r", str(keep), str(path)], check=True)
+    keep.unlink()

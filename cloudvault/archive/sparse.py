@@ -105,7 +105,10 @@ def holes(n: int) -> Iterator[Hole]:
 
 def expand(stored: Iterable[bytes | memoryview], pieces: list[Piece], size: int) -> Iterator[bytes | memoryview]:
     """The expanded file from its stored pieces' bytes (exactly their total, in order): data as views of the
-    stored chunks, each valid until the next is asked for; holes as Hole."""
+    stored chunks, each valid until the next is asked for; holes as Hole. As GNU tar extracts it, the file ends
+    where the map's last piece ends (size, the size the member lists, is past none of them: check_map): the maps
+    GNU tar writes end with a zero-length piece at the file's size, and one that ends before the size it lists
+    (libarchive's sparse_skip_entry) makes a file that much shorter, though `tar -tv` lists the size."""
     chunks = iter(stored)
     buf = memoryview(b"")
     pos = 0
@@ -122,7 +125,6 @@ def expand(stored: Iterable[bytes | memoryview], pieces: list[Piece], size: int)
             left -= len(piece)
             yield piece
         pos = offset + length
-    yield from holes(size - pos)
 
 
 def encode_map(pieces: list[Piece]) -> str:
@@ -135,3 +137,8 @@ def decode_map(text: str) -> list[Piece]:
 
 def stored_size(pieces: list[Piece]) -> int:
     return sum(length for _, length in pieces)
+
+
+def expanded_size(pieces: list[Piece]) -> int:
+    """The size of the file expand() gives: where the map's last piece ends (see expand)."""
+    return pieces[-1][0] + pieces[-1][1] if pieces else 0

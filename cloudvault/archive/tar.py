@@ -492,14 +492,30 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None) -> Iter
                            ext_offset, stream.pos, sparse_map, tuple(problems) if problems else ())  # fmt: skip
         data = MemberData(stream, stored, read_view)
         yield header, data
-        data.skip()
-        _pass_padding(stream, read_view, -stored % BLOCK)
+        if not _passed(data, stream, read_view, kind, stored):
+            return
         if ext.pending:
             ext.reset()
         ext_offset = None
 
 
 NO_SIZE = ("hardlink", "symlink", "dir", "label")
+# types whose data GNU tar never reads (it seeks over what a size field names): a hardlink whose size is not zero
+SEEKED_OVER = ("hardlink", "symlink", "chardev", "blockdev", "fifo", "label")
+
+
+def _passed(data: MemberData, stream: Stream, read_view, kind: str, stored: int) -> bool:
+    """The rest of the member's data and its padding passed over; False when the archive ends inside data GNU tar
+    seeks over without reading (a hardlink's, whose size field is not zero): there it ends cleanly, as for GNU
+    tar. TarFormatError when it ends inside any other data."""
+    try:
+        data.skip()
+        _pass_padding(stream, read_view, -stored % BLOCK)
+    except TarFormatError:
+        if kind not in SEEKED_OVER:
+            raise
+        return False
+    return True
 
 
 def _pass_padding(stream: Stream, read_view, pad: int) -> None:

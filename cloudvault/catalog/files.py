@@ -106,6 +106,17 @@ def known_files(conn: sqlite3.Connection, mirror_id: int) -> dict[str, tuple[int
             retry in rows}  # fmt: skip
 
 
+def flagged_paths(conn: sqlite3.Connection, mirror_id: int, kinds: tuple[str, ...], file_id: int | None = None
+                  ) -> set[str]:  # fmt: skip
+    """Paths of the mirror's files (or of the one file_id) flagged with any of kinds."""
+    marks = ",".join("?" * len(kinds))
+    one = " AND f.id = ?" if file_id is not None else ""
+    rows = conn.execute(f"SELECT DISTINCT f.path FROM flags fl JOIN files f ON f.id = fl.file_id "
+                        f"WHERE fl.mirror_id = ? AND fl.kind IN ({marks}){one}",
+                        (mirror_id, *kinds, *([file_id] if file_id is not None else [])))  # fmt: skip
+    return {path for (path,) in rows}
+
+
 def archive_at(conn: sqlite3.Connection, mirror_id: int, path: str) -> tuple[int, int] | None:
     """(archive id, file id) of the archive at path in the mirror, if it was read as one."""
     return conn.execute(

@@ -1,4 +1,5 @@
-"""Which files and archive members of an entry were flagged as holding a secret: never staged or copied by repro."""
+"""Which files and archive members were flagged: holding a secret (never staged or copied by repro), or changed in
+place or damaged since they were recorded (no read path hands out their bytes)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,13 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     for file_id, member, detail in conn.execute(sql, file_ids):
         found.setdefault((file_id, member), set()).add(detail.split(" ", 1)[0])
     return found
+
+
+def refusal(conn: sqlite3.Connection, member) -> str | None:
+    """Why no byte of member (a Member: a plain file, or an archive member whose own bytes are stored) may be
+    handed out: a plain file changed in place since it was recorded, or a member a damaged frame took."""
+    kind, which = ("changed_in_place", None) if member.archive is None else ("damaged_member", member.path)
+    row = conn.execute(
+        "SELECT detail FROM flags WHERE file_id = ? AND kind = ? AND member IS ? LIMIT 1", (member.file_id, kind, which)
+    ).fetchone()
+    return f"{kind.replace('_', ' ')}: {row[0]}" if row else None

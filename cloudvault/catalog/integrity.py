@@ -10,6 +10,8 @@ from cloudvault.catalog.query import entry_filter
 from cloudvault.models import Member
 
 HashedFile = namedtuple("HashedFile", "file_id root path raw_path size blake3 archive_id")
+Flagged = namedtuple("Flagged", "path member kind detail")
+KEPT_FLAGS = ("changed_in_place", "damaged_frame", "damaged_member")  # see index/versions.py
 
 _MEMBERS = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
@@ -71,3 +73,21 @@ def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | Non
 def hashed_member_count(conn: sqlite3.Connection, archive_id: int) -> int:
     sql = "SELECT count(*) FROM members WHERE archive_id = ? AND type = 'file' AND blake3 IS NOT NULL"
     return conn.execute(sql, (archive_id,)).fetchone()[0]
+
+
+def flagged_objects(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[Flagged]:
+    """Files and members of the scope that `vault index` found changed in place or damaged (their recorded hash
+    kept), and archives it could not read whole: whatever their bytes hash to now, none of them is "as recorded"."""
+    where, args = entry_filter("f", scope)
+    marks = ",".join("?" * len(KEPT_FLAGS))
+    kept = conn.execute(
+        f"SELECT f.path, fl.member, fl.kind, fl.detail FROM flags fl JOIN files f ON f.id = fl.file_id "
+        f"WHERE fl.kind IN ({marks}){where} ORDER BY f.path, fl.member IS NOT NULL, fl.member, fl.id",
+        (*KEPT_FLAGS, *args),
+    )
+    unread = conn.execute(
+        "SELECT f.path, NULL, a.status, 'flagged ' || a.status || ' when indexed: not all of it could be read' "
+        f"FROM archives a JOIN files f ON f.id = a.file_id WHERE a.status != 'ok'{where} ORDER BY f.path",
+        args,
+    )
+    return [Flagged(*r) for r in [*kept, *unread]]

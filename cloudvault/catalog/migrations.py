@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
 # version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
@@ -41,6 +41,22 @@ ALTER TABLE files ADD COLUMN pieces BLOB;
 ALTER TABLE members ADD COLUMN pieces BLOB;
 UPDATE files SET ctime_ns = -1
     WHERE (kind = 'file' AND size > 1048576) OR id IN (SELECT file_id FROM archives);
+""",
+    # Index runs are generations. Every row a catalog held before belongs to generation 0 (recorded before
+    # generations were kept; AFTER_SCHEMA writes its row), so the next `vault index` is generation 1 and compares
+    # what it reads with those recorded hashes: they stay the reference, never taken as checked again.
+    6: """
+ALTER TABLE files ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+""",
+}
+
+# version -> SQL run after schema.sql made that version's tables, in the same transaction (rows for new tables).
+AFTER_SCHEMA: dict[int, str] = {
+    6: """
+INSERT INTO generations(id, started_at, finished_at, mirrors, seen)
+SELECT 0, coalesce((SELECT min(indexed_at) FROM mirrors), ''), (SELECT max(indexed_at) FROM mirrors),
+       (SELECT json_group_array(name) FROM mirrors), (SELECT count(*) FROM files)
+WHERE EXISTS (SELECT 1 FROM files);
 """,
 }
 
@@ -82,6 +98,7 @@ def migrate(conn: sqlite3.Connection, found: int) -> list[int]:
     """Run the steps from version found to SCHEMA_VERSION, one transaction each; the versions reached."""
     reached = []
     for version in range(found + 1, SCHEMA_VERSION + 1):
-        run_in_one_transaction(conn, STEPS[version] + schema_sql() + version_record(version))
+        sql = STEPS[version] + schema_sql() + AFTER_SCHEMA.get(version, "") + version_record(version)
+        run_in_one_transaction(conn, sql)
         reached.append(version)
     return reached

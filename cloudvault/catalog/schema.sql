@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS files (
     link_target TEXT,
     blake3      TEXT,                       -- NULL for symlinks and unreadable files
     pieces      BLOB,                       -- v5: piece hashes of its bytes (see below)
+    generation  INTEGER NOT NULL DEFAULT 0, -- v6: the index run that recorded this content (see generations)
     UNIQUE (mirror_id, path)
 );
 CREATE INDEX IF NOT EXISTS files_entry ON files(mirror_id, entry_id);
@@ -236,3 +237,60 @@ CREATE TABLE IF NOT EXISTS run_requests (
     detail            TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, request)
 ) WITHOUT ROWID;
+
+-- Schema version 6: every `vault index` run is a generation, numbered and kept. A files row's generation is the
+-- run that recorded its content: a file read again with the same bytes keeps it, so unchanged rows are never
+-- copied. A version replaced (modified) or gone (removed) moves to file_history, an archive's members with it,
+-- so what each generation held can be compared (`vault diff`). Same size and mtime but other bytes is not a new
+-- version but suspected corruption (`changed_in_place`): the recorded hash stays the reference, and an archive
+-- intact when recorded and damaged now keeps its recorded members. Generation 0: what a catalog held before
+-- generations were kept (recorded then, never checked again by this schema).
+CREATE TABLE IF NOT EXISTS generations (
+    id               INTEGER PRIMARY KEY,
+    started_at       TEXT NOT NULL,
+    finished_at      TEXT,                  -- NULL: the run stopped before its end (what it committed is kept)
+    mirrors          TEXT NOT NULL DEFAULT '[]',  -- JSON list of the mirror names it indexed
+    seen             INTEGER NOT NULL DEFAULT 0,  -- files walked
+    read             INTEGER NOT NULL DEFAULT 0,  -- files read (new, or their stat changed)
+    added            INTEGER NOT NULL DEFAULT 0,
+    modified         INTEGER NOT NULL DEFAULT 0,
+    removed          INTEGER NOT NULL DEFAULT 0,
+    changed_in_place INTEGER NOT NULL DEFAULT 0,
+    newly_damaged    INTEGER NOT NULL DEFAULT 0   -- archives intact as recorded, damaged now (members kept)
+);
+
+CREATE TABLE IF NOT EXISTS file_history (
+    id           INTEGER PRIMARY KEY,
+    mirror_id    INTEGER NOT NULL REFERENCES mirrors(id) ON DELETE CASCADE,
+    path         TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    link_target  TEXT,
+    blake3       TEXT,
+    generation   INTEGER NOT NULL,          -- the generation that recorded this version
+    replaced_in  INTEGER NOT NULL,          -- the generation that found it modified or removed
+    archive      INTEGER NOT NULL DEFAULT 0 -- 1: an archive; its members are in member_history
+);
+CREATE INDEX IF NOT EXISTS file_history_path ON file_history(mirror_id, path);
+
+CREATE TABLE IF NOT EXISTS member_history (
+    history_id   INTEGER NOT NULL REFERENCES file_history(id) ON DELETE CASCADE,
+    path         TEXT NOT NULL,
+    type         TEXT NOT NULL,
+    size         INTEGER NOT NULL,
+    blake3       TEXT
+);
+CREATE INDEX IF NOT EXISTS member_history_file ON member_history(history_id);
+
+-- What a run found that is not a new version: changed_in_place (the bytes differ from the reference, size and
+-- mtime do not) and damaged (an archive intact as recorded, damaged now). found: the BLAKE3 the run read.
+CREATE TABLE IF NOT EXISTS generation_events (
+    generation   INTEGER NOT NULL REFERENCES generations(id) ON DELETE CASCADE,
+    mirror_id    INTEGER NOT NULL REFERENCES mirrors(id) ON DELETE CASCADE,
+    path         TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    expected     TEXT,
+    found        TEXT
+);
+CREATE INDEX IF NOT EXISTS generation_events_gen ON generation_events(generation);

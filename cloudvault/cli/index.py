@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--prune", action="store_true", help="a root that vanished, emptied or lost over half its files: drop them"
     )
+    parser.add_argument("--accept", nargs="+", default=[], metavar="PATH",
+                        help="files changed in place (same size and mtime, other bytes): take their new bytes as a "
+                        "new version instead of keeping the recorded hash")  # fmt: skip
     slurm = parser.add_argument_group("across a Slurm cluster (see README: vault index --slurm)")
     slurm.add_argument("--slurm", type=positive_int, metavar="N", help="submit an N-task job array and a merge job")
     slurm.add_argument("--partition", help="Slurm partition for the jobs (default: the cluster's)")
@@ -82,7 +85,8 @@ def run(args) -> int:
             with opened_catalog(path=path, readonly=False, create=True, origin=origin) as conn:
                 cache = config.cache_dir(path) if args.optimize else None
                 roots = roots_to_index(conn, args.mirrors, args.definition)
-                options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune)
+                options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune,
+                                       accept=tuple(args.accept))  # fmt: skip
                 indexing = True
                 report = index_mirrors(conn, roots, options, progress=ui.progress())
         except BaseException:
@@ -138,7 +142,15 @@ def _summary(ui, catalog, r) -> None:
         f"({human_size(r.bytes_read)}, {human_size(int(rate))}/s), {r.files_unchanged} unchanged, "
         f"{r.files_deleted} removed; {r.archives_read} archives, {r.members_indexed} members, {r.seconds:.2f} s"
     )
+    ui.line(f"  generation {r.generation}: {r.added} added, {r.modified} modified, {r.files_deleted} removed, "
+            f"{r.changed_in_place} changed in place, {r.newly_damaged} newly damaged")  # fmt: skip
     for name in r.dropped:
         ui.line(f"  dropped {name}: its root is gone (--prune)")
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
+    if r.still_flagged:
+        ui.line(f"  {r.still_flagged} still flagged changed in place or damaged by an earlier run")
+    if r.changed_in_place or r.newly_damaged or r.still_flagged:
+        ui.line(f"  {r.changed_in_place} changed in place (same size and mtime, other bytes: suspected corruption), "
+                f"{r.newly_damaged} newly damaged: their recorded hashes and members are kept. `vault verify` shows "
+                "them; `vault index --accept PATH...` takes a file's new bytes as a new version")  # fmt: skip

@@ -30,6 +30,8 @@ COMMANDS = {
     "compare": "cloudvault.cli.compare",
     "runs": "cloudvault.cli.runs",
     "mirrors": "cloudvault.cli.mirrors",
+    "log": "cloudvault.cli.log",
+    "diff": "cloudvault.cli.diff",
     "browse": "cloudvault.cli.browse",
     "demo": "cloudvault.cli.demo",
     "info": "cloudvault.cli.info",

@@ -50,6 +50,8 @@ def run(args, conn) -> int:
         for m in report.mismatches:
             where = f"{m.archive} :: {m.path}" if m.archive else m.path
             ui.line(f"MISMATCH {where}: {m.why}; expected {m.expected or '-'}, found {m.found or '-'}")
+        for f in report.flagged:
+            ui.line(f"FLAGGED {f.path}{f' :: {f.member}' if f.member else ''}: {f.kind.replace('_', ' ')}: {f.detail}")
         ui.line(f"verified {report.checked_files} files and {report.checked_members} archive members "
                 f"({human_size(report.bytes_hashed)} hashed): {_verdict(report)}")  # fmt: skip
     return errors.OK if report.ok else errors.INTEGRITY
@@ -57,6 +59,8 @@ def run(args, conn) -> int:
 
 def _verdict(report) -> str:
     parts = [f"{len(report.mismatches)} mismatch(es)"] if report.mismatches else []
+    if report.flagged:
+        parts.append(f"{len(report.flagged)} flagged changed in place or damaged by `vault index`")
     if report.unchecked:
         examples = f" (e.g. {', '.join(report.unchecked_examples)})" if report.unchecked_examples else ""
         parts.append(f"{report.unchecked} never hashed, so not checked{examples}; re-index to hash them")

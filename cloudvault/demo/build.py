@@ -182,6 +182,8 @@ def _archive(root: Path, rel: str, files: dict[str, bytes], how: str, work: Path
     src = work / rel.replace("/", "_")
     for name, data in files.items():
         _write(src / name, data)
+    for path in (src, *src.rglob("*")):  # the demo's mtime on every member: a rebuilt demo is the same bytes
+        os.utime(path, (MTIME, MTIME))
     out = root / rel
     out.parent.mkdir(parents=True, exist_ok=True)
     have_cli = shutil.which("tar") and shutil.which("zstd") and shutil.which("pzstd")

@@ -60,6 +60,9 @@ def add_hello(build: Path, prefix: str) -> None:
         "import sys\n\n\ndef main():\n    print(f'hello from {sys.prefix}')\n    return 0\n"
     )
     rel_site = site.relative_to(build).as_posix()
+    from cloudvault.demo.build import MTIME
+
+    os.utime(package / "__init__.py", (MTIME, MTIME))  # the byte-code records it: a rebuilt demo is the same bytes
     py_compile.compile(str(package / "__init__.py"), dfile=f"{prefix}/{rel_site}/{HELLO}/__init__.py", doraise=True)
     script = build / "bin/vault-demo-hello"
     script.write_text(f"#!{prefix}/bin/python\nimport sys\nfrom {HELLO} import main\n\nsys.exit(main())\n")
@@ -137,15 +140,37 @@ def make_env(build: Path, prefix: str, root: str) -> None:
 
 
 def pack(root: Path, folder: str, out: Path) -> None:
-    """GNU tar of root/folder with paths relative to root, through zstd, as the lab packed its envs."""
+    """GNU tar of root/folder with paths relative to root, through zstd, as the lab packed its envs (every mtime
+    the demo's, so a rebuilt demo holds the same bytes under the same mtime, as a real mirror does)."""
+    from cloudvault.demo.build import MTIME
+
+    _pyc_sources_at(root / folder, MTIME)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as fh:
         tar = subprocess.Popen(
-            ["tar", "--format=gnu", "-C", str(root), "--sort=name", "-cf", "-", folder], stdout=subprocess.PIPE
+            ["tar", "--format=gnu", "-C", str(root), "--sort=name", f"--mtime=@{MTIME}", "-cf", "-", folder],
+            stdout=subprocess.PIPE,
         )
         subprocess.run(["zstd", "-q", "-3", "-c"], stdin=tar.stdout, stdout=fh, check=True)
         if tar.wait() != 0:
             raise RuntimeError(f"tar failed for {root / folder}")
+
+
+def _pyc_sources_at(tree: Path, mtime: int) -> None:
+    """Byte-code that records its source's mtime (PEP 552, flags 0) and is valid for it records mtime instead: the
+    archive gives every source that mtime, and the byte-code must stay valid for it (as the lab's was)."""
+    for pyc in tree.rglob("__pycache__/*.pyc"):
+        source = pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py")
+        head = pyc.read_bytes()[:16]
+        if len(head) < 16 or head[4:8] != bytes(4) or not source.is_file():
+            continue
+        st = source.stat()
+        valid = (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) == (
+            int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little"))  # fmt: skip
+        if valid:
+            with open(pyc, "r+b") as fh:
+                fh.seek(8)
+                fh.write((mtime & 0xFFFFFFFF).to_bytes(4, "little"))
 
 
 TREE_ENVS = ("specdec", "probe")

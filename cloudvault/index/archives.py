@@ -16,15 +16,17 @@ from pathlib import Path
 
 from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
-from cloudvault.catalog import copies, shards
+from cloudvault.catalog import copies, generations, shards
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
 from cloudvault.catalog.db import catalog_file, transaction
 from cloudvault.config import seekable_copy_path, seekable_dir
+from cloudvault.index import versions
 from cloudvault.index.budget import Budget, plan_budget
-from cloudvault.index.context import MirrorContext
+from cloudvault.index.context import DAMAGE, MirrorContext
+from cloudvault.index.salvage import damage_flags
 from cloudvault.index.secrets import SecretRules
-from cloudvault.models import FileStat, Frame
+from cloudvault.models import FileStat, Flag, Frame
 from cloudvault.tools.mirrorfs import open_mirror
 
 
@@ -240,9 +242,14 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             ctx.progress.phase(f"writing {scan.member_count:,} members to the catalog and search index: {st.path}")
             if scan.status != "unreadable" and ctx.changed_since_walk(st):
                 scan.flag("changed_while_indexing", "size or mtime changed while it was read; read again next run")
+            version = versions.judged(ctx, st, scan.blake3 or None, scan.status, scan.flags)
+            if version.kept:  # its recorded members stay; the damage is said in flags
+                _keep_recorded_archive(ctx, version, scan, alias, rows)
+                return
             with transaction(ctx.conn):
-                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None,
-                                                  scan.pieces)  # fmt: skip
+                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, scan.blake3 or None,
+                                 scan.pieces)  # fmt: skip
+                file_id = versions.record_new(ctx, version, insert)
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, scan.flags)
                 archive_id = catalog_files.insert_archive(ctx.conn, file_id, scan, alias, rows)
                 if outcome.copy_tmp:
@@ -257,6 +264,28 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
     ctx.report.files_read += 1
     ctx.report.members_indexed += scan.member_count
     ctx.report.bytes_read += st.size
+
+
+def _keep_recorded_archive(ctx: MirrorContext, version: versions.Version, scan: ScanResult, alias: str,
+                           rows: tuple[int, int]) -> None:  # fmt: skip
+    """An archive changed in place or damaged: the recorded members, frames and hash stay; which frames and members
+    the change reaches is flagged (a file that cannot be read at all is read again next run): the members the new
+    scan read with other bytes, and those the frames that no longer decode took."""
+    flags = [f for f in scan.flags if f.kind in catalog_files.RETRY_KINDS]
+    if version.verdict != "unreadable":
+        flags += damage_flags(ctx.conn, ctx.mirror, version.st, version.old)
+        named = {f.member for f in flags}
+        flags += [Flag("damaged_member", f"its bytes changed in place (BLAKE3 {now[:16]}, recorded {was[:16]})", path)
+                  for path, was, now in generations.members_changed(ctx.conn, alias, rows, version.old.archive_id)
+                  if path not in named]  # fmt: skip
+    if version.verdict == "damaged" and not any(f.kind == "damaged_frame" for f in flags):
+        found = "; ".join(f.detail for f in scan.flags if f.kind in DAMAGE)  # past the recorded frames: bytes added
+        flags.append(Flag("damaged_frame", f"{found}; every recorded frame still decodes as recorded"))
+    with transaction(ctx.conn):
+        versions.keep_recorded(ctx, version, flags)
+    ctx.report.archives_read += 1
+    ctx.report.files_read += 1
+    ctx.report.bytes_read += version.st.size
 
 
 def recorded_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> tuple[ScanResult, tuple[int, int]]:

@@ -29,6 +29,9 @@ DAMAGE = {
     "list_mismatch",
     "unsafe_member",
     "walk_error",
+    "changed_in_place",
+    "damaged_frame",
+    "damaged_member",
 }
 
 
@@ -39,17 +42,29 @@ class IndexReport:
     files_read: int = 0
     files_unchanged: int = 0
     files_deleted: int = 0
+    added: int = 0
+    modified: int = 0
+    changed_in_place: int = 0  # same size and mtime, other bytes: the recorded hash kept as the reference
+    newly_damaged: int = 0  # archives intact as recorded, damaged now: their recorded members kept
     archives_read: int = 0
     members_indexed: int = 0
     bytes_read: int = 0
     seconds: float = 0.0
     flags: dict[str, int] = field(default_factory=dict)
+    generation: int | None = None  # the run's number (`vault log`)
+    still_flagged: int = 0  # files an earlier run found changed in place or damaged, not read again by this one
     dropped: list[str] = field(default_factory=list)  # --prune: mirrors whose root is gone, removed from the catalog
     empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
 
     @property
     def damaged(self) -> bool:
-        return any(kind in DAMAGE for kind in self.flags)
+        return self.still_flagged > 0 or any(kind in DAMAGE for kind in self.flags)
+
+    def generation_counts(self) -> dict[str, int]:
+        """What `vault log` keeps of the run."""
+        return {"seen": self.files_seen, "read": self.files_read, "added": self.added, "modified": self.modified,
+                "removed": self.files_deleted, "changed_in_place": self.changed_in_place,
+                "newly_damaged": self.newly_damaged}  # fmt: skip
 
     def count(self, flags: list[Flag] | dict[str, int]) -> None:
         items = flags.items() if isinstance(flags, dict) else ((f.kind, 1) for f in flags)
@@ -66,6 +81,8 @@ class IndexOptions:
     workers: int | None = None
     copy_cache: Path | None = None
     prune: bool = False
+    accept: tuple[str, ...] = ()  # paths changed in place whose new bytes are taken as a new version
+    generation: int | None = None  # the generation the run adds to (a Slurm merge begins it); None: a new one
 
 
 @dataclass
@@ -78,6 +95,8 @@ class MirrorContext:
     report: IndexReport
     progress: Progress
     copy_cache: Path | None = None  # vault index --optimize: seekable copies go here
+    generation: int = 0  # the index run's number (catalog.generations)
+    accepted: frozenset[str] = frozenset()  # paths whose new bytes are a new version even when changed in place
     secret_named: set[str] = field(default_factory=set)  # paths stored redacted: their real name is not known here
 
     def entry_for(self, path: str) -> str:

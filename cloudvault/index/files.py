@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.db import transaction
 from cloudvault.hashing import CHUNK, hash_file_pieces, hash_stream_pieces
+from cloudvault.index import versions
 from cloudvault.index.context import MirrorContext
 from cloudvault.index.secrets import MAX_SCANNED, TEXT_SNIFF
 from cloudvault.models import FileStat, Flag
@@ -85,10 +87,15 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
         with transaction(ctx.conn):
             for st, digest, pieces, flags, doc in rows:
                 entry = ctx.entry_for(st.path)
-                file_id = catalog_files.insert_file(ctx.conn, ctx.mirror_id, entry, st, digest, pieces)
+                version = versions.judged(ctx, st, digest, "ok", flags)
+                ctx.report.files_read += 1
+                if version.kept:  # changed in place or unreadable now: the recorded hash stays the reference
+                    versions.keep_recorded(ctx, version, [f for f in flags if f.kind == "unreadable"])
+                    continue
+                insert = partial(catalog_files.insert_file, ctx.conn, ctx.mirror_id, entry, st, digest, pieces)
+                file_id = versions.record_new(ctx, version, insert)
                 catalog_files.insert_flags(ctx.conn, ctx.mirror_id, entry, file_id, flags)
                 if doc is not None:
                     catalog_files.insert_doc(ctx.conn, file_id, doc)
                 ctx.report.count(flags)
-                ctx.report.files_read += 1
                 ctx.report.bytes_read += st.size

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.catalog import files as catalog_files
-from cloudvault.catalog import mirror_registry, mirrors, shards
+from cloudvault.catalog import generations, mirror_registry, mirrors, shards
 from cloudvault.catalog.db import catalog_file, open_catalog, transaction, writer_lock
 from cloudvault.catalog.query import known_mirrors
 from cloudvault.index.archives import ShardOutcome, commit_archive
@@ -46,12 +46,16 @@ def merge(catalog: Path, *, wait: bool = False, progress: Progress | None = None
             mroots = roots_to_index(conn, [r["root"] for r in plan["roots"]], plan["definition"])
             started = time.monotonic()
             early = IndexReport()
+            with transaction(conn):  # the shards and the local pass are one generation
+                generation = generations.begin(conn, [m.definition.name for m in mroots])
             for task in range(len(plan["tasks"])):
-                _commit_shard(conn, mroots, str(lay.shard(task)), early, progress)
-            report = index_mirrors(conn, mroots, IndexOptions(), progress)
+                _commit_shard(conn, mroots, str(lay.shard(task)), early, progress, generation)
+            report = index_mirrors(conn, mroots, IndexOptions(generation=generation), progress)
+            _add(report, early, time.monotonic() - started)
+            with transaction(conn):
+                generations.finish(conn, generation, report.mirrors, report.generation_counts())
         finally:
             conn.close()
-    _add(report, early, time.monotonic() - started)
     info = {"plan": plan["hash"], "already": False, "shards": len(plan["tasks"]),
             "from_shards": early.archives_read, "at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
     write_json(lay.merged, info)
@@ -70,7 +74,7 @@ def _check_shards(lay: Layout, plan: dict) -> None:
 
 
 def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str, report: IndexReport,
-                  progress: Progress) -> None:  # fmt: skip
+                  progress: Progress, generation: int) -> None:  # fmt: skip
     """Each archive of one shard committed as a local index commits it, if the file is still as planned."""
     _, archives = shards.read_shard(shard)
     by_root = {m.mirror.root: m for m in mroots}
@@ -85,7 +89,7 @@ def _commit_shard(conn: sqlite3.Connection, mroots: list[MirrorRoot], shard: str
         same = [st for st in planned if mroot.mirror.stat(st.path, st.raw_path) == (st.size, st.mtime_ns)]
         if not same:  # a root that vanished gets no row here: the local pass refuses it
             continue
-        ctx = _context(conn, mroot, report, progress)
+        ctx = _context(conn, mroot, report, progress, generation)
         recorded = catalog_files.archive_signatures(conn, mroot.definition.name)
         for st in same:
             if recorded.get(st.path) != st.signature:  # else committed by a merge killed after it: not again
@@ -105,13 +109,14 @@ def _check_listings(ctx: MirrorContext, committed: set[str]) -> None:
         check_listings(ctx, walked, unchanged)
 
 
-def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress) -> MirrorContext:
+def _context(conn: sqlite3.Connection, mroot: MirrorRoot, report: IndexReport, progress: Progress,
+             generation: int) -> MirrorContext:  # fmt: skip
     definition = mroot.definition
     mirror_registry.record(catalog_file(conn), [(mroot.mirror.root, definition.name)])
     with transaction(conn):
         mirror_id = mirrors.upsert_mirror(conn, definition.name, mroot.mirror.root, definition.manifest)
     rules = SecretRules(definition.secrets)
-    return MirrorContext(conn, mirror_id, mroot.mirror, definition, rules, report, progress)
+    return MirrorContext(conn, mirror_id, mroot.mirror, definition, rules, report, progress, generation=generation)
 
 
 def _add(report: IndexReport, early: IndexReport, seconds: float) -> None:
@@ -121,5 +126,7 @@ def _add(report: IndexReport, early: IndexReport, seconds: float) -> None:
     report.archives_read += early.archives_read
     report.members_indexed += early.members_indexed
     report.bytes_read += early.bytes_read
+    for name in ("added", "modified", "changed_in_place", "newly_damaged"):
+        setattr(report, name, getattr(report, name) + getattr(early, name))
     report.count(early.flags)
     report.seconds = seconds

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 
-from cloudvault.catalog import entries, mirror_registry, mirrors
+from cloudvault.catalog import entries, generations, mirror_registry, mirrors
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
 from cloudvault.catalog.db import catalog_file, for_bulk_writes, transaction
 from cloudvault.catalog.files import known_files
 from cloudvault.catalog.mirrors import mirror_named
+from cloudvault.errors import UsageError
 from cloudvault.index.archives import read_archives
 from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.definition import load_manifest
@@ -19,6 +21,7 @@ from cloudvault.index.listing import check_listings
 from cloudvault.index.plan import Plan, is_archive, plan_index
 from cloudvault.index.roots import MirrorRoot, MirrorRootGone, MirrorShrank
 from cloudvault.index.secrets import SecretRules
+from cloudvault.index.versions import count_still_flagged
 from cloudvault.index.walk import entry_of
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.progress import Progress
@@ -40,21 +43,48 @@ def index_mirrors(
     report = IndexReport()
     started = time.monotonic()
     progress = progress or Progress()
+    accepted = accepted_paths(roots, options.accept)
+    generation = options.generation
+    if generation is None:
+        with transaction(conn):
+            generation = generations.begin(conn, [mroot.definition.name for mroot in roots])
     for mroot in roots:
         rules = SecretRules(mroot.definition.secrets)
         mirror_id = mirror_named(conn, mroot.definition.name)  # None: a new mirror, nothing known of it yet
         ctx = MirrorContext(conn, mirror_id, mroot.mirror, mroot.definition, rules, report, progress,
-                            options.copy_cache)  # fmt: skip
+                            options.copy_cache, generation, accepted[mroot.definition.name])  # fmt: skip
         if _index_one(ctx, options.workers, options.prune):
             report.mirrors.append(mroot.definition.name)
     report.seconds = time.monotonic() - started
+    report.generation = generation
+    with transaction(conn):
+        generations.finish(conn, generation, report.mirrors, report.generation_counts())
     return report
+
+
+def accepted_paths(roots: list[MirrorRoot], paths: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """mirror name -> the paths in it whose new bytes `--accept` takes: a path inside a root (absolute, or
+    relative to the working folder) or relative to a root. UsageError for one that is in none of the roots."""
+    found: dict[str, set[str]] = {mroot.definition.name: set() for mroot in roots}
+    for path in paths:
+        full = os.path.abspath(path)
+        hits = [(m.definition.name, os.path.relpath(full, m.mirror.root)) for m in roots if not m.mirror.remote
+                and (full + "/").startswith(os.path.abspath(m.mirror.root).rstrip("/") + "/")]  # fmt: skip
+        hits = hits or [(m.definition.name, path.strip("/")) for m in roots if m.mirror.stat(path.strip("/"), None)]
+        if not hits:
+            raise UsageError(detail=f"--accept {path}: not a file of the mirrors indexed ({', '.join(found)})")
+        for name, rel in hits:
+            if rel != ".":  # a root named among the paths (`--accept PATH... ROOT`): it is indexed, not a file
+                found[name].add(rel)
+    return {name: frozenset(rels) for name, rels in found.items()}
 
 
 def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
     """Walk, check the root still holds what the catalog knows (nothing is written before that), then read.
     False: the root is gone and --prune dropped the mirror."""
     known = known_files(ctx.conn, ctx.mirror_id) if ctx.mirror_id is not None else {}
+    for path in ctx.accepted & known.keys():  # read again, whatever its stat: its new bytes are taken
+        known[path] = (-1, -1, -1, -1)
     if not ctx.mirror.exists():
         if not prune:
             raise MirrorRootGone.naming(ctx.mirror.root, ctx.definition.name, len(known))
@@ -89,6 +119,7 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
     read_files(ctx, [st for st in to_read if not (is_archive(st.path) and st.kind == "file")])
     read_archives(ctx, [st for st in to_read if is_archive(st.path) and st.kind == "file"], workers)
     check_listings(ctx, walked, {st.path for st in to_read})
+    count_still_flagged(ctx, {st.path for st in to_read})
     with transaction(ctx.conn):
         mirrors.mark_indexed(ctx.conn, ctx.mirror_id)
     ctx.progress.finish()
@@ -114,6 +145,7 @@ def _delete(ctx: MirrorContext, plan: Plan) -> None:
     """Files gone from the mirror leave the catalog; so do the seekable copies vault made of them."""
     copies = copies_of_files(ctx.conn, ctx.mirror_id, plan.deleted)
     with transaction(ctx.conn):
+        generations.retire_paths(ctx.conn, ctx.mirror_id, plan.deleted, ctx.generation)
         catalog_files.delete_files(ctx.conn, ctx.mirror_id, plan.deleted)
     ctx.remove_unrecorded(copies)
     ctx.report.files_deleted += len(plan.deleted)

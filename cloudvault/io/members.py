@@ -22,6 +22,7 @@ import blake3
 from cloudvault.archive import sparse
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
+from cloudvault.catalog.flagged import refusal
 from cloudvault.catalog.lookup import (
     archive_location,
     archive_pieces,
@@ -31,6 +32,7 @@ from cloudvault.catalog.lookup import (
     member_before,
 )
 from cloudvault.errors import (
+    ChangedSinceRecorded,
     CorruptArchive,
     HashMismatch,
     IntegrityError,
@@ -219,17 +221,21 @@ class MemberReader:
         bytes, holes as `sparse.Hole` chunks)."""
         withhold = not self.originals  # verify hashes what it reads and hands nothing out
         if member.archive is None:
+            refuse_changed(self.conn, member, member)
             pieces = file_pieces(self.conn, member.file_id)
             return MemberStream(member, member.blake3, self._plain_chunks(member), pieces, withhold=withhold)
         data = self._stored_member(member)
+        refuse_changed(self.conn, member, data, use_copy=not self.originals)
         reader = self._reader(data.file_id)
         pieces = self._pieces_of(data)
+        size = data.size
         if data.sparse_map is None:
             chunks = reader.chunks(data.data_offset, data.size)
-        else:
+        else:  # its bytes end where its map ends (sparse.expand)
             parts = sparse.decode_map(data.sparse_map)
             chunks = sparse.expand(reader.chunks(data.data_offset, sparse.stored_size(parts)), parts, data.size)
-        return MemberStream(member, member.blake3, chunks, pieces, size=data.size, withhold=withhold)
+            size = sparse.expanded_size(parts)
+        return MemberStream(member, member.blake3, chunks, pieces, size=size, withhold=withhold)
 
     def _pieces_of(self, data: Member) -> bytes | None:
         """The piece hashes of an archive member's data (those of its archive loaded once)."""
@@ -275,6 +281,20 @@ class MemberReader:
             self.frames_read += reader.frames_read
             self.bytes_decompressed += reader.bytes_decompressed
         self._readers.clear()
+
+
+def refuse_changed(conn: sqlite3.Connection, member: Member, data: Member, use_copy: bool = True) -> None:
+    """ChangedSinceRecorded when data (member's own bytes, or a hardlink's target) was flagged changed in place or
+    damaged by `vault index`: nothing of it is read (unless use_copy and the seekable copy vault made of its
+    archive, whose bytes are as recorded, is whole: it is read from there)."""
+    why = refusal(conn, data)
+    if why is None or (use_copy and data.archive is not None and _copy_whole(archive_location(conn, data.file_id))):
+        return
+    raise ChangedSinceRecorded(path=member.label, why=why)
+
+
+def _copy_whole(loc) -> bool:
+    return bool(loc.copy_path) and os.path.exists(loc.copy_path) and os.path.getsize(loc.copy_path) == loc.copy_size
 
 
 class PieceCache:

@@ -26,7 +26,7 @@ from cloudvault.archive import sparse
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
 from cloudvault.catalog.lookup import archive_location, archive_pieces, file_location, file_pieces
 from cloudvault.errors import IntegrityError, StaleArchive
-from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain
+from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
 from cloudvault.tools.mirrorfs import open_mirror
 
@@ -170,6 +170,7 @@ class Sources:
     def check(self, member: Member) -> None:
         """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
         with self._lock:
+            refuse_changed(self.conn, member, member)
             if member.archive is None:
                 root, path, raw, size, mtime_ns = file_location(self.conn, member.file_id)
             else:
@@ -184,7 +185,8 @@ class Sources:
         """read(offset, size) over member's data (a sparse member's expanded bytes, holes as zeros), every byte of
         it from a piece that verified."""
         key = (member.file_id, member.data_offset, member.path)
-        check = PieceCheck(member.label, member.size, member.blake3, self._hashes_of(member))
+        size = member.size if member.sparse_map is None else sparse.expanded_size(sparse.decode_map(member.sparse_map))
+        check = PieceCheck(member.label, size, member.blake3, self._hashes_of(member))
         return VerifiedRanges(key, self._raw_reader(member), check, self.pieces)
 
     def _hashes_of(self, member: Member) -> bytes | None:
@@ -251,7 +253,7 @@ class _Plain:
 
 def _sparse_read(archive: ArchiveBytes, member: Member, pieces: list, off: int, n: int) -> bytes:
     """Bytes [off, off+n) of a sparse member: the stored pieces where the map has them, zeros between."""
-    end = min(off + n, member.size)
+    end = min(off + n, sparse.expanded_size(pieces))  # it ends where its map ends (sparse.expand)
     out = bytearray(max(0, end - off))
     stored = 0
     for start, length in pieces:

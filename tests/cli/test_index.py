@@ -404,9 +404,11 @@ def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault
 def test_an_older_catalog_is_migrated_and_a_newer_one_refused(demo_catalog, vault):
     conn = sqlite3.connect(demo_catalog)
     conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; DROP TABLE run_requests; DROP TABLE runs; "
-                       "DROP TABLE restores; ALTER TABLE members DROP COLUMN pieces; "
-                       "ALTER TABLE files DROP COLUMN pieces; ALTER TABLE members DROP COLUMN raw_link_target; "
-                       "ALTER TABLE members DROP COLUMN sparse_map; UPDATE meta SET value = '1' "
+                       "DROP TABLE restores; DROP TABLE generation_events; DROP TABLE member_history; "
+                       "DROP TABLE file_history; DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
+                       "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces; "
+                       "ALTER TABLE members DROP COLUMN raw_link_target; ALTER TABLE members DROP COLUMN sparse_map; "
+                       "UPDATE meta SET value = '1' "
                        "WHERE key = 'schema_version';")  # fmt: skip
     conn.close()
     assert vault("--catalog", str(demo_catalog), "search", "granite").code == 0  # a reader migrates it first

@@ -98,7 +98,7 @@ def _single_frame_archive(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_optimize_removes_only_its_own_recorded_copies_and_keeps_them_private(tmp_path, vault, tally):
     tally("hostile_input")
-    archive, _ = _single_frame_archive(tmp_path)
+    archive, src = _single_frame_archive(tmp_path)
     db = str(tmp_path / "c.db")
     assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
     cache = tmp_path / "M"
@@ -115,8 +115,9 @@ def test_optimize_removes_only_its_own_recorded_copies_and_keeps_them_private(tm
     copy = Path(json.loads(r.out)["written"][0]["copy"])
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600
     assert all(f.read_bytes() == b"the user's own file" for f in foreign)
-    with open(archive, "ab") as fh:  # the archive changes: its recorded copies are vault's to drop
-        fh.write(b"\0" * 1024)
+    (src / "more.txt").write_text("a new version\n")  # the archive changes: its recorded copies are vault's to drop
+    gnu_tar(src, tmp_path / "a.tar", "gnu")
+    compress(tmp_path / "a.tar", archive, "zstd-T0")
     assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code in (0, 5)
     tally("write_outside", sum(not f.exists() or f.read_bytes() != b"the user's own file" for f in foreign))
     assert not copy.exists() and all(f.exists() for f in foreign)

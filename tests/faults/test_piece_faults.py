@@ -201,11 +201,14 @@ def test_a_plain_file_replaced_with_its_mtime_kept_is_caught_at_its_piece(tmp_pa
 
 
 def as_version_4(db: str) -> None:
-    """The catalog as schema 4 left it (no piece hashes), then opened by this vault: migrated by step 5."""
+    """The catalog as schema 4 left it (no piece hashes, no generations), then opened by this vault: migrated by
+    steps 5 and 6."""
     from cloudvault.catalog.db import open_catalog
 
     conn = sqlite3.connect(db)
-    conn.executescript("ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces;"
+    conn.executescript("DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; "
+                       "DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
+                       "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces;"
                        "UPDATE meta SET value = '4' WHERE key = 'schema_version';")  # fmt: skip
     conn.close()
     open_catalog(db).close()
