@@ -45,8 +45,11 @@ def run(args) -> int:
     argv += ["--entry", args.entry] if args.entry else []
     argv += ["--allow-flagged"] if args.allow_flagged else []
     log_path = config.cache_dir(catalog) / "mount.log"
-    pid = session.start_background(argv, mountpoint, log_path)
-    sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
+
+    def announce(pid: int) -> None:  # said while a signal to this process still stops the child: none left mounted
+        sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
+
+    session.start_background(argv, mountpoint, log_path, announce)
     return errors.OK
 
 

@@ -125,20 +125,28 @@ def stopping_signals_to_libfuse():
             signal.signal(sig, handler)
 
 
-def start_background(argv: list[str], mountpoint: Path, log_path: Path) -> int:
-    """Run `vault ... mount --foreground` detached, its log in log_path; its pid once the mount answers. The child
-    is the installed vault (-P: a `cloudvault/` folder in the working directory is never imported). If it does not
-    answer, or this process is stopped first (Ctrl-C, SIGTERM), the child is stopped and nothing stays mounted."""
+def start_background(argv: list[str], mountpoint: Path, log_path: Path, announce=None) -> int:
+    """Run `vault ... mount --foreground` detached, its log in log_path; its pid once the mount answers (and
+    announce(pid) has said so). The child is the installed vault (-P: a `cloudvault/` folder in the working
+    directory is never imported). If it does not answer, or this process is stopped first (Ctrl-C, SIGTERM), the
+    child is stopped and nothing stays mounted."""
+    from cloudvault.signals import stopping_signals_held
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        child = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault", *argv], stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+    child = None
     try:
+        # held while it starts: a signal inside Popen would lose the child it had already started
+        with stopping_signals_held(), open(log_path, "ab") as log:
+            child = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault", *argv], stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=log, start_new_session=True)  # fmt: skip
         if _answered(child, mountpoint, log_path):
+            if announce is not None:
+                announce(child.pid)
             return child.pid
         raise MountFailed(path=mountpoint, detail=f"no answer in {READY_TIMEOUT_S:.0f} s; see {log_path}")
     except BaseException:
-        _stop_child(child, mountpoint)
+        if child is not None:
+            _stop_child(child, mountpoint)
         raise
 
 

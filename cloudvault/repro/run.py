@@ -7,13 +7,10 @@ mirror's files, so a script that writes next to its inputs cannot touch the mirr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import platform
-import signal
 import socket
 import sqlite3
-import threading
 from collections import namedtuple
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +25,6 @@ from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
 RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
-STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
 
 
@@ -194,6 +190,7 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
     SIGTERM and SIGHUP are held until both are written, then delivered: a second Ctrl-C (or one landing as the run
     ends) never leaves the run `running`."""
     from cloudvault.mount.staging import release
+    from cloudvault.signals import stopping_signals_held
 
     with stopping_signals_held():
         try:
@@ -227,26 +224,6 @@ def _record_end(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison
                "timings": as_document(cmp.timings), "forced_preflight": prov["forced_preflight"]}  # fmt: skip
     finish_run(conn, prov["run_id"], status=status, verdict=verdict, summary=summary,
                requests=report.requests_for_catalog(cmp))  # fmt: skip
-
-
-@contextlib.contextmanager
-def stopping_signals_held():
-    """SIGINT, SIGTERM and SIGHUP noted, not acted on, inside the block; the first one noted is raised again (to
-    the handler that was there) when it ends. Outside the main thread, where no handler can be set, nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    previous: dict[int, object] = {}
-    try:
-        for sig in STOPPING_SIGNALS:
-            previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
-        yield
-    finally:
-        for sig, handler in reversed(previous.items()):  # SIGINT, the one pressed twice, last
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
-        if held:
-            signal.raise_signal(held[0])
 
 
 def _write_json(path: Path, doc: dict) -> None:
