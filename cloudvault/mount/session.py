@@ -130,13 +130,13 @@ def start_background(argv: list[str], mountpoint: Path, log_path: Path, announce
     announce(pid) has said so). The child is the installed vault (-P: a `cloudvault/` folder in the working
     directory is never imported). If it does not answer, or this process is stopped first (Ctrl-C, SIGTERM), the
     child is stopped and nothing stays mounted."""
-    from cloudvault.signals import stopping_signals_held
+    from cloudvault.jobthreads import held_signals
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     child = None
     try:
         # held while it starts: a signal inside Popen would lose the child it had already started
-        with stopping_signals_held(), open(log_path, "ab") as log:
+        with held_signals(), open(log_path, "ab") as log:
             child = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault", *argv], stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=log, start_new_session=True)  # fmt: skip
         if _answered(child, mountpoint, log_path):

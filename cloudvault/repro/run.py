@@ -189,10 +189,10 @@ def _close(conn, prov: dict, run_dir: Path, status: str, cmp: RunComparison | No
     """The run's end, in provenance.json and in the catalog (with its verdict and per-request results). Ctrl-C,
     SIGTERM and SIGHUP are held until both are written, then delivered: a second Ctrl-C (or one landing as the run
     ends) never leaves the run `running`."""
+    from cloudvault.jobthreads import held_signals
     from cloudvault.mount.staging import release
-    from cloudvault.signals import stopping_signals_held
 
-    with stopping_signals_held():
+    with held_signals():
         try:
             release(run_dir)  # an input mount, if the recipe asked for one
         finally:

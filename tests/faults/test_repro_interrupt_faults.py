@@ -16,7 +16,7 @@ import cloudvault.repro.run
 
 # Each line of these (a run's steps and its recording) is a point a Ctrl-C is injected at. Left out: what they call
 # that loops over files or requests (staging, merging, comparing), where an interrupt is the same as one at the
-# line that called it, and stopping_signals_held, which holds real signals (an exception made up inside it stands
+# line that called it, and jobthreads.held_signals, which holds real signals (an exception made up inside it stands
 # for none).
 STEPS = ("reproduce", "_collect_and_compare", "_write_report", "_close", "_record_end", "_recorded_ended",
          "_write_json")  # fmt: skip
