@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from cloudvault.errors import HashMismatch, IntegrityError, UnsafeMember
+from cloudvault.errors import ChangedSinceRecorded, HashMismatch, IntegrityError, UnsafeMember
 from cloudvault.grep.lines import LineSearch, Shape
 from cloudvault.grep.pattern import Pattern
 from cloudvault.grep.targets import Task, archive_members, plain_files, plan, resolve_scopes, within_entry
@@ -162,7 +162,7 @@ def _streamed(task: Task, reader: MemberReader, group: Iterable[Member], how: Ma
     for member in group:
         try:
             stream = reader.open(member)
-        except UnsafeMember as exc:  # a hardlink to nothing: this member, not the archive
+        except (UnsafeMember, ChangedSinceRecorded) as exc:  # this file or member refused, not the whole task
             yield Failure(_label(task, member), _why(exc))
             continue
         yield from _search_member(task, member, stream, _for(member, how, withheld))

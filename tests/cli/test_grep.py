@@ -372,3 +372,23 @@ def test_damaged_bytes_inside_the_archive_are_reported_and_the_rest_is_searched(
     assert "100_heldout:notes.log:1" in r.out.splitlines()
     if len(damage) == 1:
         assert "100_heldout:data/run.tar.zst::many/f294.txt:1" in r.out.splitlines(), r.err
+
+
+def test_a_plain_file_changed_in_place_is_reported_and_the_entrys_other_files_still_searched(tmp_path, vault):
+    """Class: one plain file vault refuses (changed in place since it was recorded) is that file's failure, named
+    by its path; it never ends the search of the other plain files read in the same batch."""
+    entry = tmp_path / "m" / "200_plain"
+    entry.mkdir(parents=True)
+    for name in ("a.log", "b.log", "c.log"):
+        (entry / name).write_text(f"{NEEDLE} in {name}\n")
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    changed = entry / "a.log"
+    stat = changed.stat()
+    changed.write_text(f"{NEEDLE} in a.lag\n")  # same size, same mtime: changed in place
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 5
+    r = vault("--catalog", str(db), "grep", "-F", NEEDLE, "200")
+    assert r.code == 2
+    assert "200_plain:a.log: " in r.err and "changed in place" in r.err
+    assert "200_plain:b.log:1:" in r.out and "200_plain:c.log:1:" in r.out and "a.lag" not in r.out
