@@ -89,6 +89,8 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
                 entry = ctx.entry_for(st.path)
                 version = versions.judged(ctx, st, digest, "ok", flags)
                 ctx.report.files_read += 1
+                if digest is not None:  # its bytes were read, whatever is then made of them
+                    ctx.report.bytes_read += st.size
                 if version.kept:  # changed in place or unreadable now: the recorded hash stays the reference
                     versions.keep_recorded(ctx, version, [f for f in flags if f.kind == "unreadable"])
                     continue
@@ -98,4 +100,3 @@ def read_files(ctx: MirrorContext, files: list[FileStat]) -> None:
                 if doc is not None:
                     catalog_files.insert_doc(ctx.conn, file_id, doc)
                 ctx.report.count(flags)
-                ctx.report.bytes_read += st.size

@@ -43,6 +43,9 @@ def test_a_byte_changed_in_place_keeps_the_recorded_hash_and_is_refused_until_ac
     r = vault("--catalog", str(db), "index", str(root))  # the ctime changed: it is read again
     assert r.code == 5, r.out + r.err
     assert "1 changed in place" in r.out and "vault verify" in r.out and "vault index --accept" in r.out
+    from cloudvault.cli.ui import human_size
+
+    assert f"1 read ({human_size(notes.stat().st_size)}," in r.out  # its bytes were read, and counted
     assert _hash_in_catalog(db, "exp02/notes.txt") == recorded  # the reference stays
     r = vault("--catalog", str(db), "verify", "exp02")
     assert r.code == 5 and "exp02/notes.txt" in r.out and "all match" not in r.out
