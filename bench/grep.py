@@ -19,25 +19,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from index import RAW_MB, SMALL, lab_tar, small_tar  # noqa: E402  (bench/index.py's archives)
+from index import RAW_MB, SMALL, lab_mirror  # noqa: E402  (bench/index.py's archives)
 
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 PATTERNS = {"absent literal": "xyzzy-not-in-any-member", "rare regex": "grad_norm=9999[0-9]"}
-
-
-def build(work: Path) -> list[Path]:
-    entry = work / "mirror" / "018_bench"
-    entry.mkdir(parents=True)
-    lab = work / "lab.tar"
-    lab_tar(lab, True)
-    subprocess.run(["zstd", "-q", "-T0", "-3", str(lab), "-o", str(entry / "lab_one_frame.tar.zst")], check=True)
-    subprocess.run(["pzstd", "-q", "-p", "2", "-3", str(lab), "-o", str(entry / "lab_pzstd.tar.zst")], check=True)
-    lab.unlink()
-    small = work / "small.tar"
-    small_tar(small)
-    subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small_members.tar.zst")], check=True)
-    small.unlink()
-    return sorted(entry.glob("*.tar.zst"))
 
 
 def measure(cmd: list[str]) -> tuple[float, int]:
@@ -72,7 +57,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vault-bench-grep-"))
     try:
         t = time.perf_counter()
-        archives = build(work)
+        archives = sorted((lab_mirror(work) / "018_bench").glob("*.tar.zst"))
         print(f"built {len(archives)} archives (lab ~{RAW_MB} MiB raw, {SMALL} small members) in "
               f"{time.perf_counter() - t:.0f} s; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")  # fmt: skip
         db = work / "catalog.db"

@@ -93,6 +93,23 @@ def small_tar(path: Path) -> None:
             add(tar, f"logs/{i // 1000:03d}/rank{i:06d}.{'log' if i % 2 else 'json'}", data)
 
 
+def lab_mirror(work: Path) -> Path:
+    """One mirror, one entry (018_bench), three archives: lab data as one zstd frame and as pzstd frames, and many
+    small members (bench/mount.py and bench/grep.py read it)."""
+    entry = work / "mirror" / "018_bench"
+    entry.mkdir(parents=True)
+    lab = work / "lab.tar"
+    lab_tar(lab, True)
+    subprocess.run(["zstd", "-q", "-T0", "-3", str(lab), "-o", str(entry / "lab_one_frame.tar.zst")], check=True)
+    subprocess.run(["pzstd", "-q", "-p", "2", "-3", str(lab), "-o", str(entry / "lab_pzstd.tar.zst")], check=True)
+    lab.unlink()
+    small = work / "small.tar"
+    small_tar(small)
+    subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small_members.tar.zst")], check=True)
+    small.unlink()
+    return work / "mirror"
+
+
 def measure(cmd: list[str]) -> tuple[float, int]:
     """Seconds and peak RSS (MiB) of one whole process, through GNU time."""
     out = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True)

@@ -21,26 +21,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from index import RAW_MB, lab_tar, small_tar  # noqa: E402  (bench/index.py's archives, made the same way)
+from index import RAW_MB, lab_mirror  # noqa: E402  (bench/index.py's archives, made the same way)
 
 NEEDLE = "xyzzy-not-in-any-member"
 MOUNTED = "mounted, ratarmount's index made before"
-
-
-def build(work: Path) -> Path:
-    """One mirror, one entry, three archives: lab data as one zstd frame and as pzstd frames, many small members."""
-    entry = work / "mirror" / "018_bench"
-    entry.mkdir(parents=True)
-    lab = work / "lab.tar"
-    lab_tar(lab, True)
-    subprocess.run(["zstd", "-q", "-T0", "-3", str(lab), "-o", str(entry / "lab_one_frame.tar.zst")], check=True)
-    subprocess.run(["pzstd", "-q", "-p", "2", "-3", str(lab), "-o", str(entry / "lab_pzstd.tar.zst")], check=True)
-    lab.unlink()
-    small = work / "small.tar"
-    small_tar(small)
-    subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small_members.tar.zst")], check=True)
-    small.unlink()
-    return work / "mirror"
 
 
 def mounted(point: Path) -> bool:
@@ -107,7 +91,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vault-bench-mount-"))
     try:
         t = time.perf_counter()
-        mirror = build(work)
+        mirror = lab_mirror(work)
         print(f"built 3 archives of ~{RAW_MB} MiB raw in {time.perf_counter() - t:.0f} s; {os.cpu_count()} cores, "
               f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
         db = work / "catalog.db"
