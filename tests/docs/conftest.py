@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
+from conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -29,3 +32,12 @@ def in_demo_home(after_demo, monkeypatch):
     monkeypatch.delenv("VAULT_CATALOG", raising=False)
     monkeypatch.chdir(after_demo)
     return after_demo
+
+
+@pytest.fixture(scope="module")
+def make_usage():
+    """docs/make_usage.py as a module: the commands of the grammar and their --help, as the Usage blocks show them."""
+    spec = importlib.util.spec_from_file_location("make_usage", REPO / "docs" / "make_usage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

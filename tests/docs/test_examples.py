@@ -11,7 +11,6 @@ catalog is the default, as a newcomer would run them; `~` is that home, as a she
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -19,7 +18,6 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from conftest import REPO
 
 PAGES = [*sorted((REPO / "docs").rglob("*.md")), REPO / "recipes" / "README.md"]
@@ -71,14 +69,6 @@ def help_examples(make_usage) -> list[Example]:
             if example:
                 found.append(parse(f"vault {' '.join(words)} --help", example.group(1), example.group(2) or ""))
     return found
-
-
-@pytest.fixture(scope="module")
-def make_usage():
-    spec = importlib.util.spec_from_file_location("make_usage", REPO / "docs" / "make_usage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 VOLATILE = [(re.compile(r"\d{8}T\d{6}Z"), "<time>"), (re.compile(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00"), "<time>"),

@@ -3,19 +3,6 @@ them): every command of the grammar has a page, and no page shows an option the 
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-from conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def make_usage():
-    spec = importlib.util.spec_from_file_location("make_usage", REPO / "docs" / "make_usage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_every_command_has_a_page_whose_usage_is_its_help(make_usage):
     words = make_usage.commands()

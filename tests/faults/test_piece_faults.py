@@ -28,14 +28,19 @@ def big_bytes(seed: int = 41) -> bytes:
     return random.Random(seed).randbytes(BIG)
 
 
-def tar_bytes(big: bytes) -> bytes:
+def tar_of(members: tuple[tuple[str, bytes], ...], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    """A tar (tarfile) of these (name, data) members, each 0644 with one fixed mtime."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in (("notes.txt", b"small member\n"), ("big.bin", big)):
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for name, data in members:
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def tar_bytes(big: bytes) -> bytes:
+    return tar_of((("notes.txt", b"small member\n"), ("big.bin", big)))
 
 
 def compressed(raw: bytes, how: str, work: Path) -> bytes:
@@ -247,13 +252,7 @@ def test_an_old_catalog_s_objects_get_pieces_at_the_next_index_and_read_whole_be
 
 
 def env_tar(big: bytes) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in (("envs/lab/conda-meta/x.json", b"{}"), ("envs/lab/lib/weights.bin", big)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    return tar_of((("envs/lab/conda-meta/x.json", b"{}"), ("envs/lab/lib/weights.bin", big)), tarfile.GNU_FORMAT)
 
 
 @pytest.mark.parametrize("old_catalog", [False, True])
