@@ -392,3 +392,14 @@ def test_a_plain_file_changed_in_place_is_reported_and_the_entrys_other_files_st
     assert r.code == 2
     assert "200_plain:a.log: " in r.err and "changed in place" in r.err
     assert "200_plain:b.log:1:" in r.out and "200_plain:c.log:1:" in r.out and "a.lag" not in r.out
+
+
+def test_max_filesize_skips_what_is_bigger_and_a_bad_size_is_one_usage_line(heldout, vault):
+    db, _ = heldout
+    r = vault("--catalog", str(db), "grep", "-l", "--max-filesize", "1M", "-F", NEEDLE, "100")
+    assert r.code == 0
+    assert "logs/big.log" not in r.out and "many/f007.txt" in r.out and "notes.log" in r.out  # 3 MiB skipped
+    everything = vault("--catalog", str(db), "grep", "-l", "-F", NEEDLE, "100").out
+    assert "logs/big.log" in everything
+    bad = vault("--catalog", str(db), "grep", "--max-filesize", "lots", "-F", NEEDLE, "100")
+    assert bad.code == 2 and "--max-filesize 'lots'" in bad.err and len(bad.err.strip().splitlines()) == 1
