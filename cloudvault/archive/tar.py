@@ -259,9 +259,9 @@ def _header_fields(block: bytes) -> tuple:
             name = prefix + b"/" + name
     bad = ()
     try:  # the common case, all five octal at once (one call each costs more than the parse)
-        mode, uid, gid, size, mtime = (int(f.rstrip(b"\0"), 8) for f in (mode, uid, gid, size, mtime))
-        if (mode | uid | gid | size | mtime) < 0:  # a '-' that int() took: read each field strictly below
-            raise ValueError
+        numbers = [int(f.rstrip(b"\0"), 8) for f in (mode, uid, gid, size, mtime)]
+        if min(numbers) < 0 or b"_" in block[100:148] or b"+" in block[100:148]:
+            raise ValueError  # a sign or an underscore that int() took, GNU tar does not: read each field strictly
     except ValueError:
         numbers, bad = [], []
         for what, f in zip(NUMERIC, (mode, uid, gid, size, mtime), strict=True):
@@ -273,7 +273,7 @@ def _header_fields(block: bytes) -> tuple:
                 bad.append(what)
                 value = 0
             numbers.append(value)
-        mode, uid, gid, size, mtime = numbers
+    mode, uid, gid, size, mtime = numbers
     fields = (name, mode, uid, gid, size, mtime, typeflag, link.split(b"\0", 1)[0],
               uname.split(b"\0", 1)[0].decode("utf-8", "replace"), gname.split(b"\0", 1)[0].decode("utf-8", "replace"))
     return fields, bad

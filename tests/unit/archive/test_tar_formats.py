@@ -385,3 +385,20 @@ def test_a_signed_or_underscored_octal_field_is_unreadable():
         with pytest.raises(ValueError):
             parse_number(field)
     assert parse_number(b" 0000644 \0") == 0o644
+
+
+@pytest.mark.parametrize("gid", [b"-000001\0", b"+000001\0", b"000_001\0"])
+def test_a_header_whose_number_int_would_take_is_flagged_not_raised(gid):
+    """int() takes '-1', '+1' and '0_1' in octal, GNU tar none of them: the fast path refuses them and the strict
+    per-field read flags the field. (The CI fuzzer found the strict read was handed the already-parsed ints:
+    AttributeError out of the scan.)"""
+    info = tarfile.TarInfo("a.txt")
+    info.size = 5
+    raw = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT) + b"hello".ljust(512, b"\0") + b"\0" * 1024)
+    raw[116:124] = gid
+    raw[148:156] = b" " * 8
+    raw[148:156] = f"{sum(raw[:512]):06o}\0 ".encode()
+    scan = ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(bytes(raw))))
+    records = list(scan)
+    assert [(r.path, r.gid) for r in records] == [("a.txt", 0)]
+    assert [(f.kind, f.detail) for f in scan.result.flags] == [("corrupt_header", "header field gid unreadable")]
