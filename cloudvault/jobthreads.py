@@ -68,8 +68,9 @@ class StopOnSignal:
     """`with StopOnSignal(stop) as signals:` while the block starts threads, a stopping signal (SIGINT, SIGTERM,
     SIGHUP, where a Python handler takes it) is held; from `signals.arm()` (call it once the threads can be
     stopped), and for a signal held till then, stop() runs first, then the signal's own handler (which raises,
-    as Ctrl-C does). stop() must not block for long: it runs inside the handler. Outside the main thread (no
-    signal lands there) it does nothing."""
+    as Ctrl-C does). stop() must only tell threads to end (events, SimpleQueue puts): it runs inside the
+    handler, which may have cut into a queue's lock in this thread, so a join or a Queue call there can deadlock.
+    Outside the main thread (no signal lands there) it does nothing."""
 
     def __init__(self, stop) -> None:
         self._stop = stop

@@ -557,6 +557,11 @@ class ThreadedFrameStream(FrameStream):
             self._done = True
         return piece
 
+    def stop(self) -> None:
+        """Tell the decoding threads to end, waiting for nothing: what a signal handler may call (it can run inside
+        a queue's lock in the reading thread, so neither a queue nor a join is touched here); close() waits."""
+        self._stop.set()
+
     def close(self) -> None:
         """Stop the thread early (the reader gave up); safe to call after the end too."""
         self._stop.set()

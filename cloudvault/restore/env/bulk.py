@@ -178,7 +178,7 @@ class _Staging:
         if self.writers is not None:
             self.writers.stop()
         if self.stream is not None:
-            self.stream.close()  # sets the decoders' stop first; they give up within a poll (50 ms)
+            self.stream.stop()  # no join here (a handler may hold a queue's lock): they give up within a poll (50 ms)
 
     def close(self) -> None:
         with contextlib.ExitStack() as ending:  # each step runs even when one before it raised
