@@ -6,7 +6,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cloudvault.atomic import atomic_path
 from cloudvault.catalog import migrations
@@ -20,6 +20,9 @@ from cloudvault.errors import (
     UsageError,
     from_sqlite,
 )
+
+if TYPE_CHECKING:  # pathlib (and urllib.parse, ipaddress) cost every start ~3 ms: imported where a Path is made
+    from pathlib import Path
 
 SQLITE_HEADER = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database file
 NO_META = "an SQLite database without vault's meta table"
@@ -255,4 +258,6 @@ def open_shared_reader(path: str | os.PathLike, named_by: str = "the catalog") -
 
 def catalog_file(conn: sqlite3.Connection) -> Path:
     """The file behind the connection (shards and caches are made beside it)."""
+    from pathlib import Path
+
     return Path(conn.execute("PRAGMA database_list").fetchone()[2])
