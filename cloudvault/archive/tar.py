@@ -101,8 +101,9 @@ def byte_sum(block: bytes) -> int:
 def checksum_ok(block: bytes) -> bool:
     """The header checksum: the sum of its bytes with the checksum field read as spaces, as unsigned bytes (POSIX),
     or as signed ones (some old tars). The signed sum is only worked out when the unsigned one does not match."""
-    try:
-        stored = number(block[148:156])
+    field = block[148:156]
+    try:  # GNU tar and Python's tarfile write six octal digits, a NUL and a space: read without a failed int()
+        stored = int(field[:6], 8) if field[6:] == b"\0 " and field[:6].isdigit() else number(field)
     except ValueError:
         return False
     if stored == byte_sum(block) - sum(block[148:156]) + 8 * 32:
