@@ -767,6 +767,9 @@ def damaged_frame_after(fh: BinaryIO, offset: int, file_size: int) -> DamagedFra
     size = params.content_size
     if size >= zstandard.CONTENTSIZE_ERROR:  # not recorded (pzstd): what it decodes to, its checksum unchecked
         size = _unchecked_size(fh, start, end)
+        # damage can change how much it decodes to: the frame after it is taken to start a tar block (as pzstd's
+        # and seekable frames do), so that the walk after it finds the headers where they are
+        size = None if size is None else size + -size % 512
     return None if size is None else DamagedFrame(start, end, size)
 
 
