@@ -27,7 +27,7 @@ from cloudvault.archive.zstdframes import (
     damaged_frame_after,
     looks_multi_frame,
 )
-from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
+from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
 from cloudvault.models import Flag, Frame
 from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
@@ -129,7 +129,8 @@ class ArchiveScan:
     inspected in batches. With more than two decoders, the cores they are given also hash: members of 64 KiB and
     more are hashed by `decoders` threads of their own (many members at once, each from views of the decoded
     pieces, which stay pinned until hashed) while the tar walk goes on, and records come out in archive order as
-    their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too."""
+    their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too. With two, a member's
+    large updates are hashed whole where it is read while a PieceThread hashes their pieces."""
 
     def __init__(
         self,
@@ -146,6 +147,7 @@ class ArchiveScan:
         self._decoders = decoders
         self._hash_threads = decoders if decoders > 2 else 1
         self._hashers: HashThreads | None = None
+        self._beside: PieceThread | None = None
         self._stream_in_use: ThreadedFrameStream | None = None
         self._inspect = inspect
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
@@ -174,6 +176,7 @@ class ArchiveScan:
 
         stream = self._stream_in_use = self._stream(on_compressed)
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
+        self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
         try:
             yield from self._walk(stream)
@@ -187,6 +190,8 @@ class ArchiveScan:
             self._judge_venv_links()
             if self._hashers:
                 self._hashers.close()
+            if self._beside:
+                self._beside.close()
             if self._batch:  # the members read so far are inspected, even when the archive ends in damage
                 self._batch.flush()
             stream.close()
@@ -335,12 +340,12 @@ class ArchiveScan:
             if header.size <= PIECE and (self._hashers is None or header.size < HASH_APART):
                 return blake3.blake3(chunk).hexdigest()  # most members: no call more than this
             if self._hashers is None:
-                return _hashed_whole(chunk)
+                return _hashed_whole(chunk, self._beside)
             return self._hash_apart(chunk, data)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
         if inspector is None and self._hashers is not None:
             return self._hash_apart(chunk, data)
-        h = PieceHasher()
+        h = PieceHasher(beside=self._beside)
         h.update(chunk)
         if inspector:
             inspector.feed(bytes(chunk))
@@ -410,8 +415,8 @@ class _InspectBatch:
             self._scan.inspect_whole(path, name, data[start:end])
 
 
-def _hashed_whole(data) -> PieceHasher:
-    h = PieceHasher()
+def _hashed_whole(data, beside: PieceThread | None) -> PieceHasher:
+    h = PieceHasher(beside=beside)
     h.update(data)
     return h
 
