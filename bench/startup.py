@@ -1,6 +1,7 @@
 """Start-up time of every command as a ratio to the floor `python -c "import sqlite3, zstandard, blake3"`.
 
-Budget (issue 7): search and a small extract at most 1.4x the floor, every other command at most 2x.
+Budget (issue 7, issue 38): search and a small extract at most 1.4x the floor, show and ls 1.3x, every other
+command at most 2x.
 Run in one go from a plain `pip install .` in a clean venv (bytecode compiled at install), with
 PYTHONDONTWRITEBYTECODE unset: `python bench/startup.py`. Each command's runs alternate with runs of the floor
 and its ratio is to the floor runs beside it, so a machine that gets busier mid-run moves both. VAULT names the
@@ -56,8 +57,8 @@ def measure(work: Path) -> int:
     cases = [
         ("search granite", ["search", "granite"], 1.4),
         ("extract (small member)", ["extract", "018", member, "-o", str(work / "out"), "--force"], 1.4),
-        ("show 014", ["show", "014"], 2.0),
-        ("ls 018", ["ls", "018"], 2.0),
+        ("show 014", ["show", "014"], 1.3),
+        ("ls 018", ["ls", "018"], 1.3),
         ("verify 013", ["verify", "013"], 2.0),
         ("--help", ["--help"], 2.0),
         ("search --help", ["search", "--help"], 2.0),

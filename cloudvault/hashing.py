@@ -144,3 +144,48 @@ class HashThreads(JobThreads):
 
     def start(self) -> HashJob:
         return self.submit(HashJob())
+
+
+class PieceThread:
+    """A thread that hashes an update's pieces while the caller hashes the same bytes whole (blake3 lets the GIL go
+    on large inputs): the two passes piece hashes take run on two cores, and neither outlives the update, so the
+    bytes need stay valid only as long as an update call. `close()` ends the thread."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
+        self._job: tuple | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="blake3-pieces", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._job is None:
+                return
+            work, data = self._job
+            try:
+                work(data)
+            except BaseException as exc:  # handed to the caller
+                self._error = exc
+            self._done.release()
+
+    def run_beside(self, work, data, own) -> None:
+        """work(data) on this thread and own(data) on the caller's, both done on return."""
+        self._job = (work, data)
+        self._go.release()
+        try:
+            own(data)
+        finally:  # the thread is done with data before anyone may reuse it, whatever failed
+            self._done.acquire()
+            self._job = None
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        self._job = None
+        self._go.release()
+        self._thread.join()

@@ -10,6 +10,7 @@ import blake3
 
 PIECE = 1 << 20
 PIECE_DIGEST = 16
+BESIDE_MIN = 256 << 10  # a smaller update is hashed twice where it is: handing it over would cost more
 
 
 def piece_count(size: int) -> int:
@@ -24,15 +25,22 @@ def piece_digest(data) -> bytes:
 class PieceHasher:
     """The whole BLAKE3 of a stream and, once it is longer than one PIECE, the hashes of its pieces."""
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, beside=None) -> None:
         self._whole = blake3.blake3(max_threads=threads)
         self._piece = blake3.blake3()
         self._in_piece = 0
         self._digests = bytearray()
         self.size = 0
+        self._beside = beside  # hashing.PieceThread: piece hashes of a large update on another core meanwhile
 
     def update(self, data) -> None:
+        if self._beside is not None and len(data) >= BESIDE_MIN:
+            self._beside.run_beside(self._add_pieces, data, self._whole.update)
+            return
         self._whole.update(data)
+        self._add_pieces(data)
+
+    def _add_pieces(self, data) -> None:
         view = memoryview(data)
         n, i = len(view), 0
         self.size += n

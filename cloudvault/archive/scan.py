@@ -12,15 +12,22 @@ import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 
 import blake3
 
 from cloudvault.archive import sparse
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
-from cloudvault.archive.zstdframes import ParallelFrameStream, ThreadedFrameStream, ZstdFormatError, looks_multi_frame
-from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads
+from cloudvault.archive.zstdframes import (
+    DamagedFrame,
+    ParallelFrameStream,
+    ThreadedFrameStream,
+    ZstdFormatError,
+    damaged_frame_after,
+    looks_multi_frame,
+)
+from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
 from cloudvault.models import Flag, Frame
 from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
@@ -55,6 +62,16 @@ Inspect = Callable[[bytes, int, bytes], Inspector | None]
 INSPECT_HEAD = 8192
 
 
+class Damage(NamedTuple):
+    """A frame that does not decode: its index and compressed offset, and the decoded bytes it held (raw_end None:
+    to the end, where its size is not known)."""
+
+    frame: int
+    comp_offset: int
+    raw_start: int
+    raw_end: int | None
+
+
 @dataclass
 class ScanResult:
     """What one pass over an archive found besides its members."""
@@ -67,6 +84,7 @@ class ScanResult:
     frames: list[Frame] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     flag_counts: dict[str, int] = field(default_factory=dict)
+    damaged: list[Damage] = field(default_factory=list)  # frames that do not decode, for their members' flags
 
     def flag(self, kind: str, detail: str, member: str | None = None) -> None:
         self.flag_counts[kind] = self.flag_counts.get(kind, 0) + 1
@@ -111,7 +129,8 @@ class ArchiveScan:
     inspected in batches. With more than two decoders, the cores they are given also hash: members of 64 KiB and
     more are hashed by `decoders` threads of their own (many members at once, each from views of the decoded
     pieces, which stay pinned until hashed) while the tar walk goes on, and records come out in archive order as
-    their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too."""
+    their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too. With two, a member's
+    large updates are hashed whole where it is read while a PieceThread hashes their pieces."""
 
     def __init__(
         self,
@@ -128,6 +147,7 @@ class ArchiveScan:
         self._decoders = decoders
         self._hash_threads = decoders if decoders > 2 else 1
         self._hashers: HashThreads | None = None
+        self._beside: PieceThread | None = None
         self._stream_in_use: ThreadedFrameStream | None = None
         self._inspect = inspect
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
@@ -156,30 +176,82 @@ class ArchiveScan:
 
         stream = self._stream_in_use = self._stream(on_compressed)
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
-        waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
+        self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
+        after: list[Frame] = []  # frames found again after a damaged one
         try:
-            for header, data in iter_members(stream, self._damage):
-                waiting.append(self._record(header, data))
-                while waiting and _ready(waiting[0]):
-                    yield _hashed(waiting.popleft())
-            stream.drain()
-            yield from map(_hashed, waiting)
+            yield from self._walk(stream)
         except (ZstdFormatError, TarFormatError) as exc:
             self.result.status = exc.kind
             self.result.flag(exc.kind, str(exc))
             _finish_after_error(stream, self._fh, on_compressed)
-            yield from map(_hashed, waiting)  # the members before the damage, as without threads
+            if isinstance(exc, ZstdFormatError) and exc.kind == "corrupt_frame" and self._opener is not None:
+                yield from self._salvage(stream.frames, after)
         finally:
             self._judge_venv_links()
             if self._hashers:
                 self._hashers.close()
+            if self._beside:
+                self._beside.close()
             if self._batch:  # the members read so far are inspected, even when the archive ends in damage
                 self._batch.flush()
             stream.close()
-            self.result.frames = stream.frames
-            self.result.raw_size = stream.pos
+            self.result.frames = stream.frames + after
+            self.result.raw_size = max(stream.pos, after[-1].raw_offset + after[-1].raw_size if after else 0)
             self.result.blake3 = archive_hash.hexdigest()
             self.result.pieces = archive_hash.pieces()
+
+    def _walk(self, stream: ThreadedFrameStream, resume: bool = False) -> Iterator[MemberRecord]:
+        """The records of the members the stream holds, in archive order as their hashes are ready; on damage,
+        those read before it, then the error."""
+        waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
+        try:
+            for header, data in iter_members(stream, self._damage, resume=resume):
+                waiting.append(self._record(header, data))
+                while waiting and _ready(waiting[0]):
+                    yield _hashed(waiting.popleft())
+            stream.drain()
+        except (ZstdFormatError, TarFormatError):
+            yield from map(_hashed, waiting)  # the members before the damage, as without threads
+            raise
+        yield from map(_hashed, waiting)
+
+    def _salvage(self, frames: list[Frame], found: list[Frame]) -> Iterator[MemberRecord]:
+        """After a frame that does not decode (with no frame table of an earlier run to go by): the walk goes on at
+        the frame after it (found by its block headers, or the next frame magic) when its header records its
+        decoded size, so that the offsets after it are known; the frames found are added to found. Members the
+        damaged frame holds are the caller's to flag (result.damaged)."""
+        with self._opener() as fh:
+            size = fh.seek(0, 2)
+            while True:
+                last = found[-1] if found else frames[-1] if frames else None
+                comp_end, raw_end = (last.comp_offset + last.comp_size, last.raw_offset + last.raw_size) if last \
+                    else (0, 0)  # fmt: skip
+                index = len(frames) + len(found)
+                bad = damaged_frame_after(fh, comp_end, size)
+                if bad is None:
+                    self.result.damaged.append(Damage(index, comp_end, raw_end, None))
+                    return
+                found.append(Frame(bad.start, bad.end - bad.start, raw_end, bad.raw_size))
+                self.result.damaged.append(Damage(index, bad.start, raw_end, raw_end + bad.raw_size))
+                self.result.flag("damaged_frame", f"frame {index} at compressed offset {bad.start} does not decode; "
+                                 f"the frames after it were read from compressed offset {bad.end}")  # fmt: skip
+                if bad.end >= size or not (yield from self._walk_after(bad, raw_end, found)):
+                    return
+
+    def _walk_after(self, bad: DamagedFrame, raw_start: int, found: list[Frame]) -> Iterator[MemberRecord]:
+        """The members from the frame after bad on; True when another damaged frame stopped the walk."""
+        with self._opener() as fh:
+            stream = self._stream_in_use = ThreadedFrameStream(fh, comp_offset=bad.end,
+                                                                raw_offset=raw_start + bad.raw_size)  # fmt: skip
+            try:
+                yield from self._walk(stream, resume=True)
+            except (ZstdFormatError, TarFormatError) as exc:
+                self.result.flag(exc.kind, str(exc))
+                return isinstance(exc, ZstdFormatError) and exc.kind == "corrupt_frame"
+            finally:
+                stream.close()
+                found.extend(stream.frames)
+        return False
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
         # a multi-frame archive is split into frames by the same code on one core or many: its frame table (of a
@@ -268,12 +340,12 @@ class ArchiveScan:
             if header.size <= PIECE and (self._hashers is None or header.size < HASH_APART):
                 return blake3.blake3(chunk).hexdigest()  # most members: no call more than this
             if self._hashers is None:
-                return _hashed_whole(chunk)
+                return _hashed_whole(chunk, self._beside)
             return self._hash_apart(chunk, data)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
         if inspector is None and self._hashers is not None:
             return self._hash_apart(chunk, data)
-        h = PieceHasher()
+        h = PieceHasher(beside=self._beside)
         h.update(chunk)
         if inspector:
             inspector.feed(bytes(chunk))
@@ -343,8 +415,8 @@ class _InspectBatch:
             self._scan.inspect_whole(path, name, data[start:end])
 
 
-def _hashed_whole(data) -> PieceHasher:
-    h = PieceHasher()
+def _hashed_whole(data, beside: PieceThread | None) -> PieceHasher:
+    h = PieceHasher(beside=beside)
     h.update(data)
     return h
 

@@ -7,7 +7,6 @@ bytes, one after another. The catalog keeps a map as JSON text (`encode_map` / `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 
 Piece = tuple[int, int]
@@ -128,10 +127,14 @@ def expand(stored: Iterable[bytes | memoryview], pieces: list[Piece], size: int)
 
 
 def encode_map(pieces: list[Piece]) -> str:
+    import json  # here: `vault extract` of a member that is not sparse need not load it
+
     return json.dumps(pieces, separators=(",", ":"))
 
 
 def decode_map(text: str) -> list[Piece]:
+    import json
+
     return [(offset, length) for offset, length in json.loads(text)]
 
 

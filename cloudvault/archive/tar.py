@@ -101,8 +101,9 @@ def byte_sum(block: bytes) -> int:
 def checksum_ok(block: bytes) -> bool:
     """The header checksum: the sum of its bytes with the checksum field read as spaces, as unsigned bytes (POSIX),
     or as signed ones (some old tars). The signed sum is only worked out when the unsigned one does not match."""
-    try:
-        stored = number(block[148:156])
+    field = block[148:156]
+    try:  # GNU tar and Python's tarfile write six octal digits, a NUL and a space: read without a failed int()
+        stored = int(field[:6], 8) if field[6:] == b"\0 " and field[:6].isdigit() else number(field)
     except ValueError:
         return False
     if stored == byte_sum(block) - sum(block[148:156]) + 8 * 32:
@@ -345,6 +346,21 @@ def _next_header(stream: Stream, first: bool, on_damage: DamageHandler | None) -
     return _resync(stream)
 
 
+def _find_header(stream: Stream) -> tuple | None:
+    """(block, fields, unreadable) of the first block from the stream's next 512-byte boundary (counted
+    from the archive's start) on that passes the header checksum, zero blocks and data passed over; None at the
+    end: where a walk resumes in the middle of an archive."""
+    pad = -stream.pos % BLOCK
+    if pad and len(stream.read(pad)) < pad:
+        return None
+    while True:
+        block = stream.read(BLOCK)
+        if len(block) < BLOCK:
+            return None
+        if block != ZERO_BLOCK and checksum_ok(block):
+            return block, *_header_fields(block)
+
+
 def _resync(stream: Stream) -> tuple | None:
     """The next block that passes the header checksum, or None at a zero block or the end."""
     while True:
@@ -446,19 +462,22 @@ def _is_sparse(ext: _Extensions) -> bool:
 EXTENSIONS = (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL, SOLARIS_PAX)
 
 
-def iter_members(stream: Stream, on_damage: DamageHandler | None = None) -> Iterator[tuple[TarHeader, MemberData]]:
+def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
+                 resume: bool = False) -> Iterator[tuple[TarHeader, MemberData]]:  # fmt: skip
     """Each member's header and a reader of its data; read the data before asking for the next member.
     on_damage(kind, offset, detail) hears of a header that cannot be read, and the walk goes on past it (without
-    it, such damage raises TarFormatError); fields that cannot be read are the header's problems."""
+    it, such damage raises TarFormatError); fields that cannot be read are the header's problems. resume: the
+    stream starts somewhere inside the archive (after damage): the walk begins at the next header found there."""
     ext = _Extensions()
-    first = True
+    first = not resume
+    found = _find_header(stream) if resume else None  # the header the walk resumes at (read: it is behind)
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
     read_view = getattr(stream, "read_view", stream.read_some)  # looked up once: this loop runs per member
     while True:
-        header_offset = stream.pos
+        header_offset = stream.pos - BLOCK if found else stream.pos
+        got, found = found or _next_header(stream, first, on_damage), None
         if ext_offset is None:
             ext_offset = header_offset
-        got = _next_header(stream, first, on_damage)
         if got is None:
             return
         first = False

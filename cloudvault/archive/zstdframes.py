@@ -12,7 +12,7 @@ import contextlib
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import zstandard
 
@@ -739,3 +739,115 @@ class ParallelFrameStream(ThreadedFrameStream):
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._thread.join()
         self._done = True
+
+
+# -- after a damaged frame: where the next one begins -------------------------------------------------------------
+FRAME_MAGICS = tuple(m.to_bytes(4, "little") for m in (ZSTD_MAGIC, *range(SKIPPABLE_MIN, SKIPPABLE_MAX + 1)))
+
+
+class DamagedFrame(NamedTuple):
+    """A frame that does not decode: where it starts, where the frame after it starts (the file's size at the end),
+    and the decoded size its header records."""
+
+    start: int
+    end: int
+    raw_size: int
+
+
+def damaged_frame_after(fh: BinaryIO, offset: int, file_size: int) -> DamagedFrame | None:
+    """The zstd frame at or after offset (skippable frames stepped over), when it can be passed: its header records
+    its decoded size, and the next frame is found where its block headers say it ends or, if they are damaged, at
+    the next frame magic. None when it cannot be (no size recorded, or no frame header at all)."""
+    start = _zstd_frame_at(fh, offset, file_size)
+    if start is None:
+        return None
+    fh.seek(start)
+    try:
+        params = zstandard.get_frame_parameters(fh.read(18))
+    except zstandard.ZstdError:
+        return None
+    end = _walked_end(fh, start, file_size)
+    if end is None:
+        end = _next_magic(fh, start + 4, file_size)
+    size = params.content_size
+    if size >= zstandard.CONTENTSIZE_ERROR:  # not recorded (pzstd): what it decodes to, its checksum unchecked
+        size = _unchecked_size(fh, start, end)
+        # damage can change how much it decodes to: the frame after it is taken to start a tar block (as pzstd's
+        # and seekable frames do), so that the walk after it finds the headers where they are
+        size = None if size is None else size + -size % 512
+    return None if size is None else DamagedFrame(start, end, size)
+
+
+class _Unchecked:
+    """A frame's compressed bytes with its checksum flag cleared and the checksum left off: zstd decodes it to
+    its end whatever the checksum would say (for its size alone: these bytes are never handed out)."""
+
+    def __init__(self, fh: BinaryIO, start: int, end: int) -> None:
+        fh.seek(start)
+        head = bytearray(fh.read(5))
+        if len(head) == 5 and head[4] & 0x04:
+            head[4] &= ~0x04
+            end -= 4
+        self._head, self._fh, self._left = bytes(head), fh, end - start - len(head)
+
+    def read(self, n: int) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            return data
+        data = self._fh.read(min(n, self._left)) if self._left > 0 else b""
+        self._left -= len(data)
+        return data
+
+
+def _unchecked_size(fh: BinaryIO, start: int, end: int) -> int | None:
+    """How many bytes the frame decodes to with its checksum unchecked; None if it does not decode to its end."""
+    dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+    got = 0
+    try:
+        with dctx.stream_reader(_Unchecked(fh, start, end), read_size=READ_CHUNK, read_across_frames=False) as reader:
+            while chunk := reader.read(READ_CHUNK):
+                got += len(chunk)
+    except zstandard.ZstdError:
+        return None
+    return got
+
+
+def _zstd_frame_at(fh: BinaryIO, offset: int, file_size: int) -> int | None:
+    while offset + 8 <= file_size:
+        fh.seek(offset)
+        magic, length = struct.unpack("<II", fh.read(8))
+        if magic == ZSTD_MAGIC:
+            return offset
+        if not SKIPPABLE_MIN <= magic <= SKIPPABLE_MAX:
+            return None
+        offset += 8 + length
+    return None
+
+
+def _walked_end(fh: BinaryIO, start: int, file_size: int) -> int | None:
+    """Where the frame at start ends by its block headers, if a frame (or the file's end) begins there."""
+    fh.seek(start)
+    source = _FrameSource(fh, start, None)
+    try:
+        source.next_frame()
+        end = source.skip_frame()
+    except (ZstdFormatError, IndexError):
+        return None
+    if end == file_size:
+        return end
+    fh.seek(end)
+    return end if fh.read(4) in FRAME_MAGICS else None
+
+
+def _next_magic(fh: BinaryIO, offset: int, file_size: int) -> int:
+    """The offset of the next frame magic (zstd or skippable) from offset on; the file's size if there is none."""
+    tail = b""
+    fh.seek(offset)
+    at = offset
+    while chunk := fh.read(READ_CHUNK):
+        data = tail + chunk
+        hits = [i for i in (data.find(m) for m in FRAME_MAGICS) if i >= 0]
+        if hits:
+            return at - len(tail) + min(hits)
+        tail, at = data[-3:], at + len(chunk)
+    return file_size

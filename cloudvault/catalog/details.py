@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from cloudvault.catalog import records
 from cloudvault.catalog.query import Hit
 
 
-@dataclass
-class EntryDetails:
+class EntryDetails(NamedTuple):
+    """One entry as `vault show` tells it. (A named tuple: dataclasses costs `show` ~5 ms of start-up.)"""
+
     mirror: str
     entry: str
     what: str
@@ -32,7 +33,7 @@ class EntryDetails:
     runs: list[dict]
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
 
 def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> EntryDetails:

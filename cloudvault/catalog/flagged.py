@@ -70,3 +70,15 @@ def refusal(conn: sqlite3.Connection, member) -> str | None:
         "SELECT detail FROM flags WHERE file_id = ? AND kind = ? AND member IS ? LIMIT 1", (member.file_id, kind, which)
     ).fetchone()
     return f"{kind.replace('_', ' ')}: {row[0]}" if row else None
+
+
+def salvaged(conn: sqlite3.Connection, file_id: int) -> bool:
+    """Whether the archive, damaged when first indexed, was read past its damaged frames (the index found the
+    frames after them again): then each member a damaged frame reaches is flagged damaged_member, and the others
+    are as readable as any."""
+    row = conn.execute(
+        "SELECT 1 FROM archives a WHERE a.file_id = ? AND a.status = 'corrupt_frame' AND EXISTS (SELECT 1 FROM flags "
+        "WHERE file_id = a.file_id AND kind = 'damaged_frame' AND member IS NULL)",
+        (file_id,),
+    ).fetchone()
+    return row is not None

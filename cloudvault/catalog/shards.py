@@ -165,6 +165,16 @@ def drop_members_from(shard: sqlite3.Connection, first: int) -> None:
     shard.execute("DELETE FROM members WHERE rowid >= ?", (first,))
 
 
+def members_within(shard: sqlite3.Connection, first: int, raw_start: int, raw_end: int | None) -> list[str]:
+    """Paths of the members from rowid first on whose header or data (a sparse member's expanded size: the
+    stored bytes are no more) reaches into decoded bytes raw_start..raw_end (None: to the end)."""
+    rows = shard.execute(
+        "SELECT path FROM members WHERE rowid >= ? AND data_offset + size > ? AND header_offset < ? ORDER BY rowid",
+        (first, raw_start, (1 << 63) - 1 if raw_end is None else raw_end),
+    )
+    return [path for (path,) in rows]
+
+
 def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
     """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
     it = iter(records)

@@ -80,6 +80,10 @@ def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretR
                                on_raw=writer.write if writer else None, opener=opener, decoders=decoders)  # fmt: skip
             shards.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
+        for damage in result.damaged:  # decoded from a frame whose checksum failed: no byte of them is handed out
+            where = f"in frame {damage.frame} at compressed offset {damage.comp_offset}, which does not decode"
+            for path in shards.members_within(shard, first, damage.raw_start, damage.raw_end):
+                result.flag("damaged_member", where, path)
         result.flags = [  # a detail can quote a name or link target ("symlink to '...' points outside")
             f._replace(detail=rules.redact(f.detail), member=f.member and rules.redact(f.member)) for f in result.flags
         ]

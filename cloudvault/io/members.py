@@ -22,7 +22,7 @@ import blake3
 from cloudvault.archive import sparse
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
-from cloudvault.catalog.flagged import refusal
+from cloudvault.catalog.flagged import refusal, salvaged
 from cloudvault.catalog.lookup import (
     archive_location,
     archive_pieces,
@@ -390,7 +390,7 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
     """How to open the archive to read members from, and its frame table: the seekable copy if it is there and
     whole, else the original, which must be as indexed (size, mtime) or the catalog's offsets are not trusted."""
     loc = archive_location(conn, file_id)
-    if loc.status != "ok":
+    if loc.status != "ok" and not salvaged(conn, file_id):  # a salvaged one's damaged members are flagged each
         raise CorruptArchive(path=loc.path, detail=f"flagged {loc.status} when indexed; its members cannot be trusted")
     mirror = open_mirror(loc.root)
     now = mirror.stat(loc.path, loc.raw_path)

@@ -12,6 +12,7 @@ import sqlite3
 import tarfile
 from pathlib import Path
 
+import blake3
 import pytest
 import zstandard
 from archives import flip_byte, three_frame_mirror
@@ -142,3 +143,45 @@ def test_a_whole_seekable_copy_still_gives_the_members_the_damage_took_from_the_
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {name: data for name, (_, data) in members.items()}
     r = vault("--catalog", str(db), "verify", "exp02")
     assert r.code == 5 and "damaged member" in r.out
+
+
+FIRST_INDEX = [("pzstd", "flip_middle"), ("pzstd", "flip_first"), ("python", "flip_middle")]
+
+
+@pytest.mark.parametrize("shape,how", FIRST_INDEX)
+def test_an_archive_damaged_at_its_first_index_keeps_the_members_of_the_frames_after_the_damage(
+    tmp_path, vault, shape, how, tally
+):
+    """No frame table from a prior generation: the frames after the damaged one are found again by the next frame
+    magic, so their members are indexed (each with the BLAKE3 of what tarfile reads from the undamaged copy) and
+    extract verified; the flag names the damaged frame's real compressed offset; members the damage reaches are
+    not handed out."""
+    tally("corruption")
+    require("pzstd")
+    root = three_frame_mirror(tmp_path / "m", tmp_path / "work", shape)
+    good = tmp_path / "good.tar.zst"
+    shutil.copy2(root / ARCHIVE, good)
+    frames, members = frame_table(good), tar_members(good)
+    hit = damage(root / ARCHIVE, how, frames)
+    after = {name for name, (offset, data) in members.items() if offset > frames[max(hit)][2] + frames[max(hit)][3]}
+    assert after  # members in the frames after the damage: what salvage must not lose
+
+    db = tmp_path / "cat.db"
+    r = vault("--catalog", str(db), "index", "--quiet", str(root))
+    assert r.code == 5, r.out + r.err
+    conn = sqlite3.connect(db)
+    rows = dict(conn.execute("SELECT path, blake3 FROM members WHERE type = 'file'").fetchall())
+    damaged = {m for (m,) in conn.execute("SELECT member FROM flags WHERE kind = 'damaged_member'")}
+    assert after <= set(rows), sorted(after - set(rows))
+    for name, digest in rows.items():  # every member indexed as it is, or flagged as one the damage reaches
+        assert digest == blake3.blake3(members[name][1]).hexdigest() or name in damaged, name
+    assert all(in_frames(*_span(members[n]), frames, hit) for n in damaged if n in members)  # "." is a folder
+    details = [d for (d,) in conn.execute("SELECT detail FROM flags WHERE kind IN ('corrupt_frame', 'damaged_frame')")]
+    assert any(f"compressed offset {frames[min(hit)][0]}" in d for d in details), details
+
+    name = sorted(after)[-1]  # a member of the last frame, extracted and verified
+    r = vault("--catalog", str(db), "extract", "exp02", name, "-o", str(tmp_path / "one"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "one" / name).read_bytes() == members[name][1]
+    r = vault("--catalog", str(db), "verify", "exp02")
+    assert r.code == 5 and "all match" not in r.out

@@ -1,0 +1,40 @@
+"""Start-up of the commands users run most (issue 38: extract within 1.4x of the import floor, show and ls within
+1.3x): measured by bench/startup.py; here, that they load none of the modules that cost milliseconds and that they
+never use. Run as a plain install runs (no site hooks: an editable install's finder imports pathlib for everyone)."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cloudvault
+
+SOURCE = str(Path(cloudvault.__file__).parent.parent)
+COSTLY = ("pathlib", "urllib.parse", "dataclasses", "inspect", "ast", "ipaddress", "queue", "threading", "ctypes")
+
+
+def loaded_by(args: list[str], costly: tuple[str, ...] = COSTLY) -> str:
+    """The COSTLY modules loaded by a whole `vault ARGS` run, in an interpreter without site hooks."""
+    paths = [SOURCE, *site.getsitepackages()]
+    code = (
+        f"import sys; sys.path[:0] = {paths!r}; from cloudvault.cli.main import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        f"print('LOADED', sorted(set({costly!r}) & set(sys.modules)))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
+    assert "LOADED" in out.stdout, out.stderr[-2000:]
+    return out.stdout.rsplit("LOADED", 1)[1].strip()
+
+
+@pytest.mark.parametrize("command", [["show", "014"], ["ls", "018"], ["extract", "018", "compaction_meta.json"]])
+def test_show_ls_and_extract_load_no_module_they_do_not_use(demo_catalog, tmp_path, command):
+    costly = COSTLY
+    if command[0] == "extract":
+        command, costly = [*command, "-o", str(tmp_path)], (*COSTLY, "json")  # json: only sparse members need it
+    assert loaded_by(["--catalog", str(demo_catalog), *command], costly) == "[]"
