@@ -34,29 +34,37 @@ DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many by
 
 
 class DecodedFrame:
-    """One frame, decoded only as far as its readers have needed so far: a read near the start of an 8 MiB pzstd
-    frame does not pay for the rest of it, and a later read further on decodes on from where the last stopped."""
+    """One frame, decoded only as far as its readers have needed so far, straight into one buffer of its raw size
+    (no regrowing, no second copy): a read near the start of an 8 MiB pzstd frame does not pay for the rest of
+    it, and a later read further on decodes on from where the last stopped."""
 
     def __init__(self, comp: bytes, raw_size: int) -> None:
         self.raw_size = raw_size
-        self._data = bytearray()
+        self._buffer = bytearray(raw_size)
+        self._view = memoryview(self._buffer)
+        self._done = 0
         self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
+        if self._done < stop:
+            self._decode_to(stop)
+        return self._view[start:stop].tobytes()
+
+    def _decode_to(self, stop: int) -> None:
         with self._lock:
-            while len(self._data) < stop:
+            while self._done < stop:
+                want = min(self.raw_size, max(stop, self._done + DECODE_STEP))
                 try:
-                    chunk = self._reader.read(max(stop - len(self._data), DECODE_STEP))
+                    got = self._reader.readinto(self._view[self._done : want])
                 except zstandard.ZstdError as exc:
                     raise IntegrityError(detail=f"damaged archive: {exc}") from None
-                if not chunk:
-                    raise IntegrityError(detail=f"damaged archive: a frame gave {len(self._data)} bytes, "
+                if not got:
+                    raise IntegrityError(detail=f"damaged archive: a frame gave {self._done} bytes, "
                                                 f"not {self.raw_size}")  # fmt: skip
-                self._data += chunk
-            if len(self._data) >= self.raw_size:
-                self._reader = None  # whole: the decoder's window goes
-            return bytes(self._data[start:stop])
+                self._done += got
+            if self._done >= self.raw_size:
+                self._reader = None  # whole: the decoder's window and the compressed bytes go
 
 
 class FrameCache:
