@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -258,6 +259,17 @@ def test_stale_archive_is_eio_with_a_line_naming_it(demo_mirror, tmp_path, vault
     assert caught.value.errno == errno.EIO
     assert rel in m.log.read_text().splitlines()[-1]
     assert "dumps" in os.listdir(m.point / "Marvell_cloud" / rel)  # listing still answers from the catalog
+
+
+def test_a_background_mount_is_served_by_the_private_entry_point_not_the_public_grammar(demo_catalog, mount_of):
+    """The child `vault mount` leaves serving is `python -P -m cloudvault.mount.serve OPTIONS` (a renamed flag of
+    the public grammar cannot break it), with the options it was given."""
+    m = mount_of(demo_catalog, "--entry", "018", "--cache-mb", "32")
+    argv = Path(f"/proc/{m.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    assert argv[1:4] == ["-P", "-m", "cloudvault.mount.serve"], argv
+    assert "--foreground" not in argv and "mount" not in argv
+    options = json.loads(argv[4])
+    assert (options["entry"], options["cache_mb"], options["mountpoint"]) == ("018", 32, str(m.point))
 
 
 def test_one_entry_mounts_at_the_root(demo_catalog, mount_of):
