@@ -12,7 +12,8 @@ it after), the first byte of each archive's last member, `cat` of one 1-2 MiB me
 `grep -r` over every member of an archive (and the floor `zstd -dc | tar -xO | grep`), and each mount process's
 peak RSS. The tools take turns (vault A, vault B, ..., ratarmount, floor; BENCH_REPEAT turns, default 3) and the
 medians are shown, with each figure's spread over the turns (how noisy the machine was). BENCH_MB (default 1024)
-sizes the archives; BENCH_WORK keeps the mirror, catalog and ratarmount's index in that folder for the next run.
+sizes the archives; BENCH_ROWS (comma-separated words) keeps only the rows naming one of them; BENCH_WORK keeps
+the mirror, catalog and ratarmount's index in that folder for the next run.
 Mounts are FUSE: needs fuse3 and /dev/fuse.
 """
 
@@ -35,6 +36,7 @@ MOUNTED = "mounted and listed"
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 PROBE = "018_bench/lab_pzstd.tar.zst/runs"
 GREPPED = ("lab_pzstd.tar.zst", "small_members.tar.zst")
+ROWS = [w for w in os.environ.get("BENCH_ROWS", "").split(",") if w]
 CACHE_MB = 256  # vault mount's default --cache-mb: the RSS budget's part that grows with the cache
 
 
@@ -96,7 +98,7 @@ def targets(entry: Path) -> dict[str, list[str]]:
     rows["cat of a 1-2 MiB member 3/4 into lab_pzstd"] = ["cat", f"{pz.name}/{logs[len(logs) * 3 // 4]}"]
     for name in GREPPED:
         rows[f"grep -r over every member of {name.split('.')[0]}"] = ["grep", "-r", NEEDLE, name]
-    return rows
+    return {key: cmd for key, cmd in rows.items() if not ROWS or any(word in key for word in ROWS)}
 
 
 def reads(top: Path, rows: dict[str, list[str]]) -> dict[str, float]:
@@ -114,9 +116,9 @@ def turn(tools: dict[str, tuple[list[str], str]], work: Path, mirror: Path, rows
         out[name] = {MOUNTED: m.seconds, **reads(point / top / "018_bench", rows)}
         out[name]["peak RSS MiB"] = m.peak_rss_mib()
         m.close()
-    floor = "zstd -dc {} | tar -xO | grep -c " + NEEDLE
-    entry = mirror / "018_bench"
-    out["floor"] = {f"grep -r over every member of {n.split('.')[0]}": timed(floor.format(entry / n)) for n in GREPPED}
+    floor, entry = "zstd -dc {} | tar -xO | grep -c " + NEEDLE, mirror / "018_bench"
+    grepped = {f"grep -r over every member of {n.split('.')[0]}": n for n in GREPPED}
+    out["floor"] = {key: timed(floor.format(entry / n)) for key, n in grepped.items() if key in rows}
     return out
 
 

@@ -10,10 +10,13 @@ import sys
 from cloudvault.catalog.db import open_shared_reader
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.errors import USAGE, VaultError
+from cloudvault.io.members import PieceCache
 from cloudvault.mount.frames import FrameCache, Sources
 from cloudvault.mount.fs import serve
 from cloudvault.mount.session import MountOptions
 from cloudvault.mount.tree import build_tree
+
+PIECE_SHARE = 4  # verified pieces get a quarter of --cache-mb, decoded frames the rest
 
 
 def serve_catalog(options: MountOptions) -> None:
@@ -24,7 +27,10 @@ def serve_catalog(options: MountOptions) -> None:
         if options.entry:
             mirror_id, entry_id, _ = resolve_entry(conn, options.entry)
         tree = build_tree(conn, mirror_id, entry_id)
-        sources = Sources(conn, FrameCache(options.cache_mb << 20), tree.lock)
+        budget = options.cache_mb << 20  # decoded frames and verified pieces together; the rest is a constant
+        sources = Sources(
+            conn, FrameCache(budget - budget // PIECE_SHARE), tree.lock, PieceCache(budget // PIECE_SHARE)
+        )
         try:
             serve(tree, sources, options.mountpoint, allow_flagged=options.allow_flagged, debug=options.debug)
         finally:
