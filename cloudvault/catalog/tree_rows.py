@@ -61,6 +61,20 @@ def members_at(conn: sqlite3.Connection, archive_id: int, path: str, archive: Me
     return [_member(row, archive) for row in _rows(conn, sql, (archive_id, *variants))]
 
 
+def members_under(
+    conn: sqlite3.Connection, archive_id: int, path: str, archive: Member, most: int
+) -> list[Member] | None:
+    """Every member under the folder path ('' the archive's top), at any depth, in stored order; None if there are
+    more than most of them (a listing then asks names_under, and each lookup its own)."""
+    ranges = "(mb.path > ? AND mb.path < ?) OR (mb.path > ? AND mb.path < ?)" if path else "1"
+    args = (f"{path}/", f"{path}0", f"/{path}/", f"/{path}0") if path else ()
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM members mb WHERE mb.archive_id = ? AND ({ranges}) LIMIT ?)"
+    if conn.execute(sql, (archive_id, *args, most + 1)).fetchone()[0] > most:
+        return None
+    sql = f"SELECT {_MEMBER_COLUMNS} FROM members mb WHERE mb.archive_id = ? AND ({ranges}) AND {_SAFE} "
+    return [_member(row, archive) for row in _rows(conn, sql + "ORDER BY mb.data_offset", (archive_id, *args))]
+
+
 def any_under(conn: sqlite3.Connection, archive_id: int, path: str, after: int = -1) -> bool:
     """Whether a member stored after the data offset `after` lies under the folder path (it makes path a folder)."""
     sql = f"SELECT 1 FROM members mb WHERE mb.archive_id = ? AND mb.data_offset > ? AND {_SAFE} AND "

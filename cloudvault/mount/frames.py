@@ -25,10 +25,12 @@ import zstandard
 
 from cloudvault.archive import sparse
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
+from cloudvault.catalog.flagged import refuses_any
 from cloudvault.catalog.lookup import archive_location, file_location, file_pieces, member_pieces
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
+from cloudvault.pieces import PIECE
 from cloudvault.tools.mirrorfs import open_mirror
 
 DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
@@ -174,16 +176,17 @@ class Sources:
         self.pieces = pieces or PieceCache()
         self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
         self._archives: dict[int, ArchiveBytes] = {}
-        self._where: dict[int, tuple] = {}  # file id -> where it is and how it looked when indexed (_location)
+        self._where: dict[int, tuple] = {}  # file id -> _location's answer, and whether flags refuse any of it
 
     def check(self, member: Member) -> None:
         """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
         with self._lock:
-            refuse_changed(self.conn, member, member)
             where = self._where.get(member.file_id)
             if where is None:
-                where = self._where[member.file_id] = self._location(member)
-        root, path, raw, size, mtime_ns = where
+                where = self._where[member.file_id] = (*self._location(member), refuses_any(self.conn, member.file_id))
+            if where[-1]:
+                refuse_changed(self.conn, member, member)
+        root, path, raw, size, mtime_ns, _ = where
         now = open_mirror(root).stat(path, raw)
         if now is not None and now != (size, mtime_ns):
             what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
@@ -205,6 +208,8 @@ class Sources:
         return VerifiedRanges(key, self._raw_reader(member), check, self.pieces)
 
     def _hashes_of(self, member: Member) -> bytes | None:
+        if member.archive is not None and member.sparse_map is None and member.size <= PIECE:
+            return None  # one piece: its hash is the member's own (the catalog keeps no piece hashes for it)
         with self._lock:
             if member.archive is None:
                 return file_pieces(self.conn, member.file_id)

@@ -16,6 +16,7 @@ import sqlite3
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.catalog import tree_rows
@@ -120,31 +121,60 @@ class ArchiveFolder:
         self._kept: OrderedDict[str, Node | None] = OrderedDict()
 
     def names(self, rest: str) -> list[str]:
+        """The names in the folder rest; a folder of at most KEPT_NODES members is read in one query and its
+        children's nodes kept, so the lookups that follow a listing (`ls -l`, `grep -r`) ask nothing more."""
         with self.tree.lock:
-            return tree_rows.names_under(self.tree.conn, self.archive_id, rest)
+            conn = self.tree.conn
+            under = tree_rows.members_under(conn, self.archive_id, rest, self.archive, KEPT_NODES)
+            if under is None:
+                return tree_rows.names_under(conn, self.archive_id, rest)
+            exact: dict[str, list[Member]] = {}
+            last_under: dict[str, int] = {}
+            for member in under:
+                path = member.path.strip("/")
+                name, _, deeper = (path[len(rest) + 1 :] if rest else path).partition("/")
+                if deeper:
+                    last_under[name] = member.data_offset  # stored order: the last one stays
+                else:
+                    exact.setdefault(name, [])
+                    exact[name].append(member)
+            names = []
+            for name in sorted(exact.keys() | last_under.keys()):
+                last = last_under.get(name, -1)
+                node = self._pick(exact.get(name, []), lambda after, last=last: last > after)
+                if node is not None and name not in (".", ".."):
+                    self._keep(f"{rest}/{name}" if rest else name, node)
+                    names.append(name)
+            return names
 
     def lookup(self, rest: str) -> Node | None:
         with self.tree.lock:
             if rest in self._kept:
                 self._kept.move_to_end(rest)
                 return self._kept[rest]
-            node = self._node(rest)
-            self._kept[rest] = node
-            if len(self._kept) > KEPT_NODES:
-                self._kept.popitem(last=False)
+            conn = self.tree.conn
+            exact = tree_rows.members_at(conn, self.archive_id, rest, self.archive)
+            node = self._pick(exact, lambda after: tree_rows.any_under(conn, self.archive_id, rest, after))
+            self._keep(rest, node)
             return node
 
-    def _node(self, rest: str) -> Node | None:
-        """The node tar -x would leave at rest: the last member stored there that shows (a hardlink to nothing
-        stored before it does not), unless members stored after it under rest made it a folder again."""
-        conn = self.tree.conn
-        for member in reversed(tree_rows.members_at(conn, self.archive_id, rest, self.archive)):
-            if member.type != "dir" and tree_rows.any_under(conn, self.archive_id, rest, member.data_offset):
-                return folder()  # a member stored later under it: `tar -x` made it a folder again
+    def _keep(self, rest: str, node: Node | None) -> None:
+        self._kept[rest] = node
+        self._kept.move_to_end(rest)
+        if len(self._kept) > KEPT_NODES:
+            self._kept.popitem(last=False)
+
+    def _pick(self, exact: list[Member], under_after: Callable[[int], bool]) -> Node | None:
+        """The node tar -x leaves at a path from the members stored there (exact, in stored order): the last that
+        shows (a hardlink to nothing stored before it does not), unless a member stored after it under the path
+        (under_after(offset)) made it a folder again."""
+        for member in reversed(exact):
+            if member.type != "dir" and under_after(member.data_offset):
+                return folder()
             node = self._member_node(member)
             if node is not None:
                 return node
-        return folder() if tree_rows.any_under(conn, self.archive_id, rest) else None
+        return folder() if under_after(-1) else None
 
     def _member_node(self, member: Member) -> Node | None:
         bits = TYPE_BITS[member.type]
