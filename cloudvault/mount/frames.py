@@ -14,13 +14,13 @@ of pieces that matched the catalog's piece hashes, kept in a cache of verified p
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-import numpy
 import zstandard
 
 from cloudvault.archive import sparse
@@ -39,12 +39,14 @@ DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many by
 class DecodedFrame:
     """One frame, decoded only as far as its readers have needed so far, straight into one buffer of its raw size
     (no regrowing, no second copy): a read near the start of an 8 MiB pzstd frame does not pay for the rest of
-    it, and a later read further on decodes on from where the last stopped. The buffer is left unzeroed (numpy's
-    empty): a bytearray would write 8 MiB of zeros first (its pages faulted in: 4 ms before the first byte)."""
+    it, and a later read further on decodes on from where the last stopped. The buffer is anonymous memory of
+    its own mapping: not zeroed first (a bytearray writes 8 MiB of zeros before the first byte), its pages
+    faulted in only as far as decoded, and all of it given back to the system when the frame leaves the cache
+    (from the heap, freed frames would stay in the process: the --cache-mb budget would not bound its RSS)."""
 
     def __init__(self, comp: bytes, raw_size: int) -> None:
         self.raw_size = raw_size
-        self._view = memoryview(numpy.empty(raw_size, numpy.uint8))
+        self._view = memoryview(mmap.mmap(-1, max(1, raw_size)))[:raw_size]
         self._done = 0
         self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
         self._lock = threading.Lock()

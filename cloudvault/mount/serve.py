@@ -17,6 +17,7 @@ from cloudvault.mount.session import MountOptions
 from cloudvault.mount.tree import build_tree
 
 PIECE_SHARE = 4  # verified pieces get a quarter of --cache-mb, decoded frames the rest
+RSS_BEYOND_CACHE_MIB = 96  # peak RSS stays within --cache-mb and this: Python, SQLite, reads in flight
 
 
 def serve_catalog(options: MountOptions) -> None:

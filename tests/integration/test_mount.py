@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -10,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -443,6 +446,34 @@ def test_concurrent_readers_of_a_fresh_mount_all_get_the_right_bytes(demo_catalo
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda rel: (top / rel).read_bytes(), jobs))
     assert all(g == wanted[rel] for rel, g in zip(jobs, got, strict=True))
+
+
+def test_the_mount_process_stays_within_its_cache_budget_reading_more_than_it(fuse, tmp_path, vault, mount_of):
+    """--cache-mb bounds what the mount keeps (decoded frames and verified pieces together): reading 96 MiB of
+    pzstd frames through a 16 MiB budget, the process's peak RSS stays within the budget and the stated constant,
+    and every byte is what tarfile wrote."""
+    from cloudvault.mount.serve import RSS_BEYOND_CACHE_MIB
+
+    entry = tmp_path / "mirror" / "018_big"
+    entry.mkdir(parents=True)
+    raw, wanted = tmp_path / "big.tar", {}
+    with tarfile.open(raw, "w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(24):
+            data = os.urandom(2 << 20) * 2  # 4 MiB, half compressible: frames of a few MiB
+            info = tarfile.TarInfo(f"dumps/part{i:02d}.bin")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            wanted[info.name] = hashlib.sha256(data).hexdigest()
+    subprocess.run([require("pzstd"), "-q", "-p", "2", str(raw), "-o", str(entry / "big.tar.zst")], check=True)
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(tmp_path / "mirror")).code == 0
+    m = mount_of(db, "--cache-mb", "16")
+    top = m.point / "mirror" / "018_big" / "big.tar.zst"
+    for name, digest in wanted.items():
+        assert hashlib.sha256((top / name).read_bytes()).hexdigest() == digest, name
+    peak = next(int(line.split()[1]) >> 10 for line in Path(f"/proc/{m.pid}/status").read_text().splitlines()
+                if line.startswith("VmHWM"))  # fmt: skip
+    assert peak <= 16 + RSS_BEYOND_CACHE_MIB, f"peak RSS {peak} MiB with --cache-mb 16"
 
 
 def _walk(tree, folder: str) -> list:
