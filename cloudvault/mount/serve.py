@@ -11,7 +11,7 @@ from cloudvault.catalog.db import open_shared_reader
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.errors import USAGE, VaultError
 from cloudvault.io.members import PieceCache
-from cloudvault.mount.frames import FrameCache, Sources
+from cloudvault.mount.frames import USUAL_FRAME, FrameCache, Sources
 from cloudvault.mount.fs import serve
 from cloudvault.mount.session import MountOptions
 from cloudvault.mount.tree import build_tree
@@ -29,9 +29,9 @@ def serve_catalog(options: MountOptions) -> None:
             mirror_id, entry_id, _ = resolve_entry(conn, options.entry)
         tree = build_tree(conn, mirror_id, entry_id)
         budget = options.cache_mb << 20  # decoded frames and verified pieces together; the rest is a constant
-        sources = Sources(
-            conn, FrameCache(budget - budget // PIECE_SHARE), tree.lock, PieceCache(budget // PIECE_SHARE)
-        )
+        frames = FrameCache(budget - budget // PIECE_SHARE)
+        frames.buffers.warm(USUAL_FRAME)
+        sources = Sources(conn, frames, tree.lock, PieceCache(budget // PIECE_SHARE))
         try:
             serve(tree, sources, options.mountpoint, allow_flagged=options.allow_flagged, debug=options.debug)
         finally:
