@@ -85,13 +85,14 @@ class DecodedFrame:
     read near the start of an 8 MiB pzstd frame does not pay for the rest of it, and a later read further on
     decodes on from where the last stopped. Its buffer goes back to buffers once nothing holds the frame."""
 
-    def __init__(self, comp: bytes, raw_size: int, buffers: FrameBuffers) -> None:
+    def __init__(self, comp, raw_size: int, buffers: FrameBuffers) -> None:
+        """comp: the frame's compressed bytes, a file-like object read forward as the decoding needs them."""
         self.raw_size = raw_size
         buffer = buffers.take(raw_size)
         weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
         self._view = memoryview(buffer)[:raw_size]
         self._done = 0
-        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
+        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
@@ -113,6 +114,20 @@ class DecodedFrame:
                 self._done += got
             if self._done >= self.raw_size:
                 self._reader = None  # whole: the decoder's window and the compressed bytes go
+
+
+class _FrameBytes:
+    """One frame's compressed bytes in the archive file, read forward by pread (no shared file position)."""
+
+    def __init__(self, fd: int, frame: Frame) -> None:
+        self._fd, self._at, self._left = fd, frame.comp_offset, frame.comp_size
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = os.pread(self._fd, size, self._at) if size else b""
+        self._at += len(data)
+        self._left -= len(data)
+        return data
 
 
 class FrameCache:
@@ -192,10 +207,16 @@ class ArchiveBytes:
         return b"".join(out)
 
     def _load(self, frame: Frame) -> DecodedFrame:
+        """The frame, to be decoded as far as asked: its compressed bytes read by the decoder as it goes when the
+        archive is a local file (the first byte of a member 1 MiB into an 8 MiB frame reads a quarter of it)."""
+        try:
+            return DecodedFrame(_FrameBytes(self._fh.fileno(), frame), frame.raw_size, self._cache.buffers)
+        except (AttributeError, OSError, ValueError):  # a remote mirror's file: no descriptor to pread
+            pass
         with self._fh_lock:
             self._fh.seek(frame.comp_offset)
             comp = self._fh.read(frame.comp_size)
-        return DecodedFrame(comp, frame.raw_size, self._cache.buffers)
+        return DecodedFrame(io.BytesIO(comp), frame.raw_size, self._cache.buffers)
 
     def _read_forward(self, offset: int, size: int) -> bytes:
         with self._forward_lock:
