@@ -12,7 +12,7 @@ from __future__ import annotations
 from cloudvault import errors
 from cloudvault.cli.common import catalog_name
 
-DEFAULT_CACHE_MB = 256  # session.DEFAULT_CACHE_MB, not imported: `vault --help` stays light
+DEFAULT_CACHE_MB = 256  # mount.session's too; not imported from there: `vault --help` builds every parser
 
 
 def add_arguments(parser) -> None:
@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--entry", type=catalog_name, help="mount only this entry (ID or unique prefix, e.g. 018)")
     parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
-                        help=f"decoded frames kept in memory, in MiB (default {DEFAULT_CACHE_MB})")  # fmt: skip
+                        help=f"memory for decoded frames and verified pieces, in MiB (default {DEFAULT_CACHE_MB}); "
+                             "the mount's peak RSS stays within it and ~96 MiB")  # fmt: skip
     parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
     parser.add_argument("--debug", action="store_true", help="log every FUSE operation (with --foreground)")
 
