@@ -1,19 +1,27 @@
-"""`vault mount` against ratarmount (1.3, from PyPI) on the ~1 GB archives bench/index.py builds: one run,
-`python bench/mount.py`, figures side by side with their ratios (ratarmount / vault: above 1, vault is faster).
+"""`vault mount` against ratarmount (1.3, from PyPI) on the archives bench/index.py builds: `python bench/mount.py`,
+figures side by side with their ratios (ratarmount / vault: at or above 1.0, vault is as fast or faster).
+
+Runs what is installed, never the source tree: the `vault` beside this Python (a plain `pip install .` venv measures
+what users get), or VAULT, space-separated vault commands (two venvs compare before and after in one run). The
+ratarmount beside this Python, or RATARMOUNT, or `ratarmount` on PATH; one venv holds both:
+`python3 -m venv /tmp/b && /tmp/b/bin/pip install . ratarmount==1.3.0 && /tmp/b/bin/python bench/mount.py`.
 
 Measures, each mount in the foreground as its own process: the time from the command to a mounted, listed tree
-(vault reads the catalog it already has; ratarmount builds its index, a full decode, unless one exists: both its
-first and its second mount are timed), the first byte of each archive's last member, `cat` of one 1-2 MiB member
-deep in the pzstd archive, `grep -r` over every member of an archive (and `zstd -dc | tar -xO | grep`, the
-floor), and each mount process's peak RSS. RATARMOUNT names its command (default: `ratarmount` on PATH; install
-it into a venv of its own: `python -m venv /tmp/rm && /tmp/rm/bin/pip install ratarmount==1.3.0`). BENCH_MB
-(default 1024) sizes the archives. Mounts are FUSE: needs fuse3 and /dev/fuse.
+(vault reads the catalog it already has; ratarmount builds its index, a full decode, on its first mount and reuses
+it after), the first byte of each archive's last member, `cat` of one 1-2 MiB member 3/4 into the pzstd archive,
+`grep -r` over every member of an archive (and the floor `zstd -dc | tar -xO | grep`), and each mount process's
+peak RSS. The tools take turns (vault A, vault B, ..., ratarmount, floor; BENCH_REPEAT turns, default 3) and the
+medians are shown, with each figure's spread over the turns (how noisy the machine was). BENCH_MB (default 1024)
+sizes the archives; BENCH_ROWS (comma-separated words) keeps only the rows naming one of them; BENCH_WORK keeps
+the mirror, catalog and ratarmount's index in that folder for the next run.
+Mounts are FUSE: needs fuse3 and /dev/fuse.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +32,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from index import RAW_MB, lab_mirror  # noqa: E402  (bench/index.py's archives, made the same way)
 
 NEEDLE = "xyzzy-not-in-any-member"
-MOUNTED = "mounted, ratarmount's index made before"
+MOUNTED = "mounted and listed"
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+PROBE = "018_bench/lab_pzstd.tar.zst/runs"
+GREPPED = ("lab_pzstd.tar.zst", "small_members.tar.zst")
+ROWS = [w for w in os.environ.get("BENCH_ROWS", "").split(",") if w]
+CACHE_MB = 256  # vault mount's default --cache-mb: the RSS budget's part that grows with the cache
+
+
+def installed(name: str) -> str | None:
+    """name's command beside this Python (its venv), else on PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else shutil.which(name)
 
 
 def mounted(point: Path) -> bool:
@@ -35,9 +54,10 @@ def mounted(point: Path) -> bool:
 class Mount:
     """One foreground mount process: started, timed to its first listing, its peak RSS read before unmount."""
 
-    def __init__(self, cmd: list[str], point: Path, probe: Path, env: dict | None = None) -> None:
+    def __init__(self, cmd: list[str], point: Path, probe: Path) -> None:
         point.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         while not (mounted(point) and probe.exists()):
             if self.proc.poll() is not None:
@@ -67,78 +87,108 @@ def members(archive: Path) -> list[tuple[str, int]]:
     return [(r[5], int(r[2])) for r in rows]
 
 
-def reads(top: Path, mirror: Path) -> dict[str, float]:
-    """The read figures over one mounted tree (archives as folders under top/018_bench)."""
-    entry, figures = mirror / "018_bench", {}
+def targets(entry: Path) -> dict[str, list[str]]:
+    """What each read row reads, relative to the mounted entry folder: a command line of paths."""
+    rows = {}
     for archive in sorted(entry.glob("*.tar.zst")):
-        last = members(archive)[-1][0]
-        where = str(top / archive.name / last)
-        figures[f"first byte of the last member, {archive.name}"] = timed(["head", "-c", "1", where])
+        rows[f"first byte of the last member, {archive.stem}"] = ["head", "-c", "1", f"{archive.name}/"
+                                                                  f"{members(archive)[-1][0]}"]  # fmt: skip
     pz = entry / "lab_pzstd.tar.zst"
     logs = [name for name, size in members(pz) if name.endswith(".log") and size >= 1 << 20]
-    deep = logs[len(logs) * 3 // 4]
-    figures[f"cat of a {deep.rsplit('/', 1)[-1]} 3/4 into lab_pzstd"] = timed(["cat", str(top / pz.name / deep)])
-    for name in ("lab_pzstd.tar.zst", "small_members.tar.zst"):
-        figures[f"grep -r over every member of {name}"] = timed(["grep", "-r", NEEDLE, str(top / name)])
-    return figures
+    rows["cat of a 1-2 MiB member 3/4 into lab_pzstd"] = ["cat", f"{pz.name}/{logs[len(logs) * 3 // 4]}"]
+    for name in GREPPED:
+        rows[f"grep -r over every member of {name.split('.')[0]}"] = ["grep", "-r", NEEDLE, name]
+    return {key: cmd for key, cmd in rows.items() if not ROWS or any(word in key for word in ROWS)}
+
+
+def reads(top: Path, rows: dict[str, list[str]]) -> dict[str, float]:
+    """Each row's seconds over one mounted entry folder (top), a fresh mount: no page cache of its own yet."""
+    return {key: timed([cmd[0], *cmd[1:-1], str(top / cmd[-1])]) for key, cmd in rows.items()}
+
+
+def turn(tools: dict[str, tuple[list[str], str]], work: Path, mirror: Path, rows: dict) -> dict[str, dict]:
+    """One mount of every tool in turn, and the floors: {tool: {row: seconds}}. A tool is its command and where
+    the mirror's folder is under its mount point."""
+    out = {}
+    for name, (cmd, top) in tools.items():
+        point = work / f"point-{len(out)}"
+        m = Mount([*cmd, str(point)], point, point / top / PROBE)
+        out[name] = {MOUNTED: m.seconds, **reads(point / top / "018_bench", rows)}
+        out[name]["peak RSS MiB"] = m.peak_rss_mib()
+        m.close()
+    floor, entry = "zstd -dc {} | tar -xO | grep -c " + NEEDLE, mirror / "018_bench"
+    grepped = {f"grep -r over every member of {n.split('.')[0]}": n for n in GREPPED}
+    out["floor"] = {key: timed(floor.format(entry / n)) for key, n in grepped.items() if key in rows}
+    return out
+
+
+def prepare(work: Path, vault: str, ratarmount: list[str]) -> tuple[Path, Path, float]:
+    """The mirror, its catalog and ratarmount's index in work (made once); ratarmount's first mount's seconds."""
+    mirror, db = work / "mirror", work / "catalog.db"
+    if not mirror.exists():
+        t = time.perf_counter()
+        lab_mirror(work)
+        print(f"built 3 archives of ~{RAW_MB} MiB raw in {time.perf_counter() - t:.0f} s")
+    if not db.exists():
+        subprocess.run([vault, "--catalog", str(db), "index", "-q", str(mirror)], check=True)
+    (work / "ridx").mkdir(exist_ok=True)
+    m = Mount([*ratarmount, str(work / "point-r")], work / "point-r", work / "point-r" / PROBE)
+    m.close()
+    return mirror, db, m.seconds
 
 
 def main() -> None:
-    ratarmount = os.environ.get("RATARMOUNT") or shutil.which("ratarmount") or sys.exit("install ratarmount 1.3")
-    tree = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    vault = [sys.executable, "-m", "cloudvault"]
-    work = Path(tempfile.mkdtemp(prefix="vault-bench-mount-"))
+    vaults = os.environ.get("VAULT", "").split() or [installed("vault") or sys.exit("pip install . first")]
+    rat = os.environ.get("RATARMOUNT") or installed("ratarmount") or sys.exit("pip install ratarmount==1.3.0 first")
+    keep = os.environ.get("BENCH_WORK")
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="vault-bench-mount-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
-        t = time.perf_counter()
-        mirror = lab_mirror(work)
-        print(f"built 3 archives of ~{RAW_MB} MiB raw in {time.perf_counter() - t:.0f} s; {os.cpu_count()} cores, "
-              f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
-        db = work / "catalog.db"
-        t = time.perf_counter()
-        subprocess.run([*vault, "--catalog", str(db), "index", "-q", str(mirror)], check=True, env=env)
-        print(f"vault index (once, before any mount): {time.perf_counter() - t:.1f} s\n")
-        floors = {name: timed(f"zstd -dc {mirror}/018_bench/{name} | tar -xO | grep -c {NEEDLE}")
-                  for name in ("lab_pzstd.tar.zst", "small_members.tar.zst")}  # fmt: skip
-        results: dict[str, dict[str, float]] = {}
-        rss: dict[str, int] = {}
-        probe = "018_bench/lab_pzstd.tar.zst/runs"
-        vcmd = [*vault, "--catalog", str(db), "mount", "--foreground", str(work / "v")]
-        v = Mount(vcmd, work / "v", work / "v" / mirror.name / probe, env)
-        results["vault"] = {MOUNTED: v.seconds, **reads(work / "v" / mirror.name / "018_bench", mirror)}
-        rss["vault"] = v.peak_rss_mib()
-        v.close()
-        rcmd = [ratarmount, "-f", "--recursive", "--index-folders", str(work / "ridx"), str(mirror), str(work / "r")]
-        (work / "ridx").mkdir()
-        r = Mount(rcmd, work / "r", work / "r" / probe)
-        first = r.seconds
-        r.close()
-        r = Mount(rcmd, work / "r", work / "r" / probe)
-        results["ratarmount"] = {MOUNTED: r.seconds, **reads(work / "r" / "018_bench", mirror)}
-        rss["ratarmount"] = r.peak_rss_mib()
-        r.close()
-        report(results, rss, floors, first)
+        ratarmount = [rat, "-f", "--recursive", "--index-folders", str(work / "ridx"), str(work / "mirror")]
+        mirror, db, first = prepare(work, vaults[0], ratarmount)
+        tools = {v: ([v, "--catalog", str(db), "mount", "--foreground"], mirror.name) for v in vaults}
+        tools["ratarmount"] = (ratarmount, "")
+        rows = targets(mirror / "018_bench")
+        print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {REPEAT} turns, medians (spread min-max)")
+        turns = [turn(tools, work, mirror, rows) for _ in range(REPEAT)]
+        report(turns, vaults, first)
+        print(f"load after: {os.getloadavg()[0]:.1f}")
     finally:
-        for point in ("v", "r"):
-            if mounted(work / point):
-                subprocess.run(["fusermount3", "-u", "-z", str(work / point)], check=False)
-        shutil.rmtree(work, ignore_errors=True)
+        for point in work.glob("point-*"):
+            if mounted(point):
+                subprocess.run(["fusermount3", "-u", "-z", str(point)], check=False)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
-def report(results: dict, rss: dict, floors: dict, first_mount: float) -> None:
-    width = max(len(k) for k in results["vault"])
-    print(f"{'':{width}}  {'vault':>9}  {'ratarmount':>10}  ratio (ratarmount / vault)")
-    vault_mount = results["vault"][MOUNTED]
-    print(f"{'mounted, ratarmount building its index':{width}}  {vault_mount:8.3f}s  {first_mount:9.3f}s  "
-          f"{first_mount / vault_mount:5.2f}x")  # fmt: skip
-    for key, secs in results["vault"].items():
-        other = results["ratarmount"][key]
-        print(f"{key:{width}}  {secs:8.3f}s  {other:9.3f}s  {other / secs:5.2f}x")
-    print(f"{'peak RSS of the mount process':{width}}  {rss['vault']:6d} MiB  {rss['ratarmount']:7d} MiB  "
-          f"{rss['ratarmount'] / rss['vault']:5.2f}x")  # fmt: skip
-    for name, floor in floors.items():
-        secs = results["vault"][f"grep -r over every member of {name}"]
-        print(f"zstd -dc {name} | tar -xO | grep: {floor:.3f}s; vault's grep -r is {secs / floor:.2f}x of it")
+def report(turns: list[dict], vaults: list[str], first_mount: float) -> None:
+    """Per row: each vault's median, ratarmount's, and ratarmount / vault; then each vault's grep against the floor."""
+
+    def med(tool: str, row: str) -> tuple[float, str]:
+        got = [t[tool][row] for t in turns]
+        return statistics.median(got), f"{min(got):.3g}-{max(got):.3g}"
+
+    names = [f"vault{n}" if len(vaults) > 1 else "vault" for n in range(len(vaults))]
+    for name, v in zip(names, vaults, strict=True):
+        print(f"{name}: {v}")
+    rows = list(turns[0][vaults[0]])
+    width = max(len(r) for r in rows)
+    print(f"{'':{width}}  " + "".join(f"{n:>26}" for n in [*names, "ratarmount"]) + "  ratio ratarmount / vault")
+    print(f"{'ratarmount first mount (builds its index)':{width}}  {first_mount:.3f}s")
+    for row in rows:
+        other, other_spread = med("ratarmount", row)
+        cells, ratios = [], []
+        for v in vaults:
+            secs, spread = med(v, row)
+            cells.append(f"{secs:9.3f} ({spread})")
+            ratios.append(f"{other / secs:5.2f}x")
+        print(f"{row:{width}}  " + "".join(f"{c:>26}" for c in [*cells, f"{other:9.3f} ({other_spread})"])
+              + "  " + " ".join(ratios))  # fmt: skip
+    print(f"peak RSS budget: --cache-mb {CACHE_MB} plus a constant (docs/performance.md)")
+    for row in turns[0]["floor"]:
+        floor, spread = med("floor", row)
+        ours = " ".join(f"{med(v, row)[0] / floor:.2f}x" for v in vaults)
+        print(f"floor `zstd -dc | tar -xO | grep` for {row}: {floor:.3f}s ({spread}); vault / floor: {ours}")
 
 
 if __name__ == "__main__":

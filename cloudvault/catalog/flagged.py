@@ -62,6 +62,13 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     return found
 
 
+def refuses_any(conn: sqlite3.Connection, file_id: int) -> bool:
+    """Whether refusal may refuse anything of the file: it (a plain file) changed in place, or a damaged frame
+    took some of its members. One query per archive, so a reader of 200,000 members asks once, not per member."""
+    sql = "SELECT 1 FROM flags WHERE file_id = ? AND kind IN ('changed_in_place', 'damaged_member') LIMIT 1"
+    return conn.execute(sql, (file_id,)).fetchone() is not None
+
+
 def refusal(conn: sqlite3.Connection, member) -> str | None:
     """Why no byte of member (a Member: a plain file, or an archive member whose own bytes are stored) may be
     handed out: a plain file changed in place since it was recorded, or a member a damaged frame took."""

@@ -129,6 +129,17 @@ def archive_pieces(conn: sqlite3.Connection, file_id: int) -> dict[tuple[int, st
         "WHERE a.file_id = ? AND mb.pieces IS NOT NULL", (file_id,))}  # fmt: skip
 
 
+def member_pieces(conn: sqlite3.Connection, file_id: int, offset: int, path: str) -> bytes | None:
+    """The piece hashes of the one member of the archive (files row file_id) at that data offset and path (None:
+    it has none, being one piece or recorded before them): one indexed lookup, not the whole archive's."""
+    row = conn.execute(
+        "SELECT mb.pieces FROM members mb JOIN archives a ON a.id = mb.archive_id "
+        "WHERE a.file_id = ? AND mb.path = ? AND mb.data_offset = ?",
+        (file_id, path, offset),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def last_member(conn: sqlite3.Connection, archive_name: str) -> str:
     """The file member stored last in the archive of that file name (the worst case for a plain extract)."""
     return conn.execute(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from cloudvault import errors
 from cloudvault.cli.common import catalog_name
 
-DEFAULT_CACHE_MB = 256
+DEFAULT_CACHE_MB = 256  # mount.session's too; not imported from there: `vault --help` builds every parser
 
 
 def add_arguments(parser) -> None:
@@ -20,7 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--entry", type=catalog_name, help="mount only this entry (ID or unique prefix, e.g. 018)")
     parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
-                        help=f"decoded frames kept in memory, in MiB (default {DEFAULT_CACHE_MB})")  # fmt: skip
+                        help=f"memory for decoded frames and verified pieces, in MiB (default {DEFAULT_CACHE_MB}); "
+                             "the mount's peak RSS stays within it and ~96 MiB")  # fmt: skip
     parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
     parser.add_argument("--debug", action="store_true", help="log every FUSE operation (with --foreground)")
 
@@ -39,17 +40,18 @@ def run(args) -> int:
     session.require_fuse()
     session.check_mount_point(mountpoint)
     _check_catalog(catalog, args.entry, mountpoint)  # here, so a missing catalog or entry is its own one line
+    options = session.MountOptions(catalog, mountpoint, args.entry, args.cache_mb, args.allow_flagged, args.debug)
     if args.foreground:
-        return _serve(args, catalog, mountpoint)
-    argv = ["--catalog", catalog, "mount", "--foreground", "--cache-mb", str(args.cache_mb), str(mountpoint)]
-    argv += ["--entry", args.entry] if args.entry else []
-    argv += ["--allow-flagged"] if args.allow_flagged else []
+        from cloudvault.mount.serve import serve_catalog
+
+        serve_catalog(options)
+        return errors.OK
     log_path = config.cache_dir(catalog) / "mount.log"
 
     def announce(pid: int) -> None:  # said while a signal to this process still stops the child: none left mounted
         sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
 
-    session.start_background(argv, mountpoint, log_path, announce)
+    session.start_background(options, log_path, announce)
     return errors.OK
 
 
@@ -64,23 +66,3 @@ def _check_catalog(catalog: str, entry: str | None, mountpoint) -> None:
         refuse_write_into_mirror(conn, mountpoint, "a mount at")
         if entry:
             resolve_entry(conn, entry)
-
-
-def _serve(args, catalog: str, mountpoint) -> int:
-    from cloudvault.catalog.query import resolve_entry
-    from cloudvault.cli.common import opened_catalog
-    from cloudvault.mount import session
-    from cloudvault.mount.frames import FrameCache, Sources
-    from cloudvault.mount.tree import build_tree
-
-    with opened_catalog(path=catalog, readonly=True, shared=True) as conn:
-        mirror_id = entry_id = None
-        if args.entry:
-            mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
-        tree = build_tree(conn, mirror_id, entry_id)
-        sources = Sources(conn, FrameCache(args.cache_mb << 20), tree.lock)
-        try:
-            session.serve(tree, sources, mountpoint, allow_flagged=args.allow_flagged, debug=args.debug)
-        finally:
-            sources.close()
-    return errors.OK

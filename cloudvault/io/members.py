@@ -299,7 +299,9 @@ def _copy_whole(loc) -> bool:
 
 class PieceCache:
     """Pieces that verified, by (object key, piece index), at most limit bytes of them, least recently used out
-    first; safe for concurrent FUSE threads. A piece is handed out from here only, never read again unchecked."""
+    first; safe for concurrent FUSE threads. A piece is handed out from here only, never read again unchecked, and
+    made once however many readers want it at the same time (the kernel's readahead asks for the same piece from
+    two threads: a second forward decode of a one-frame archive would double the wait)."""
 
     def __init__(self, limit: int = 64 << 20) -> None:
         import threading  # here, not at the top: extract imports this module and never caches pieces
@@ -307,6 +309,8 @@ class PieceCache:
         self.limit, self.used = limit, 0
         self._pieces: OrderedDict[tuple, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self._busy: dict[tuple, threading.Lock] = {}
+        self._lock_type = threading.Lock
 
     def get(self, key: tuple) -> bytes | None:
         with self._lock:
@@ -314,6 +318,24 @@ class PieceCache:
             if found is not None:
                 self._pieces.move_to_end(key)
             return found
+
+    def get_or_make(self, key: tuple, make: Callable[[], bytes]) -> bytes:
+        """The piece at key, made by make() (which verifies it) if not here; one make at a time per key."""
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            busy = self._busy.setdefault(key, self._lock_type())
+        try:
+            with busy:  # a second reader of the same piece waits for the first one's
+                found = self.get(key)
+                if found is None:
+                    found = make()
+                    self.put(key, found)
+        finally:
+            with self._lock:
+                self._busy.pop(key, None)
+        return found
 
     def put(self, key: tuple, data: bytes) -> None:
         with self._lock:
@@ -342,24 +364,22 @@ class VerifiedRanges:
             return self._read_raw(offset, end - offset)
         if not self.check.by_piece:
             raise NoPieceHashes(path=self.check.label)
-        first, last = offset // PIECE, (end - 1) // PIECE
-        parts = [self._piece(i) for i in range(first, last + 1)]
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        start = offset - first * PIECE
-        return data[start : start + end - offset]
+        parts = []
+        for index in range(offset // PIECE, (end - 1) // PIECE + 1):
+            piece, at = self._piece(index), index * PIECE
+            lo, hi = max(offset, at) - at, min(end, at + PIECE) - at
+            parts.append(piece if lo == 0 and hi == len(piece) else piece[lo:hi])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _piece(self, index: int) -> bytes:
-        key = (*self.key, index)
-        found = self._cache.get(key)
-        if found is not None:
-            return found
+        return self._cache.get_or_make((*self.key, index), lambda: self._verified_piece(index))
+
+    def _verified_piece(self, index: int) -> bytes:
         want = self.check.piece_size(index)
         data = self._read_raw(index * PIECE, want)
         if len(data) != want:
             raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {index * PIECE}, not {want}")
-        h = blake3.blake3(data)
-        self.check.verify(index, h)
-        self._cache.put(key, data)
+        self.check.verify(index, blake3.blake3(data))
         return data
 
     def close(self) -> None:

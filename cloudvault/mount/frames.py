@@ -14,9 +14,11 @@ of pieces that matched the catalog's piece hashes, kept in a cache of verified p
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import sqlite3
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -24,47 +26,118 @@ import zstandard
 
 from cloudvault.archive import sparse
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
-from cloudvault.catalog.lookup import archive_location, archive_pieces, file_location, file_pieces
+from cloudvault.catalog.flagged import refuses_any
+from cloudvault.catalog.lookup import archive_location, file_location, file_pieces, member_pieces
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
+from cloudvault.pieces import PIECE
 from cloudvault.tools.mirrorfs import open_mirror
 
 DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
+KEPT_BUFFERS = 16 << 20  # freed frames' memory kept for the next ones (at most an eighth of the cache)
+USUAL_FRAME = 8 << 20  # pzstd's frames at its usual levels: the kept buffers are made this size up front
+
+
+class FrameBuffers:
+    """Memory for decoded frames: each its own anonymous mapping (given back to the system whole, so --cache-mb
+    bounds the process's RSS, which a heap's freed blocks would not), and the last ones freed kept, up to keep
+    bytes, so the next frame decodes into pages already faulted in: a fresh mapping costs a page fault per 4 KiB,
+    half the time of decoding a 3.5 MiB pzstd prefix on a busy machine. warm() fills the keep up front, so the
+    mount's first reads find it too."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._free: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> mmap.mmap:
+        """A mapping of at least size bytes (a kept one if one fits without wasting half of it)."""
+        want = _rounded(size)
+        with self._lock:
+            fits = [m for m in self._free if want <= len(m) <= 2 * want]
+            if fits:
+                found = min(fits, key=len)
+                self._free.remove(found)
+                return found
+        return mmap.mmap(-1, want)
+
+    def give_back(self, buffer: mmap.mmap) -> None:
+        """Kept for the next frame if the keep has room; else dropped (unmapped once nothing views it)."""
+        with self._lock:
+            if sum(len(m) for m in self._free) + len(buffer) <= self.keep:
+                self._free.append(buffer)
+
+    def warm(self, size: int) -> None:
+        """Fill the keep with mappings of size bytes, their pages faulted in now, not on the first reads."""
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+        for _ in range(self.keep // _rounded(size)):
+            self.give_back(mmap.mmap(-1, _rounded(size), flags=flags))
+
+
+def _rounded(size: int) -> int:
+    return max(1, -(-size // DECODE_STEP)) * DECODE_STEP
 
 
 class DecodedFrame:
-    """One frame, decoded only as far as its readers have needed so far: a read near the start of an 8 MiB pzstd
-    frame does not pay for the rest of it, and a later read further on decodes on from where the last stopped."""
+    """One frame, decoded only as far as its readers have needed so far, straight into one buffer of its raw size
+    (no regrowing, no second copy, no zeroing first: a bytearray writes 8 MiB of zeros before the first byte): a
+    read near the start of an 8 MiB pzstd frame does not pay for the rest of it, and a later read further on
+    decodes on from where the last stopped. Its buffer goes back to buffers once nothing holds the frame."""
 
-    def __init__(self, comp: bytes, raw_size: int) -> None:
+    def __init__(self, comp, raw_size: int, buffers: FrameBuffers) -> None:
+        """comp: the frame's compressed bytes, a file-like object read forward as the decoding needs them."""
         self.raw_size = raw_size
-        self._data = bytearray()
-        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
+        buffer = buffers.take(raw_size)
+        weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
+        self._view = memoryview(buffer)[:raw_size]
+        self._done = 0
+        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
+        if self._done < stop:
+            self._decode_to(stop)
+        return self._view[start:stop].tobytes()
+
+    def _decode_to(self, stop: int) -> None:
         with self._lock:
-            while len(self._data) < stop:
+            while self._done < stop:
+                want = min(self.raw_size, max(stop, self._done + DECODE_STEP))
                 try:
-                    chunk = self._reader.read(max(stop - len(self._data), DECODE_STEP))
+                    got = self._reader.readinto(self._view[self._done : want])
                 except zstandard.ZstdError as exc:
                     raise IntegrityError(detail=f"damaged archive: {exc}") from None
-                if not chunk:
-                    raise IntegrityError(detail=f"damaged archive: a frame gave {len(self._data)} bytes, "
+                if not got:
+                    raise IntegrityError(detail=f"damaged archive: a frame gave {self._done} bytes, "
                                                 f"not {self.raw_size}")  # fmt: skip
-                self._data += chunk
-            if len(self._data) >= self.raw_size:
-                self._reader = None  # whole: the decoder's window goes
-            return bytes(self._data[start:stop])
+                self._done += got
+            if self._done >= self.raw_size:
+                self._reader = None  # whole: the decoder's window and the compressed bytes go
+
+
+class _FrameBytes:
+    """One frame's compressed bytes in the archive file, read forward by pread (no shared file position)."""
+
+    def __init__(self, fd: int, frame: Frame) -> None:
+        self._fd, self._at, self._left = fd, frame.comp_offset, frame.comp_size
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = os.pread(self._fd, size, self._at) if size else b""
+        self._at += len(data)
+        self._left -= len(data)
+        return data
 
 
 class FrameCache:
-    """Decoded frames by (file id, frame index), at most limit bytes of them (each counted at its full size),
-    least recently used out first; a frame is made once however many readers want it at the same time."""
+    """Decoded frames by (file id, frame index), at most limit bytes of them (each counted at its full size, and
+    the buffers kept for the next ones within it), least recently used out first; a frame is made once however
+    many readers want it at the same time."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
+        self.buffers = FrameBuffers(min(KEPT_BUFFERS, limit // 8))
+        self.limit = limit - self.buffers.keep
         self.used = 0
         self.decodes = 0
         self._frames: OrderedDict[tuple[int, int], DecodedFrame] = OrderedDict()
@@ -134,10 +207,16 @@ class ArchiveBytes:
         return b"".join(out)
 
     def _load(self, frame: Frame) -> DecodedFrame:
+        """The frame, to be decoded as far as asked: its compressed bytes read by the decoder as it goes when the
+        archive is a local file (the first byte of a member 1 MiB into an 8 MiB frame reads a quarter of it)."""
+        try:
+            return DecodedFrame(_FrameBytes(self._fh.fileno(), frame), frame.raw_size, self._cache.buffers)
+        except (AttributeError, OSError, ValueError):  # a remote mirror's file: no descriptor to pread
+            pass
         with self._fh_lock:
             self._fh.seek(frame.comp_offset)
             comp = self._fh.read(frame.comp_size)
-        return DecodedFrame(comp, frame.raw_size)
+        return DecodedFrame(io.BytesIO(comp), frame.raw_size, self._cache.buffers)
 
     def _read_forward(self, offset: int, size: int) -> bytes:
         with self._forward_lock:
@@ -165,21 +244,28 @@ class Sources:
         self.pieces = pieces or PieceCache()
         self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
         self._archives: dict[int, ArchiveBytes] = {}
-        self._piece_hashes: dict[int, dict] = {}  # archive's file id -> its members' piece hashes
+        self._where: dict[int, tuple] = {}  # file id -> _location's answer, and whether flags refuse any of it
 
     def check(self, member: Member) -> None:
         """StaleArchive if the archive (or plain file) holding member changed since it was indexed."""
         with self._lock:
-            refuse_changed(self.conn, member, member)
-            if member.archive is None:
-                root, path, raw, size, mtime_ns = file_location(self.conn, member.file_id)
-            else:
-                loc = archive_location(self.conn, member.file_id)
-                root, path, raw, size, mtime_ns = loc.root, loc.path, loc.raw_path, loc.size, loc.mtime_ns
+            where = self._where.get(member.file_id)
+            if where is None:
+                where = self._where[member.file_id] = (*self._location(member), refuses_any(self.conn, member.file_id))
+            if where[-1]:
+                refuse_changed(self.conn, member, member)
+        root, path, raw, size, mtime_ns, _ = where
         now = open_mirror(root).stat(path, raw)
         if now is not None and now != (size, mtime_ns):
             what = f"size {size} -> {now[0]}" if now[0] != size else "mtime changed"
             raise StaleArchive(path=path, what=what, entry=member.entry_id)
+
+    def _location(self, member: Member) -> tuple:
+        """(mirror root, path, raw path, size, mtime_ns) of the archive or plain file holding member, as indexed."""
+        if member.archive is None:
+            return tuple(file_location(self.conn, member.file_id))
+        loc = archive_location(self.conn, member.file_id)
+        return loc.root, loc.path, loc.raw_path, loc.size, loc.mtime_ns
 
     def reader(self, member: Member) -> VerifiedRanges:
         """read(offset, size) over member's data (a sparse member's expanded bytes, holes as zeros), every byte of
@@ -190,13 +276,12 @@ class Sources:
         return VerifiedRanges(key, self._raw_reader(member), check, self.pieces)
 
     def _hashes_of(self, member: Member) -> bytes | None:
+        if member.archive is not None and member.sparse_map is None and member.size <= PIECE:
+            return None  # one piece: its hash is the member's own (the catalog keeps no piece hashes for it)
         with self._lock:
             if member.archive is None:
                 return file_pieces(self.conn, member.file_id)
-            found = self._piece_hashes.get(member.file_id)
-            if found is None:
-                found = self._piece_hashes[member.file_id] = archive_pieces(self.conn, member.file_id)
-        return found.get((member.data_offset, member.path))
+            return member_pieces(self.conn, member.file_id, member.data_offset, member.path)
 
     def _raw_reader(self, member: Member) -> Callable[[int, int], bytes]:
         """read(offset, size) of member's bytes as the mirror has them now: not verified."""

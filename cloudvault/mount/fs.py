@@ -11,27 +11,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import signal
 import stat
+import sys
 import threading
 import time
+from pathlib import Path
 
 from cloudvault.errors import VaultError
 from cloudvault.mount.frames import Sources
+from cloudvault.mount.session import MountFailed, import_mfusepy, mounted
 from cloudvault.mount.tree import Node, Tree
 
 log = logging.getLogger("cloudvault.mount")
 XATTR_FLAG = "user.cloudvault.flag"
 XATTR_BLAKE3 = "user.cloudvault.blake3"
 XATTR_SOURCE = "user.cloudvault.source"
-
-
-def _import_fuse():
-    from cloudvault.mount.session import import_mfusepy
-
-    return import_mfusepy()
+MAX_THREADS = 16
+KERNEL_CACHE_S = 3600  # the tree and its bytes never change while mounted: the kernel may keep what it was told
+LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a signal the handlers caught)
 
 
 class Handle:
@@ -73,7 +75,7 @@ class VaultFS:
         node = self._node(path)
         if not node.is_dir:
             raise self.error(errno.ENOTDIR)
-        return [".", "..", *node.children]
+        return [".", "..", *self.tree.names(path)]
 
     def readlink(self, path: str) -> str:
         node = self._node(path)
@@ -139,7 +141,7 @@ class VaultFS:
             log.error("vault mount: EIO %s: %s", path, exc.message)
             raise self.error(errno.EIO) from None
         except OSError as exc:
-            if isinstance(exc, _import_fuse().FuseOSError):
+            if isinstance(exc, import_mfusepy().FuseOSError):
                 raise
             log.error("vault mount: EIO %s: %s", path, exc)
             raise self.error(errno.EIO) from None
@@ -165,13 +167,13 @@ READS = ("getattr", "readdir", "readlink", "listxattr", "getxattr", "statfs", "o
 
 
 def _fuse_error(code: int) -> OSError:
-    mfusepy = _import_fuse()
+    mfusepy = import_mfusepy()
     return mfusepy.FuseOSError(code)
 
 
 def make_operations(vfs: VaultFS):
     """An mfusepy.Operations whose reads are vfs's and whose writes are EROFS."""
-    mfusepy = _import_fuse()
+    mfusepy = import_mfusepy()
     methods = {name: _bound(getattr(vfs, name)) for name in READS}
     methods.update({name: _bound(vfs.read_only) for name in WRITES})
     return type("VaultOperations", (mfusepy.Operations,), methods)()
@@ -183,3 +185,35 @@ def _bound(fn):
 
     method.__name__ = fn.__name__
     return method
+
+
+def serve(tree, sources, mountpoint: Path, *, allow_flagged: bool = False, debug: bool = False) -> None:
+    """Serve the tree at mountpoint until it is unmounted, or a stopping signal (SIGINT, SIGTERM, SIGHUP) ends
+    the loop: libfuse then unmounts, and serve returns."""
+    mfusepy = import_mfusepy()
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("fuse").setLevel(logging.DEBUG if debug else logging.CRITICAL)  # mfusepy's own errno chatter
+    ops = make_operations(VaultFS(tree, sources, allow_flagged=allow_flagged))
+    try:
+        caches = {"kernel_cache": True, "attr_timeout": KERNEL_CACHE_S, "entry_timeout": KERNEL_CACHE_S,
+                  "negative_timeout": KERNEL_CACHE_S}  # fmt: skip
+        with stopping_signals_to_libfuse():
+            mfusepy.FUSE(ops, str(mountpoint), foreground=True, ro=True, nothreads=False, fsname="cloudvault",
+                         subtype="vault", debug=debug, max_threads=MAX_THREADS, **caches)  # fmt: skip
+    except RuntimeError as exc:
+        if str(exc) == str(LOOP_ENDED_BY_SIGNAL) and not mounted(mountpoint):
+            return  # a stopping signal: libfuse unmounted and reports the signal as its loop's end
+        raise MountFailed(path=mountpoint, detail=f"libfuse said {exc}") from None
+
+
+@contextlib.contextmanager
+def stopping_signals_to_libfuse():
+    """SIGTERM and SIGHUP left to libfuse while it serves, as mfusepy leaves SIGINT: libfuse installs its own
+    handlers (which end its loop and unmount) only over the default action. vault's Python handlers would never
+    run: libfuse holds the main thread, and Python runs a handler only there, between bytecodes."""
+    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

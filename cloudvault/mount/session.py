@@ -1,4 +1,5 @@
-"""Mount and unmount: `vault mount` starts the file system in a child process and returns once the mount answers;
+"""Mount and unmount: `vault mount` starts the file system in a child process (the private entry point
+`python -P -m cloudvault.mount.serve OPTIONS`, never the public grammar) and returns once the mount answers;
 `--foreground` serves in this process (Ctrl-C unmounts); `vault umount` unmounts lazily, so a mount whose process
 was killed (the folder answers "Transport endpoint is not connected") is cleared too.
 """
@@ -6,24 +7,52 @@ was killed (the folder answers "Transport endpoint is not connected") is cleared
 from __future__ import annotations
 
 import contextlib
-import logging
+import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cloudvault.errors import EnvironmentProblem, ToolMissing, UsageError
 
 READY_TIMEOUT_S = 30.0
 STOP_WAIT_S = 5.0  # for a child stopped before its mount answered
-MAX_THREADS = 16
-KERNEL_CACHE_S = 3600  # the tree and its bytes never change while mounted: the kernel may keep what it was told
-LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a signal the handlers caught)
+ENTRY_POINT = "cloudvault.mount.serve"  # the child's module (serve.py): its options are one JSON argument
+DEFAULT_CACHE_MB = 256
 MFUSEPY_HINT = "install the mount extra (pip install 'cloudvault[mount]', which brings mfusepy)"
 FUSE3_HINT = "install Debian's fuse3 package (apt-get install fuse3), which brings libfuse3 and fusermount3"
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    """What one mount serves and how: the catalog's path, the mount point, one entry or all, the frame cache's
+    budget in MiB, whether flagged members read, whether every FUSE operation is logged."""
+
+    catalog: str
+    mountpoint: Path
+    entry: str | None = None
+    cache_mb: int = DEFAULT_CACHE_MB
+    allow_flagged: bool = False
+    debug: bool = False
+
+    def to_argv(self) -> list[str]:
+        return [json.dumps({**asdict(self), "mountpoint": str(self.mountpoint)})]
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> MountOptions:
+        """ValueError unless argv is what to_argv made."""
+        if len(argv) != 1:
+            raise ValueError("one argument, the options as JSON")
+        doc = json.loads(argv[0])
+        if not isinstance(doc, dict) or not isinstance(doc.get("catalog"), str):
+            raise ValueError("the options name no catalog")
+        try:
+            return cls(**{**doc, "mountpoint": Path(doc["mountpoint"])})
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"bad options: {exc}") from None
 
 
 class MountFailed(EnvironmentProblem):
@@ -91,54 +120,22 @@ def check_mount_point(path: Path) -> None:
         raise MountPointNotEmpty(path=path, first=first.name)
 
 
-def serve(tree, sources, mountpoint: Path, *, allow_flagged: bool = False, debug: bool = False) -> None:
-    """Serve the tree at mountpoint until it is unmounted, or a stopping signal (SIGINT, SIGTERM, SIGHUP) ends
-    the loop: libfuse then unmounts, and serve returns."""
-    mfusepy = import_mfusepy()
-    from cloudvault.mount.fs import VaultFS, make_operations
-
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(message)s", stream=sys.stderr)
-    logging.getLogger("fuse").setLevel(logging.DEBUG if debug else logging.CRITICAL)  # mfusepy's own errno chatter
-    ops = make_operations(VaultFS(tree, sources, allow_flagged=allow_flagged))
-    try:
-        caches = {"kernel_cache": True, "attr_timeout": KERNEL_CACHE_S, "entry_timeout": KERNEL_CACHE_S,
-                  "negative_timeout": KERNEL_CACHE_S}  # fmt: skip
-        with stopping_signals_to_libfuse():
-            mfusepy.FUSE(ops, str(mountpoint), foreground=True, ro=True, nothreads=False, fsname="cloudvault",
-                         subtype="vault", debug=debug, max_threads=MAX_THREADS, **caches)  # fmt: skip
-    except RuntimeError as exc:
-        if str(exc) == str(LOOP_ENDED_BY_SIGNAL) and not mounted(mountpoint):
-            return  # a stopping signal: libfuse unmounted and reports the signal as its loop's end
-        raise MountFailed(path=mountpoint, detail=f"libfuse said {exc}") from None
-
-
-@contextlib.contextmanager
-def stopping_signals_to_libfuse():
-    """SIGTERM and SIGHUP left to libfuse while it serves, as mfusepy leaves SIGINT: libfuse installs its own
-    handlers (which end its loop and unmount) only over the default action. vault's Python handlers would never
-    run: libfuse holds the main thread, and Python runs a handler only there, between bytecodes."""
-    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def start_background(argv: list[str], mountpoint: Path, log_path: Path, announce=None) -> int:
-    """Run `vault ... mount --foreground` detached, its log in log_path; its pid once the mount answers (and
-    announce(pid) has said so). The child is the installed vault (-P: a `cloudvault/` folder in the working
-    directory is never imported). If it does not answer, or this process is stopped first (Ctrl-C, SIGTERM), the
-    child is stopped and nothing stays mounted."""
+def start_background(options: MountOptions, log_path: Path, announce=None) -> int:
+    """Serve options' mount from a detached child (the private entry point, with this Python), its log in
+    log_path; its pid once the mount answers (and announce(pid) has said so). -P: a `cloudvault/` folder in the
+    working directory is never imported. If it does not answer, or this process is stopped first (Ctrl-C, SIGTERM),
+    the child is stopped and nothing stays mounted."""
     from cloudvault.jobthreads import held_signals
 
+    mountpoint = options.mountpoint
+    argv = [sys.executable, "-P", "-m", ENTRY_POINT, *options.to_argv()]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     child = None
     try:
         # held while it starts: a signal inside Popen would lose the child it had already started
         with held_signals(), open(log_path, "ab") as log:
-            child = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault", *argv], stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     start_new_session=True)  # fmt: skip
         if _answered(child, mountpoint, log_path):
             if announce is not None:
                 announce(child.pid)

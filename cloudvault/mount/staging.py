@@ -27,15 +27,14 @@ def via(recipe, name: str) -> str:
 
 def link_inputs(conn: sqlite3.Connection, run_dir: Path, links: dict[Member, Path]) -> None:
     """Mount the catalog at run_dir/.mount and link each member's landing to it."""
+    from cloudvault.catalog.db import catalog_file
     from cloudvault.mount import session
     from cloudvault.mount.tree import mirror_folders, mount_path
 
-    catalog = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
     point = run_dir / MOUNT_FOLDER
     point.mkdir(exist_ok=True)
     session.require_fuse()
-    session.start_background(["--catalog", catalog, "mount", "--foreground", str(point)], point,
-                             run_dir / "mount.log")  # fmt: skip
+    session.start_background(session.MountOptions(str(catalog_file(conn)), point), run_dir / "mount.log")
     folders = mirror_folders(conn)
     for member, dest in links.items():
         dest.parent.mkdir(parents=True, exist_ok=True)

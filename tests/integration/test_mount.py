@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import errno
+import hashlib
+import io
+import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -260,6 +264,17 @@ def test_stale_archive_is_eio_with_a_line_naming_it(demo_mirror, tmp_path, vault
     assert "dumps" in os.listdir(m.point / "Marvell_cloud" / rel)  # listing still answers from the catalog
 
 
+def test_a_background_mount_is_served_by_the_private_entry_point_not_the_public_grammar(demo_catalog, mount_of):
+    """The child `vault mount` leaves serving is `python -P -m cloudvault.mount.serve OPTIONS` (a renamed flag of
+    the public grammar cannot break it), with the options it was given."""
+    m = mount_of(demo_catalog, "--entry", "018", "--cache-mb", "32")
+    argv = Path(f"/proc/{m.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    assert argv[1:4] == ["-P", "-m", "cloudvault.mount.serve"], argv
+    assert "--foreground" not in argv and "mount" not in argv
+    options = json.loads(argv[4])
+    assert (options["entry"], options["cache_mb"], options["mountpoint"]) == ("018", 32, str(m.point))
+
+
 def test_one_entry_mounts_at_the_root(demo_catalog, mount_of):
     m = mount_of(demo_catalog, "--entry", "018")
     assert "data" in os.listdir(m.point)
@@ -433,6 +448,43 @@ def test_concurrent_readers_of_a_fresh_mount_all_get_the_right_bytes(demo_catalo
     assert all(g == wanted[rel] for rel, g in zip(jobs, got, strict=True))
 
 
+def test_the_mount_process_stays_within_its_cache_budget_reading_more_than_it(fuse, tmp_path, vault, mount_of):
+    """--cache-mb bounds what the mount keeps (decoded frames and verified pieces together): reading 96 MiB of
+    pzstd frames through a 16 MiB budget, the process's peak RSS stays within the budget and the stated constant,
+    and every byte is what tarfile wrote."""
+    from cloudvault.mount.serve import RSS_BEYOND_CACHE_MIB
+
+    entry = tmp_path / "mirror" / "018_big"
+    entry.mkdir(parents=True)
+    raw, wanted = tmp_path / "big.tar", {}
+    with tarfile.open(raw, "w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(24):
+            data = os.urandom(2 << 20) * 2  # 4 MiB, half compressible: frames of a few MiB
+            info = tarfile.TarInfo(f"dumps/part{i:02d}.bin")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            wanted[info.name] = hashlib.sha256(data).hexdigest()
+    subprocess.run([require("pzstd"), "-q", "-p", "2", str(raw), "-o", str(entry / "big.tar.zst")], check=True)
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(tmp_path / "mirror")).code == 0
+    m = mount_of(db, "--cache-mb", "16")
+    top = m.point / "mirror" / "018_big" / "big.tar.zst"
+    for name, digest in wanted.items():
+        assert hashlib.sha256((top / name).read_bytes()).hexdigest() == digest, name
+    peak = next(int(line.split()[1]) >> 10 for line in Path(f"/proc/{m.pid}/status").read_text().splitlines()
+                if line.startswith("VmHWM"))  # fmt: skip
+    assert peak <= 16 + RSS_BEYOND_CACHE_MIB, f"peak RSS {peak} MiB with --cache-mb 16"
+
+
+def _walk(tree, folder: str) -> list:
+    """Every node under folder, through the tree's own listing and lookup (as the kernel asks)."""
+    found = []
+    for name in tree.names(folder):
+        node = tree.lookup(f"{folder}/{name}")
+        found += [node, *(_walk(tree, f"{folder}/{name}") if node.is_dir else [])]
+    return found
+
+
 def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(demo_catalog):
     from cloudvault.catalog.db import open_shared_reader
     from cloudvault.mount.frames import FrameCache, Sources
@@ -443,8 +495,8 @@ def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(d
     rel = "/Marvell_cloud/018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
     (frames,) = conn.execute("SELECT frame_count FROM archives a JOIN files f ON f.id = a.file_id "
                              "WHERE f.path = ?", (rel.split("/", 2)[2],)).fetchone()  # fmt: skip
-    assert tree.lookup(rel + "/dumps") is not None and frames >= 3  # lays the archive's members out
-    members = [n for p, n in tree.nodes.items() if p.startswith(rel + "/") and n.data is not None]
+    assert tree.lookup(rel + "/dumps") is not None and frames >= 3
+    members = [n for n in _walk(tree, rel) if n.data is not None]
     assert len(members) > frames
     cache = FrameCache(64 << 20)
     sources = Sources(conn, cache, tree.lock)

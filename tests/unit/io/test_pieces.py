@@ -138,3 +138,29 @@ def test_a_file_s_pieces_from_a_stream_and_from_a_map_are_the_same(tmp_path, siz
     path = tmp_path / "f.bin"
     path.write_bytes(data)
     assert hash_file_pieces(path) == recorded(data)
+
+
+def test_readers_of_one_piece_at_the_same_time_read_and_verify_it_once():
+    """The kernel's readahead asks for one piece from several FUSE threads at once: the first reads and checks
+    it, the others wait for it (a second forward decode of a one-frame archive would double the wait)."""
+    import threading
+    import time
+
+    data = data_of(3 * PIECE)
+    whole, pieces = recorded(data)
+    reads = []
+
+    def read_raw(offset: int, size: int) -> bytes:
+        reads.append(offset)
+        time.sleep(0.2)
+        return data[offset : offset + size]
+
+    ranges = VerifiedRanges(("obj",), read_raw, PieceCheck("obj", len(data), whole, pieces), PieceCache())
+    got = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, ranges(i * 4096, 4096))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert reads == [0]
+    assert got == [data[i * 4096 : (i + 1) * 4096] for i in range(4)]
