@@ -11,7 +11,8 @@ harness (same flags and files) where there is no GPU or model. A failed prefligh
 runs anyway and records it); Ctrl-C stops the processes and records the run as interrupted (exit 130).
 `--executor docker` runs each process in a container of the recipe's image (or --image; mirror read-only, no
 network, GPUs by device request); `--executor slurm` submits one sbatch job array (recorded as queued at once,
-polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs ENTRY` collects the run later.
+polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs collect ENTRY` collects the run
+later, judged by the recipe it was queued with (kept in the run folder's plan.json).
 `--repeat N` runs it N times, each a run folder of its own and a verdict of its own; the timing noise is the
 record's own repetitions (the recipe's record.repetitions) plus the batch's earlier runs (docs/repro.md). The
 verdict has two axes, outputs and timings: exit 0 when REPRODUCED (every run, with --repeat), 10 when not
@@ -47,7 +48,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
     where = "where the processes run: local processes, docker containers, or a Slurm job array"
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help=where)
-    parser.add_argument("--detach", action="store_true", help="slurm: return once queued; `vault runs` collects")
+    parser.add_argument("--detach", action="store_true",
+                        help="slurm: return once queued; `vault runs collect` collects")  # fmt: skip
     parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
@@ -99,7 +101,8 @@ def _runs(conn, recipe, chosen, options, args, ui) -> int:
         if cmp is None:
             if args.json:
                 ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
-            ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; `vault runs {recipe.entry}` collects it")
+            ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; "
+                    f"`vault runs collect {recipe.entry}` collects it")  # fmt: skip
             return errors.OK
         if args.repeat > 1 and not args.json:
             ui.line(f"run {i + 1} of {args.repeat}")

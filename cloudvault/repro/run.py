@@ -16,7 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.atomic import atomic_write, write_text
-from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError, as_interrupted
+from cloudvault.errors import (
+    EnvironmentProblem,
+    IntegrityError,
+    Interrupted,
+    UsageError,
+    VaultError,
+    as_interrupted,
+)
 from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
@@ -25,7 +32,14 @@ from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
 RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
+PLAN = "plan.json"  # the plan a run was started with and the recipe's own bytes: a detached run is judged by it
 Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
+Collected = namedtuple("Collected", "status edited")  # a detached run's status now; the recipe edit since, named
+
+
+class StoredPlanMismatch(IntegrityError):
+    """run {run_id}: {path} does not match the recipe hash recorded for it ({found}, recorded {recorded}); it is not
+    collected"""
 
 
 class RunFailed(EnvironmentProblem):
@@ -52,7 +66,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
               feedback: Feedback | None = None, detach: bool = False,
               more_noise: tuple[dict, ...] = ()) -> tuple[RunComparison | None, dict]:  # fmt: skip
     """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6).
-    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs` collects.
+    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs collect` collects.
     more_noise: rows of earlier runs of this --repeat batch, measuring the timing noise beside the record's own
     repetitions."""
     from cloudvault.catalog.records import finish_run, start_run
@@ -73,6 +87,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     job = None
     try:  # from here on, however the run ends (an interrupt at any line included) it is recorded as ended
         _write_json(run_dir / results.PROVENANCE, prov)
+        _write_json(run_dir / PLAN, stored_plan(plan, prov["options"]))
         start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
                   entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
@@ -115,17 +130,16 @@ def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: l
     return compare_with_record(conn, plan, more_noise)
 
 
-def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
+def collect_detached(conn: sqlite3.Connection, run, executor) -> Collected:
     """A detached run (catalog row) whose job has ended: collected, compared and recorded as a waited run would
-    be; its status now ("queued" while the job is still pending or running)."""
-    from cloudvault.repro.recipe import load
-
+    be, by the plan it was queued with (plan.json); its status now ("queued" while the job is still pending or
+    running) and, when the recipe was edited since it was queued, a line saying so."""
     run_dir = Path(run.folder)
     prov = results.provenance(run_dir)
     if not prov.get("plan"):
         raise UsageError(detail=f"run {run.run_id}: {run_dir} has no provenance.json to collect it by")
+    recipe, edited = queued_recipe(run, prov)
     options = prov.get("options", {})
-    recipe = load(prov["plan"]["recipe_path"])
     plan = planning.build(conn, recipe, run_dir, planning.RunOptions(run_dir.parent, True, options.get("standin"),
                                                                      options.get("env")))  # fmt: skip
     job = executor.resume(plan, run.job_id)
@@ -135,16 +149,53 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
         status = "running" if executor.started(job) else "queued"
         if status != run.status:
             finish_run(conn, run.run_id, status=status)
-        return status
+        return Collected(status, edited)
     try:
         cmp, totals = _collect_and_compare(conn, plan, executor, job, executor.wait(job), prov)
     except VaultError as exc:
         prov["error"] = exc.message
         _close(conn, prov, run_dir, "failed")
-        return "failed"
+        return Collected("failed", edited)
     _write_report(plan, cmp, totals, conn)
     _close(conn, prov, run_dir, "finished", cmp)
-    return "finished"
+    return Collected("finished", edited)
+
+
+def stored_plan(plan, options: dict) -> dict:
+    """What plan.json keeps: the recipe's own bytes (its hash is the catalog's recipe_hash), the options, the plan."""
+    recipe = plan.recipe
+    return {"recipe": {"name": recipe.name, "path": str(recipe.path), "hash": recipe.hash,
+                       "source": recipe.source.decode("utf-8")},
+            "options": options, "plan": planning.describe(plan)}  # fmt: skip
+
+
+def queued_recipe(run, prov: dict) -> tuple[Recipe, str | None]:
+    """The recipe a run was queued with, from its plan.json (checked against the hash the catalog recorded), and a
+    line naming an edit of the recipe's file since (None when there is none). A run folder of an older vault has
+    no plan.json: it is judged by the recipe as it is now, and an edit since is named all the same."""
+    from cloudvault.repro.recipe import from_source, load
+
+    kept_at = Path(run.folder) / PLAN
+    name = prov["plan"]["recipe"]
+    try:
+        now = load(prov["plan"]["recipe_path"])
+    except VaultError as exc:
+        if not kept_at.is_file():
+            raise
+        now, gone = None, exc.message
+    if kept_at.is_file():
+        kept = json.loads(kept_at.read_text(encoding="utf-8"))["recipe"]
+        recipe = from_source(kept["name"], Path(kept["path"]), kept["source"].encode("utf-8"))
+        if recipe.hash != run.recipe_hash:
+            raise StoredPlanMismatch(run_id=run.run_id, path=kept_at, found=recipe.hash, recorded=run.recipe_hash)
+        judged = "it is judged by the recipe it was queued with (its plan.json)"
+    else:
+        recipe, judged = now, "its folder keeps no plan.json (an older vault queued it): it is judged by the recipe now"
+    if now is not None and now.hash == run.recipe_hash:
+        return recipe, None
+    change = f"now {now.hash}" if now is not None else f"now it does not load: {gone}"
+    edited = f"recipe {name} was edited after run {run.run_id} was queued (hash {run.recipe_hash}, {change})"
+    return recipe, f"{edited}; {judged}"
 
 
 def _provenance(conn: sqlite3.Connection, plan, run_id: str, checks: list, forced: list[str]) -> dict:
