@@ -4,9 +4,10 @@ The plan bin-packs the archives that need reading by compressed size, largest fi
 with its hash beside the catalog (`catalog.db.slurm/plan.json`). One sbatch job array runs one task per bin
 (`python -m cloudvault.index.slurm_task PLAN TASK`): each scans its archives into one self-contained shard on
 node-local scratch and renames it into `catalog.db.slurm/shards/`, never opening the catalog. A merge job
-(`--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`, or `vault index --merge` by hand) takes the writer
-lock, checks every shard against the plan, commits each archive from its shard with the same code a local
-`vault index` uses, then indexes the rest of the mirror (plain files, anything changed since the plan) locally.
+(`python -m cloudvault.index.slurm_merge CATALOG`, `--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`; or
+`vault index --merge` by hand) takes the writer lock, checks every shard against the plan, commits each archive
+from its shard with the same code a local `vault index` uses, then indexes the rest of the mirror (plain files,
+anything changed since the plan) locally.
 """
 
 from __future__ import annotations
@@ -186,10 +187,11 @@ def render_array(lay: Layout, plan: dict, partition: str | None) -> str:
 
 
 def render_merge(lay: Layout, plan: dict, partition: str | None) -> str:
-    """The merge job: `vault index --merge`, waiting for any other writer of the catalog."""
+    """The merge job: the private entry point index/slurm_merge.py (what `vault index --merge` does), waiting for any
+    other writer of the catalog; never the public grammar, which a later vault may spell otherwise."""
     name = f"vault-index-merge-{plan['hash'][:8]}"
     head = _sbatch_head(name, lay.folder / "logs" / "merge-%j.out", partition, lay.folder)
-    command = [sys.executable, "-P", "-m", "cloudvault", "--catalog", str(lay.catalog), "index", "--merge", "--wait"]
+    command = [sys.executable, "-P", "-m", "cloudvault.index.slurm_merge", str(lay.catalog)]
     return "\n".join([*head, "", f"exec {shlex.join(command)}"]) + "\n"
 
 
