@@ -77,8 +77,7 @@ def run(args) -> int:
         ui.emit(result.to_json())
     elif show:
         show(ui, result)
-    failure = getattr(result, "failure", lambda: None)()
-    if failure:
+    if failure := actions.failure(result):
         raise failure
     return errors.OK
 

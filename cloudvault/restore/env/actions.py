@@ -12,7 +12,7 @@ from cloudvault import errors
 from cloudvault.progress import Progress
 from cloudvault.restore.env.restore import Choices
 from cloudvault.restore.env.results import EnvList, EnvPlans, EnvsRestored
-from cloudvault.restore.env.source import EnvRecipe, EnvSource, local_caps
+from cloudvault.restore.env.source import ChecksFailed, EnvRecipe, EnvSource, local_caps
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,15 @@ def restore_envs(conn: sqlite3.Connection, recipe: EnvRecipe, options: EnvOption
         results.append(result)
         each(result)
     return EnvsRestored(recipe.name, tuple(results))
+
+
+def failure(result) -> ChecksFailed | None:
+    """ChecksFailed (exit 6) naming each smoke check of a restore that failed, or None (a list, a plan: None)."""
+    failed = result.failed_checks() if isinstance(result, EnvsRestored) else []
+    if not failed:
+        return None
+    return ChecksFailed(name=", ".join(r.name for r in result.restored),
+                        prefix=", ".join(r.target for r in result.restored), failed="; ".join(failed))  # fmt: skip
 
 
 def picked(conn: sqlite3.Connection, recipe: EnvRecipe, options: EnvOptions) -> list[EnvSource]:

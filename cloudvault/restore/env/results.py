@@ -208,12 +208,6 @@ class EnvsRestored(_Document):
     recipe: str
     restored: tuple[EnvRestored | EnvMoved | AlreadyRestored, ...]
 
-    def failure(self):
-        """ChecksFailed naming each smoke check that failed (the envs stay placed), or None."""
-        from cloudvault.restore.env.source import ChecksFailed
-
-        failed = [f"{r.name}: {c['name']}" for r in self.restored for c in r.checks if not c["ok"]]
-        if not failed:
-            return None
-        return ChecksFailed(name=", ".join(r.name for r in self.restored),
-                            prefix=", ".join(r.target for r in self.restored), failed="; ".join(failed))  # fmt: skip
+    def failed_checks(self) -> list[str]:
+        """'env: check' for each smoke check that failed (the envs stay placed)."""
+        return [f"{r.name}: {c['name']}" for r in self.restored for c in r.checks if not c["ok"]]
