@@ -120,15 +120,13 @@ def _shown(cmp, prov, args, ui) -> dict:
     """One run's comparison on the terminal (not with --json); its document."""
     from pathlib import Path
 
+    from cloudvault.cli.views import compare as view
     from cloudvault.repro import report
 
     doc = {**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
            "folder": str(Path(prov["plan"]["run_dir"]))}  # fmt: skip
     if not args.json:
-        ui.heading(report.headline(cmp))
-        for line in report.reason_lines(cmp):
-            ui.line(line)
-        report.print_table(cmp, all_rows=args.all_rows)
+        view.show(ui, cmp, all_rows=args.all_rows)
         ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
     return doc
 
@@ -200,7 +198,7 @@ def _dry_run(conn, recipe, options, args, ui) -> int:
         ui.emit(doc)
     else:
         processes = LocalExecutor().describe(plan)
-        _print_plan(ui, doc, processes)  # the commands as processes; then where they run, when that is elsewhere
+        _print_plan(ui, doc, processes, plan)  # the commands as processes; then where they run, when that is elsewhere
         if (where := chosen.describe(plan)) != processes:
             ui.heading(f"{chosen.name} executor")
             for line in where:
@@ -251,7 +249,7 @@ def _no_gpu_here(conn, plan) -> str | None:
             + (f"; the record ran on {ran_on}" if ran_on else ""))  # fmt: skip
 
 
-def _print_plan(ui, doc: dict, commands: list[str]) -> None:
+def _print_plan(ui, doc: dict, commands: list[str], plan) -> None:
     ui.heading(f"{doc['recipe']} reproduces {doc['entry']} ({doc['kind']}; runner: {doc['runner']})")
     ui.line(f"  record     {doc['entry']}/{doc['record']['folder']} {' '.join(doc['record']['files'])}".rstrip())
     ui.line(f"  run folder {doc['run_dir']} (new)")
@@ -281,8 +279,9 @@ def _print_plan(ui, doc: dict, commands: list[str]) -> None:
     ui.line(f"  command    {commands[0].split(': ', 1)[1]}")
     from cloudvault.repro.plan import cores_here, pinnable
 
-    spans = [tuple(map(int, p["cpu_cores"].split("-"))) for p in doc["processes"] if p["cpu_cores"]]
-    pinned = all(pinnable(list(range(a, b + 1))) for a, b in spans)
+    pins = [p.cpu_cores for p in plan.processes if p.cpu_cores]  # the plan's core lists, not the document's text
+    spans = [(cores[0], cores[-1]) for cores in pins]
+    pinned = all(pinnable(cores) for cores in pins)
     where = [f"{p['name']} ({' '.join(f'{k}={v}' for k, v in p['env'].items())}"
              f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] and pinned else ''})"
              for p in doc["processes"]]  # fmt: skip

@@ -27,7 +27,8 @@ from cloudvault.errors import (
 from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
-from cloudvault.repro.compare import RunComparison, compare_files, compare_runs, settings_differences
+from cloudvault.repro.compare import RunComparison, compare_files
+from cloudvault.repro.judge import CompareConfig, judge, write_report
 from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
@@ -339,11 +340,11 @@ def compare_with_record(conn: sqlite3.Connection, plan, more_noise: tuple[dict, 
     record_settings = {**record.settings, **_about(recorded_about.get(RUN_ABOUT))}
     produced_about = (work / RUN_ABOUT).read_bytes() if (work / RUN_ABOUT).is_file() else None
     new_settings = {**plan.run_settings, **_about(produced_about)}
-    diff = settings_differences(record_settings, new_settings, plan.compare_settings)
-    repetitions = [from_entry(conn, plan.entry_id, folder=f).rows for f in plan.recipe.repetitions()]
-    cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie,
-                       baselines=[*repetitions, *more_noise], floors=plan.recipe.noise_floors())  # fmt: skip
-    return cmp, (record.totals(), new.totals())
+    repetitions = tuple(from_entry(conn, plan.entry_id, folder=f).rows for f in plan.recipe.repetitions())
+    config = CompareConfig(plan.rules, plan.compare_settings, plan.near_tie, plan.recipe.noise_floors())
+    judged = judge(record, new, config, more_noise=(*repetitions, *more_noise),
+                   settings=(record_settings, new_settings))  # fmt: skip
+    return judged.comparison, judged.totals
 
 
 def _about(data: bytes | None) -> dict:
@@ -351,15 +352,13 @@ def _about(data: bytes | None) -> dict:
 
 
 def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None, conn=None) -> None:
-    write_text(plan.run_dir / "compare.csv", report.compare_csv(cmp), force=False)
-    label_a, label_b = f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")
-    plot = None
+    """The run folder's compare.csv, timings.png and REPORT.md, as `vault compare --out` writes them."""
+    rows = None
     if cmp.timings and conn is not None and plan.recipe.kind == "harness":
         from cloudvault.repro.sources import from_entry
 
         record = from_entry(conn, plan.entry_id, folder=plan.record_folder).rows
-        plot = report.write_plot(cmp, record, run_rows(plan.run_dir), plan.run_dir / report.PLOT, "record", "this run")
-    baselines = tuple(f"{plan.entry_id}/{f}" for f in plan.recipe.repetitions())
-    text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals, baselines=baselines,
-                            plot=plot)  # fmt: skip
-    write_text(plan.run_dir / "REPORT.md", text, force=False)
+        rows = (("record", record), ("this run", run_rows(plan.run_dir)))
+    write_report(plan.run_dir, cmp, title=f"vault repro {plan.recipe.name}",
+                 labels=(f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")), totals=totals,
+                 baselines=tuple(f"{plan.entry_id}/{f}" for f in plan.recipe.repetitions()), plotted=rows)  # fmt: skip

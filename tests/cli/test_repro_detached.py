@@ -101,3 +101,16 @@ def test_vault_runs_only_reads_and_vault_runs_collect_collects(demo_catalog, vau
     requests = vault("--catalog", db, "runs", "--requests", run["run_id"], "--json")
     check(json.loads(requests.out), "runs.md", "--requests")
     assert vault("--catalog", db, "runs", "014", "015").code == 2
+
+
+def test_repro_compare_and_detach_json_are_the_documented_shapes(demo_catalog, vault, tmp_path, fake_slurm):
+    db = str(demo_catalog)
+    compared = vault("--catalog", db, "compare", "014", f"014/{REP2}", "--json")
+    assert compared.code == 10, compared.err  # the known divergence of rep2
+    check(json.loads(compared.out), "compare.md", "compare")
+    ran = vault("--catalog", db, "repro", "014_ss20_temp0", "--standin", "--out", str(tmp_path / "a"), "--json")
+    assert ran.code == 0, ran.err
+    check(json.loads(ran.out), "repro.md", "repro")
+    queued = vault("--catalog", db, "repro", "014_ss20_temp0", "--standin", "--executor", "slurm", "--detach",
+                   "--out", str(tmp_path / "b"), "--json")  # fmt: skip
+    check(json.loads(queued.out), "repro.md", "--detach")
