@@ -12,21 +12,30 @@ import sys
 from pathlib import Path
 
 from cloudvault import errors
+from cloudvault.index.slurm_results import Merged
 
 USAGE = "usage: python -P -m cloudvault.index.slurm_merge CATALOG"
 
 
-def run_merge(catalog: Path) -> tuple[str, int]:
-    """The plan merged into catalog (waiting for another writer): a line for the job's log, and the exit code."""
+def merge_plan(catalog: Path, *, wait: bool, progress=None) -> Merged:
+    """The catalog's Slurm plan merged (waiting for another writer when wait): what `vault index --merge` and the
+    merge job both do."""
     from cloudvault.index.merge import merge
 
-    report, info = merge(catalog, wait=True)
-    if info["already"]:
+    report, info = merge(catalog, wait=wait, progress=progress)
+    return Merged(str(catalog), info, report)
+
+
+def run_merge(catalog: Path) -> tuple[str, int]:
+    """The plan merged into catalog (waiting for another writer): a line for the job's log, and the exit code."""
+    done = merge_plan(catalog, wait=True)
+    info, report = done.info, done.report
+    if done.already:
         return f"plan {info['plan'][:12]} was merged at {info['at']}: nothing to do", errors.OK
     line = (f"merged plan {info['plan'][:12]} into {catalog}: {info['from_shards']} archives from "
             f"{info['shards']} shards; {report.files_seen} files seen, {report.members_indexed} members, "
             f"{report.seconds:.2f} s")  # fmt: skip
-    return line, errors.INTEGRITY if report.damaged else errors.OK
+    return line, errors.INTEGRITY if done.damaged else errors.OK
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,8 @@ blocks are the snapshot a real run's document must match (every field documented
 
 A block is a fenced ```text block whose first line is `json fields: NAME`; each further line is `PATH TYPE`:
 PATH is a dotted path (`a[]` is each item of list a), TYPE one or more of str int float bool null list object
-map joined by `|` (`map`: an object whose keys are data, not field names; it is not looked into)."""
+map absent joined by `|` (`map`: an object whose keys are data, not field names; it is not looked into; `absent`: a
+top-level field some documents of the command leave out)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,6 @@ def check(document, page: str, name: str) -> None:
     wrong = {p: sorted(t - fields[p] - ({"int"} if "float" in fields[p] else set())) for p, t in real.items()}
     wrong = {p: t for p, t in wrong.items() if t}
     assert not wrong, f"{page} `{name}`: types not documented: {wrong}"
-    top = [p for p in fields if "." not in p and "[]" not in p]
+    top = [p for p, t in fields.items() if "." not in p and "[]" not in p and "absent" not in t]
     missing = [p for p in top if p not in real] if isinstance(document, dict) else []
     assert not missing, f"{page} `{name}`: documented fields missing from a real run: {missing}"

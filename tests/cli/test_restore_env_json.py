@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sqlite3
-
-import pytest
-from conftest import REPO
 
 from tests.cli.json_shapes import check
 
@@ -51,11 +47,3 @@ def test_the_operations_hand_the_cli_frozen_typed_results():
     for cls in (results.EnvPlan, results.EnvRestored, results.EnvMoved, results.MovePlan, results.EnvListed,
                 results.EnvList, results.EnvPlans, results.EnvsRestored):  # fmt: skip
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
-
-
-@pytest.mark.parametrize("module", ["restore_env"])
-def test_command_modules_read_no_result_by_string_key(module):
-    """The seam is typed: a command module reads its result's attributes, never r["key"]."""
-    text = (REPO / "cloudvault/cli" / f"{module}.py").read_text()
-    reads = re.findall(r"\b\w+\[\"\w+\"\]", text)
-    assert reads == [], f"cli/{module}.py reads results by string key: {reads[:10]}"

@@ -4,34 +4,13 @@ restore-env.md says its fields); the fields are in the order the JSON has them."
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
-
-class _Document:
-    """to_json(): the fields, in order, as plain JSON values (tuples become lists, nested results documents); a
-    field marked SHOWN_ONLY is for the terminal's view, not the document."""
-
-    def to_json(self) -> dict:
-        fields = [f for f in dataclasses.fields(self) if f.metadata.get("json", True)]
-        return {f.name: _plain(getattr(self, f.name)) for f in fields}
-
-
-SHOWN_ONLY = {"json": False}
-
-
-def _plain(value):
-    if isinstance(value, _Document):
-        return value.to_json()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+from cloudvault.documents import SHOWN_ONLY, Document
 
 
 @dataclass(frozen=True)
-class EnvListed(_Document):
+class EnvListed(Document):
     """One env as `--list` shows it, from member names alone."""
 
     name: str
@@ -50,7 +29,7 @@ class EnvListed(_Document):
 
 
 @dataclass(frozen=True)
-class EnvPlan(_Document):
+class EnvPlan(Document):
     """What a restore of one env would do (`--dry-run`), from the catalog and conda-meta alone."""
 
     name: str
@@ -77,7 +56,7 @@ class EnvPlan(_Document):
 
 
 @dataclass(frozen=True)
-class MovePlan(_Document):
+class MovePlan(Document):
     """What `--move FROM --dry-run` would do: the prefix the env's files speak (its marker's), bytes, space."""
 
     name: str
@@ -94,7 +73,7 @@ class MovePlan(_Document):
 
 
 @dataclass(frozen=True)
-class Verified(_Document):
+class Verified(Document):
     """The staged bytes checked: against conda-meta's sha256 and pip RECORD files, and the catalog's BLAKE3."""
 
     conda_checked: int
@@ -106,7 +85,7 @@ class Verified(_Document):
 
 
 @dataclass(frozen=True)
-class PythonUsed(_Document):
+class PythonUsed(Document):
     """The interpreter a restored venv runs on: its base, version, and the one --python replaced."""
 
     base: str | None
@@ -115,7 +94,7 @@ class PythonUsed(_Document):
 
 
 @dataclass(frozen=True)
-class AlreadyRestored(_Document):
+class AlreadyRestored(Document):
     """The target already holds this archive's env at this prefix: nothing done, nothing recorded."""
 
     name: str
@@ -132,7 +111,7 @@ class AlreadyRestored(_Document):
 
 
 @dataclass(frozen=True)
-class EnvRestored(_Document):
+class EnvRestored(Document):
     """One env restored at target: what was written, verified, relocated and checked."""
 
     name: str
@@ -160,7 +139,7 @@ class EnvRestored(_Document):
 
 
 @dataclass(frozen=True)
-class EnvMoved(_Document):
+class EnvMoved(Document):
     """An env vault restored, moved to a new prefix (relocated again) and its old folder removed."""
 
     name: str
@@ -183,7 +162,7 @@ class EnvMoved(_Document):
 
 
 @dataclass(frozen=True)
-class EnvList(_Document):
+class EnvList(Document):
     """`vault restore env RECIPE --list`."""
 
     recipe: str
@@ -194,7 +173,7 @@ class EnvList(_Document):
 
 
 @dataclass(frozen=True)
-class EnvPlans(_Document):
+class EnvPlans(Document):
     """`vault restore env RECIPE --dry-run`: one plan per env (a move's plan with --move)."""
 
     recipe: str
@@ -202,7 +181,7 @@ class EnvPlans(_Document):
 
 
 @dataclass(frozen=True)
-class EnvsRestored(_Document):
+class EnvsRestored(Document):
     """`vault restore env RECIPE ...`: each env restored (or moved, or already there), in the order placed."""
 
     recipe: str
