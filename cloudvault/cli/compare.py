@@ -81,7 +81,7 @@ def _compare(args, ui, connect) -> int:
         for r in baselines:
             ui.line(f"  baseline {r.where}")
         view.show(ui, judged.comparison, all_rows=args.all_rows)
-        ui.line(_totals_line(judged.totals))
+        view.show_totals(ui, judged.totals)
     if args.expect:
         return errors.OK if judged.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
     return errors.OK if judged.verdict in compare.PASSING else errors.REPRO_MISMATCH
@@ -101,14 +101,6 @@ def _config(name, a):
     if recipe is None:
         return CompareConfig(dict(DEFAULT_RULES), None, DEFAULT_NEAR_TIE, {})
     return CompareConfig(*recipe.compare_config(), recipe.noise_floors())
-
-
-def _totals_line(totals) -> str:
-    a, b = totals
-    return (f"totals (measured): A {a['output_tokens']:,} tok, {a['tokens_per_s']} tok/s, TTFT {a['ttft_mean_s']}/"
-            f"{a['ttft_median_s']} s, TPOT {a['tpot_mean_ms']}/{a['tpot_median_ms']} ms, {a['hit_cap']} at cap; "
-            f"B {b['output_tokens']:,} tok, {b['tokens_per_s']} tok/s, TTFT {b['ttft_mean_s']}/{b['ttft_median_s']} s, "
-            f"TPOT {b['tpot_mean_ms']}/{b['tpot_median_ms']} ms, {b['hit_cap']} at cap")  # fmt: skip
 
 
 def _write(out, judged) -> None:

@@ -71,7 +71,7 @@ def run(args, conn) -> int:
         ui.emit([r._asdict() for r in found])
         return errors.OK if found else errors.NOTHING_FOUND
     if not found:
-        ui.line(f"no runs recorded{' for ' + scope['entry_id'] if scope else ''}; try `vault repro --list`")
+        ui.line(f"no runs recorded{' for ' + scope.get('entry_id', '') if scope else ''}; try `vault repro --list`")
         return errors.NOTHING_FOUND
     ui.line(f"{'RUN':<{len(found[0].run_id)}}  WHERE  STATUS      VERDICT          STARTED, then the folder")
     for r in found:

@@ -29,12 +29,14 @@ from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
 from cloudvault.repro.compare import RunComparison, compare_files
 from cloudvault.repro.judge import CompareConfig, judge, write_report
+from cloudvault.repro.outcomes import RunBatch, RunJudged, RunQueued
 from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
 RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
 PLAN = "plan.json"  # the plan a run was started with and the recipe's own bytes: a detached run is judged by it
-Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
+# what the CLI shows as a run goes: lines, a staging bar, and each run of a batch judged (index, RunJudged)
+Feedback = namedtuple("Feedback", "line progress judged", defaults=(None,))
 Collected = namedtuple("Collected", "status edited")  # a detached run's status now; the recipe edit since, named
 
 
@@ -65,15 +67,15 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe) -> tuple[s
 
 def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
               feedback: Feedback | None = None, detach: bool = False,
-              more_noise: tuple[dict, ...] = ()) -> tuple[RunComparison | None, dict]:  # fmt: skip
-    """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6).
-    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs collect` collects.
+              more_noise: tuple[dict, ...] = ()) -> RunJudged | RunQueued:  # fmt: skip
+    """Run the recipe and compare with the record. Preflight failures raise PreflightFailed (exit 6).
+    detach: return once the job is submitted and recorded as queued (RunQueued); `vault runs collect` collects.
     more_noise: rows of earlier runs of this --repeat batch, measuring the timing noise beside the record's own
     repetitions."""
     from cloudvault.catalog.records import finish_run, start_run
     from cloudvault.repro.executors import with_executor_checks
 
-    say, progress = feedback or Feedback(lambda text: None, Progress())
+    say, progress, _ = feedback or Feedback(lambda text: None, Progress())
     run_id, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), executor, plan)
@@ -100,7 +102,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         if detach:
             prov["status"] = "queued"
             _write_json(run_dir / results.PROVENANCE, prov)
-            return None, prov
+            return RunQueued(run_id, prov.get("job_id"), entry=recipe.entry)
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
         cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov, more_noise)
@@ -116,7 +118,27 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")
         raise
-    return cmp, prov
+    return RunJudged(run_id, str(run_dir), plan.record_folder, cmp)
+
+
+def reproduce_batch(conn: sqlite3.Connection, recipe: Recipe, executors, options: planning.RunOptions,
+                    feedback: Feedback | None = None, *, repeat: int = 1,
+                    detach: bool = False) -> RunBatch | RunQueued:  # fmt: skip
+    """`vault repro` (--repeat N): N runs, each judged against the record as it ends (feedback.judged), the timing
+    noise growing with the batch's earlier runs; executors(i) is the i-th run's executor. A detached run is one
+    run: RunQueued."""
+    earlier: list[dict] = []
+    judged = []
+    for i in range(repeat):
+        done = reproduce(conn, recipe, executors(i), options, feedback, detach=detach, more_noise=tuple(earlier))
+        if isinstance(done, RunQueued):
+            return done
+        if feedback and feedback.judged:
+            feedback.judged(i, done)
+        judged.append(done)
+        if recipe.kind == "harness":
+            earlier.append(run_rows(done.folder))
+    return RunBatch(tuple(judged))
 
 
 def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: list[int], prov: dict,

@@ -114,3 +114,21 @@ def test_repro_compare_and_detach_json_are_the_documented_shapes(demo_catalog, v
     queued = vault("--catalog", db, "repro", "014_ss20_temp0", "--standin", "--executor", "slurm", "--detach",
                    "--out", str(tmp_path / "b"), "--json")  # fmt: skip
     check(json.loads(queued.out), "repro.md", "--detach")
+
+
+def test_repro_list_dry_run_and_repeat_json_are_the_documented_shapes(demo_catalog, vault, tmp_path):
+    db = str(demo_catalog)
+    listed = vault("--catalog", db, "repro", "--list", "--json")
+    assert listed.code == 0, listed.err
+    check(json.loads(listed.out), "repro.md", "--list")
+    planned = vault("--catalog", db, "repro", "014_ss20_temp0", "--standin", "--dry-run", "--out", str(tmp_path),
+                    "--json")  # fmt: skip
+    assert planned.code == 0, planned.err
+    check(json.loads(planned.out), "repro.md", "--dry-run")
+    repeated = vault("--catalog", db, "repro", "014_ss20_temp0", "--standin", "--repeat", "2", "--out",
+                     str(tmp_path / "r"), "--json")  # fmt: skip
+    assert repeated.code == 0, repeated.err
+    doc = json.loads(repeated.out)
+    check(doc, "repro.md", "--repeat")
+    for run in doc["runs"]:
+        check(run, "repro.md", "repro")

@@ -15,6 +15,15 @@ def show(ui, cmp, *, all_rows: bool = False) -> None:
     print_table(cmp, all_rows=all_rows)
 
 
+def show_totals(ui, totals) -> None:
+    """The measured totals of A and B on one line."""
+    a, b = totals
+    ui.line(f"totals (measured): A {a['output_tokens']:,} tok, {a['tokens_per_s']} tok/s, TTFT {a['ttft_mean_s']}/"
+            f"{a['ttft_median_s']} s, TPOT {a['tpot_mean_ms']}/{a['tpot_median_ms']} ms, {a['hit_cap']} at cap; "
+            f"B {b['output_tokens']:,} tok, {b['tokens_per_s']} tok/s, TTFT {b['ttft_mean_s']}/{b['ttft_median_s']} s, "
+            f"TPOT {b['tpot_mean_ms']}/{b['tpot_median_ms']} ms, {b['hit_cap']} at cap")  # fmt: skip
+
+
 def print_table(cmp, *, all_rows: bool = False) -> None:
     """The per-request table on the terminal (rich), the non-identical rows first; identical ones only with all."""
     import sys
