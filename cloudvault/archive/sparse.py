@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from cloudvault.archive.numbers import parse_number
+
 Piece = tuple[int, int]
 CHUNK = 1 << 20
 ZEROS = memoryview(bytes(CHUNK))
@@ -44,8 +46,6 @@ def oldgnu_entries(area: bytes) -> list[Piece]:
 
 
 def _octal(field: bytes, what: str) -> int:
-    from cloudvault.archive.tar import parse_number  # tar imports this module
-
     try:
         return parse_number(field)
     except ValueError:

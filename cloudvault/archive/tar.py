@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
 
 from cloudvault.archive import sparse
+from cloudvault.archive.numbers import parse_number  # sparse maps read it too: it sits below both
 
 BLOCK = 512
 ZERO_BLOCK = bytes(BLOCK)
@@ -70,19 +71,6 @@ class TarHeader(NamedTuple):
     data_offset: int
     sparse: list[tuple[int, int]] | None  # a sparse member's pieces (offset, length); size is the expanded size
     problems: tuple[str, ...]  # fields that could not be read, as GNU tar would report them
-
-
-def parse_number(field: bytes) -> int:
-    """An octal field, or GNU base-256 when the high bit of the first byte is set."""
-    if field and field[0] & 0x80:
-        value = int.from_bytes(field, "big") & ~(0x80 << (8 * (len(field) - 1)))
-        return value - (1 << (8 * len(field) - 1)) if field[0] == 0xFF else value
-    digits = field.partition(b"\0")[0].strip(b" ")
-    if not digits:
-        return 0
-    if not digits.isdigit() or not digits.isascii():  # int() would take a sign, '_' or inner spaces
-        raise ValueError(f"not an octal number: {digits[:20]!r}")
-    return int(digits, 8)
 
 
 SIGNED_BYTES = struct.Struct("148b8x356b")  # a header's bytes as signed chars, the checksum field left out

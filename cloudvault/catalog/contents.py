@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from cloudvault.catalog.query import entry_filter
+from cloudvault.catalog.rows import records_of
 from cloudvault.models import Member
 
 
@@ -68,6 +69,7 @@ def members_between(
 def plain_members(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> list[Member]:
     """Plain files as Members (path still the mirror path; archive None), in path order."""
     marks = ", ".join("?" * len(file_ids))
-    sql = ("SELECT mirror_id, entry_id, path, raw_path, 'file', size, mode, mtime_ns, blake3, NULL, NULL, id, 0 "
+    sql = ("SELECT mirror_id, entry_id, path, raw_path, 'file' AS type, size, mode, mtime_ns AS mtime, blake3, "
+           "NULL AS link_target, NULL AS archive, id AS file_id, 0 AS data_offset "
            f"FROM files WHERE id IN ({marks}) ORDER BY path")  # fmt: skip
-    return [Member(*row) for row in conn.execute(sql, file_ids)]
+    return records_of(Member, conn.execute(sql, file_ids))

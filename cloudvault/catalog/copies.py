@@ -17,7 +17,8 @@ Candidate = namedtuple("Candidate", "archive_id file_id path raw_path size mtime
 
 def copy_candidates(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[Candidate]:
     """Archives of the scope read whole and without a seekable copy yet, by path."""
-    columns = "a.id, f.id, f.path, f.raw_path, f.size, f.mtime_ns, f.blake3, m.root, f.entry_id"
+    columns = ("a.id AS archive_id, f.id AS file_id, f.path, f.raw_path, f.size, f.mtime_ns, f.blake3, m.root, "
+               "f.entry_id")
     rest = "JOIN archives a ON a.file_id = f.id WHERE a.status = 'ok' AND a.id NOT IN (SELECT archive_id FROM seekable)"
     return files_in_scope(conn, Candidate, columns, rest, scope)
 

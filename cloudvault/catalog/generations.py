@@ -16,11 +16,14 @@ from collections import namedtuple
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from cloudvault.catalog.rows import record_of, records_of
+
 COUNTS = ("seen", "read", "added", "modified", "removed", "changed_in_place", "newly_damaged")
 
 Recorded = namedtuple("Recorded", "file_id kind size mtime_ns link_target blake3 generation archive_id status")
 # one version of a path as a generation held it: history_id None for the files row (still current)
 Held = namedtuple("Held", "path kind blake3 generation file_id history_id archive")
+HeldIn = namedtuple("HeldIn", ("mirror_id", *Held._fields))  # a Held with its mirror, as the SELECT reads it
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,12 @@ def recorded(conn: sqlite3.Connection, mirror_id: int | None, path: str) -> Reco
     """The version of path the catalog holds now, as the reference a new read is compared with."""
     if mirror_id is None:
         return None
-    row = conn.execute(
-        "SELECT f.id, f.kind, f.size, f.mtime_ns, f.link_target, f.blake3, f.generation, a.id, a.status "
-        "FROM files f LEFT JOIN archives a ON a.file_id = f.id WHERE f.mirror_id = ? AND f.path = ?",
+    return record_of(Recorded, conn.execute(
+        "SELECT f.id AS file_id, f.kind, f.size, f.mtime_ns, f.link_target, f.blake3, f.generation, "
+        "a.id AS archive_id, a.status FROM files f LEFT JOIN archives a ON a.file_id = f.id "
+        "WHERE f.mirror_id = ? AND f.path = ?",
         (mirror_id, path),
-    ).fetchone()
-    return Recorded(*row) if row else None
+    ))  # fmt: skip
 
 
 def stamp(conn: sqlite3.Connection, file_id: int, generation: int) -> None:
@@ -144,18 +147,20 @@ def note(conn: sqlite3.Connection, generation: int, mirror_id: int, path: str, k
 def held(conn: sqlite3.Connection, generation: int) -> dict[tuple[int, str], Held]:
     """(mirror id, path) -> the version generation held, of every mirror."""
     found: dict[tuple[int, str], Held] = {}
-    for mirror_id, *row in conn.execute(
-        "SELECT f.mirror_id, f.path, f.kind, f.blake3, f.generation, f.id, NULL, a.id IS NOT NULL FROM files f "
-        "LEFT JOIN archives a ON a.file_id = f.id WHERE f.generation <= ?",
+    current = conn.execute(
+        "SELECT f.mirror_id, f.path, f.kind, f.blake3, f.generation, f.id AS file_id, NULL AS history_id, "
+        "a.id IS NOT NULL AS archive FROM files f LEFT JOIN archives a ON a.file_id = f.id WHERE f.generation <= ?",
         (generation,),
-    ):
-        found[(mirror_id, row[0])] = Held(*row)
-    for mirror_id, *row in conn.execute(
-        "SELECT mirror_id, path, kind, blake3, generation, NULL, id, archive FROM file_history "
-        "WHERE generation <= ? AND replaced_in > ?",
+    )
+    for version in records_of(HeldIn, current):
+        found[(version.mirror_id, version.path)] = Held(*version[1:])
+    replaced = conn.execute(
+        "SELECT mirror_id, path, kind, blake3, generation, NULL AS file_id, id AS history_id, archive "
+        "FROM file_history WHERE generation <= ? AND replaced_in > ?",
         (generation, generation),
-    ):
-        found[(mirror_id, row[0])] = Held(*row)
+    )
+    for version in records_of(HeldIn, replaced):
+        found[(version.mirror_id, version.path)] = Held(*version[1:])
     return found
 
 

@@ -7,15 +7,18 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from cloudvault.catalog.query import entry_filter
+from cloudvault.catalog.rows import records_of
 from cloudvault.models import Member
 
 HashedFile = namedtuple("HashedFile", "file_id root path raw_path size blake3 archive_id")
 Flagged = namedtuple("Flagged", "path member kind detail")
+Unhashed = namedtuple("Unhashed", "path")
 KEPT_FLAGS = ("changed_in_place", "damaged_frame", "damaged_member")  # see index/versions.py
 
 _MEMBERS = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
-    "mb.link_target, f.path, f.id, mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb "
+    "mb.link_target, f.path AS archive, f.id AS file_id, mb.data_offset, mb.raw_link_target, mb.sparse_map "
+    "FROM members mb "
     "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
     "WHERE mb.type = 'file' AND mb.blake3 IS NOT NULL"
 )
@@ -23,11 +26,11 @@ _MEMBERS = (
 
 def files_in_scope(conn: sqlite3.Connection, row: Callable, columns: str, rest: str,
                    scope: tuple[int, str] | None) -> list:  # fmt: skip
-    """row(*columns) for each file of the scope (one entry when scoped), by path: files f joined to its mirror m,
-    then rest (more joins and a WHERE clause)."""
+    """A row (a namedtuple, its fields by column name) for each file of the scope (one entry when scoped), by path:
+    files f joined to its mirror m, then rest (more joins and a WHERE clause)."""
     where, args = entry_filter("f", scope)
     sql = f"SELECT {columns} FROM files f JOIN mirrors m ON m.id = f.mirror_id {rest}{where} ORDER BY f.path"
-    return [row(*r) for r in conn.execute(sql, args)]
+    return records_of(row, conn.execute(sql, args))
 
 
 def integrity_problem(conn: sqlite3.Connection) -> str | None:
@@ -38,7 +41,7 @@ def integrity_problem(conn: sqlite3.Connection) -> str | None:
 
 def hashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[HashedFile]:
     """Plain files and archives of the scope with a recorded BLAKE3, by path; archive_id set for archives."""
-    columns = "f.id, m.root, f.path, f.raw_path, f.size, f.blake3, a.id"
+    columns = "f.id AS file_id, m.root, f.path, f.raw_path, f.size, f.blake3, a.id AS archive_id"
     rest = "LEFT JOIN archives a ON a.file_id = f.id WHERE f.kind = 'file' AND f.blake3 IS NOT NULL"
     return files_in_scope(conn, HashedFile, columns, rest, scope)
 
@@ -46,19 +49,20 @@ def hashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> lis
 def unhashed_files(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[str]:
     """Regular files of the scope that were never hashed (unreadable when indexed, or a name that held a
     credential): verify cannot check them."""
-    return files_in_scope(conn, str, "f.path", "WHERE f.kind = 'file' AND f.blake3 IS NULL", scope)
+    unhashed = files_in_scope(conn, Unhashed, "f.path", "WHERE f.kind = 'file' AND f.blake3 IS NULL", scope)
+    return [u.path for u in unhashed]
 
 
 def hashed_members(conn: sqlite3.Connection, archive_id: int) -> list[Member]:
     """The archive's file members with a recorded BLAKE3, in archive order."""
     sql = _MEMBERS + " AND a.id = ? ORDER BY mb.data_offset"
-    return [Member(*r) for r in conn.execute(sql, (archive_id,))]
+    return records_of(Member, conn.execute(sql, (archive_id,)))
 
 
 def all_hashed_members(conn: sqlite3.Connection) -> list[Member]:
     """Every file member with a recorded BLAKE3 of every archive read whole, in read order."""
     sql = _MEMBERS + " AND a.status = 'ok' ORDER BY f.path, mb.data_offset"
-    return [Member(*r) for r in conn.execute(sql)]
+    return records_of(Member, conn.execute(sql))
 
 
 def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
@@ -86,8 +90,9 @@ def flagged_objects(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> 
         (*KEPT_FLAGS, *args),
     )
     unread = conn.execute(
-        "SELECT f.path, NULL, a.status, 'flagged ' || a.status || ' when indexed: not all of it could be read' "
+        "SELECT f.path, NULL AS member, a.status AS kind, "
+        "'flagged ' || a.status || ' when indexed: not all of it could be read' AS detail "
         f"FROM archives a JOIN files f ON f.id = a.file_id WHERE a.status != 'ok'{where} ORDER BY f.path",
         args,
     )
-    return [Flagged(*r) for r in [*kept, *unread]]
+    return records_of(Flagged, kept) + records_of(Flagged, unread)

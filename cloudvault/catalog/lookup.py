@@ -5,22 +5,24 @@ from __future__ import annotations
 import sqlite3
 
 from cloudvault.catalog.query import like_escape
+from cloudvault.catalog.rows import record_of, records_of
 from cloudvault.models import Frame, Member
 
 MEMBER_SELECT = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
-    "mb.link_target, f.path, f.id, mb.data_offset, mb.raw_link_target, mb.sparse_map FROM members mb "
+    "mb.link_target, f.path AS archive, f.id AS file_id, mb.data_offset, mb.raw_link_target, mb.sparse_map "
+    "FROM members mb "
     "JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id WHERE f.mirror_id = ? AND f.entry_id = ?"
 )
 FILE_SELECT = (
-    "SELECT mirror_id, entry_id, path, raw_path, kind, size, mode, mtime_ns, blake3, link_target, NULL, id, 0 "
+    "SELECT mirror_id, entry_id, path, raw_path, kind AS type, size, mode, mtime_ns AS mtime, blake3, link_target, "
+    "NULL AS archive, id AS file_id, 0 AS data_offset "
     "FROM files f WHERE f.mirror_id = ? AND f.entry_id = ?"
 )
 
 
-def _plain_member(row: tuple) -> Member:
+def _plain_member(member: Member) -> Member:
     """A files row as a Member: its path within the entry, seconds for mtime, the file's own id."""
-    member = Member(*row)
     prefix = f"{member.entry_id}/" if member.entry_id else ""
     kind = "file" if member.type == "file" else "symlink"
     return member._replace(path=member.path[len(prefix) :], type=kind, mtime=member.mtime // 10**9)
@@ -41,13 +43,13 @@ class EntryMembers:
 
     def _members(self, where: str, args: list, order: str = "") -> list[Member]:
         sql = MEMBER_SELECT + self.archive_sql + where + order
-        return [Member(*r) for r in self.conn.execute(sql, [*self.scope, *self.archive_args, *args])]
+        return records_of(Member, self.conn.execute(sql, [*self.scope, *self.archive_args, *args]))
 
     def _files(self, where: str, args: list) -> list[Member]:
         if self.members_only:
             return []
         sql = FILE_SELECT + where + " ORDER BY path"
-        return [_plain_member(r) for r in self.conn.execute(sql, [*self.scope, *args])]
+        return [_plain_member(m) for m in records_of(Member, self.conn.execute(sql, [*self.scope, *args]))]
 
     def exact(self, path: str) -> list[Member]:
         members = [m for m in self._members(" AND mb.path = ?", [path]) if m.type != "dir"]
@@ -74,12 +76,11 @@ class EntryMembers:
 def member_before(conn: sqlite3.Connection, file_id: int, path: str, offset: int) -> Member | None:
     """The last member at path stored before offset in the archive whose files row is file_id: what a hardlink
     at offset links to (a later member of that name, a `tar -r` update, is not its target)."""
-    row = conn.execute(
+    return record_of(Member, conn.execute(
         MEMBER_SELECT.replace("WHERE f.mirror_id = ? AND f.entry_id = ?", "WHERE f.id = ?")
         + " AND mb.path = ? AND mb.data_offset < ? ORDER BY mb.data_offset DESC LIMIT 1",
         (file_id, path, offset),
-    ).fetchone()
-    return Member(*row) if row else None
+    ))  # fmt: skip
 
 
 class ArchiveLocation:
@@ -104,7 +105,7 @@ def frame_table(conn: sqlite3.Connection, archive_id: int, *, seekable_copy: boo
     """The frames of the archive, or of its seekable copy."""
     table = "seekable_frames" if seekable_copy else "frames"
     sql = f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {table} WHERE archive_id = ? ORDER BY idx"
-    return [Frame(*r) for r in conn.execute(sql, (archive_id,))]
+    return records_of(Frame, conn.execute(sql, (archive_id,)))
 
 
 def file_location(conn: sqlite3.Connection, file_id: int) -> tuple[str, str, bytes | None, int, int]:

@@ -104,26 +104,6 @@ def forget(records: Iterable[tuple[str, str]]) -> None:
     _change(lambda current: [row for row in current if (row.root, row.catalog) not in gone])
 
 
-def still_held(root: str, catalog: str) -> bool:
-    """Whether the record's catalog still exists and lists its root (read without creating anything there); a
-    catalog that cannot be read counts as holding it, so it is never forgotten by mistake."""
-    import sqlite3
-
-    from cloudvault.catalog.db import _connect
-    from cloudvault.catalog.mirror_guard import known_roots
-
-    if not os.path.isfile(catalog):
-        return False
-    try:
-        conn = _connect(catalog, readonly=True, immutable=True)
-        try:
-            return root in known_roots(conn)
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return True
-
-
 def _change(edit: Callable[[list[Registered]], list[Registered]]) -> None:
     """Read, edit and rewrite the registry under its lock; unchanged, it is not rewritten."""
     from cloudvault.atomic import atomic_write

@@ -176,8 +176,6 @@ def mirrors_named(known: list[KnownMirror], name: str, catalog: str) -> list[Kno
     """What `vault mirrors rm NAME` removes: the active catalog's mirror of that name (or root), else the
     registry's records of it whose catalog no longer holds it (forgotten together). One another catalog still
     holds is refused, naming that catalog."""
-    from cloudvault.catalog.mirror_registry import still_held
-
     root = os.path.realpath(name) if os.sep in name else None
     matches = [k for k in known if name in (k.name, k.root) or k.root == root]
     if active := [k for k in matches if k.in_active_catalog]:
@@ -203,3 +201,23 @@ def remove_known(conn: sqlite3.Connection | None, targets: list[KnownMirror]) ->
 
     forget((k.root, k.catalog) for k in targets)
     return None
+
+
+def still_held(root: str, catalog: str) -> bool:
+    """Whether the record's catalog still exists and lists its root (read without creating anything there); a
+    catalog that cannot be read counts as holding it, so it is never forgotten by mistake."""
+    import sqlite3
+
+    from cloudvault.catalog.db import _connect
+    from cloudvault.catalog.mirror_guard import known_roots
+
+    if not os.path.isfile(catalog):
+        return False
+    try:
+        conn = _connect(catalog, readonly=True, immutable=True)
+        try:
+            return root in known_roots(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return True

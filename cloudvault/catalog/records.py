@@ -12,6 +12,7 @@ from collections import namedtuple
 from datetime import UTC, datetime
 
 from cloudvault.catalog.db import transaction
+from cloudvault.catalog.rows import records_of
 
 Restore = namedtuple(
     "Restore", "id kind mirror_id entry_id name source source_hash target status detail started_at finished_at"
@@ -42,17 +43,18 @@ def record_restore(
     return cur.lastrowid
 
 
-def _select(conn: sqlite3.Connection, table: str, order: str, filters: dict) -> list[tuple]:
-    """Rows of table where every given (not None) column equals its value."""
+def _select(conn: sqlite3.Connection, cls, table: str, order: str, filters: dict) -> list:
+    """Rows of table where every given (not None) column equals its value, as cls (its fields by column name)."""
     given = {column: value for column, value in filters.items() if value is not None}
     where = "".join(f" AND {column} = ?" for column in given)
-    return conn.execute(f"SELECT * FROM {table} WHERE 1=1{where} ORDER BY {order}", list(given.values())).fetchall()
+    columns = ", ".join(cls._fields)
+    sql = f"SELECT {columns} FROM {table} WHERE 1=1{where} ORDER BY {order}"
+    return records_of(cls, conn.execute(sql, list(given.values())))
 
 
 def restores(conn: sqlite3.Connection, *, mirror_id: int | None = None, entry_id: str | None = None,
              kind: str | None = None) -> list[Restore]:  # fmt: skip
-    rows = _select(conn, "restores", "id", {"mirror_id": mirror_id, "entry_id": entry_id, "kind": kind})
-    return [Restore(*r) for r in rows]
+    return _select(conn, Restore, "restores", "id", {"mirror_id": mirror_id, "entry_id": entry_id, "kind": kind})
 
 
 def start_run(
@@ -93,8 +95,8 @@ def finish_run(
 
 def runs(conn: sqlite3.Connection, *, mirror_id: int | None = None, entry_id: str | None = None,
          run_id: str | None = None) -> list[Run]:  # fmt: skip
-    rows = _select(conn, "runs", "started_at, id", {"mirror_id": mirror_id, "entry_id": entry_id, "run_id": run_id})
-    return [Run(*r) for r in rows]
+    scope = {"mirror_id": mirror_id, "entry_id": entry_id, "run_id": run_id}
+    return _select(conn, Run, "runs", "started_at, id", scope)
 
 
 def run_requests(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str, int | None, dict]]:

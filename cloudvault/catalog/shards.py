@@ -15,6 +15,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 
+from cloudvault.catalog.rows import records_of
 from cloudvault.models import FileStat, Flag, Frame
 
 MEMBER_COLUMNS = (
@@ -123,11 +124,11 @@ def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> di
     if row is None:
         return None
     idx, status, digest, pieces, raw_size, count, counts, first, last = row
-    frames = [Frame(*r) for r in conn.execute(
+    frames = records_of(Frame, conn.execute(
         f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {alias}.frames WHERE archive = ? ORDER BY idx",
-        (idx,))]  # fmt: skip
-    flags = [Flag(*r) for r in conn.execute(
-        f"SELECT kind, detail, member FROM {alias}.flags WHERE archive = ? ORDER BY rowid", (idx,))]  # fmt: skip
+        (idx,)))  # fmt: skip
+    flags = records_of(Flag, conn.execute(
+        f"SELECT kind, detail, member FROM {alias}.flags WHERE archive = ? ORDER BY rowid", (idx,)))  # fmt: skip
     return {"status": status, "blake3": digest, "pieces": pieces, "raw_size": raw_size, "member_count": count,
             "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last)}  # fmt: skip
 

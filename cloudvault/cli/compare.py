@@ -58,68 +58,53 @@ def _compare(args, ui, connect) -> int:
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.repro import compare, report, sources
+    from cloudvault.cli.views import compare as view
+    from cloudvault.repro import compare, sources
+    from cloudvault.repro.judge import judge
 
     a = sources.resolve(args.run_a, connect)
     b = sources.resolve(args.run_b, connect)
-    baselines = [sources.resolve(text, connect) for text in args.baseline]
+    baselines = tuple(sources.resolve(text, connect) for text in args.baseline)
     compare.check_baselines(a, b, baselines)
-    rules, keys, margin, floors = _rules(args.recipe, a, compare.DEFAULT_RULES)
-    diff = compare.settings_differences(a.settings, b.settings, keys) if a.settings and b.settings else []
-    diff += [d for r in baselines if a.settings and r.settings
-             for d in compare.baseline_differences(a.settings, r.settings, r.where, keys)]  # fmt: skip
-    cmp = compare.compare_runs(a.rows, b.rows, rules, settings_diff=diff, near_tie_margin=margin,
-                               baselines=[r.rows for r in baselines], floors=floors)  # fmt: skip
-    totals = (a.totals(), b.totals())
+    judged = judge(a, b, _config(args.recipe, a), baselines=baselines)
     if args.out:
         from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
 
         known = os.path.exists(config.catalog_path(args.catalog))
         refuse_write_into_mirror(connect() if known else None, args.out, "compare --out")
-        _write(Path(args.out), cmp, a, b, totals, [r.where for r in baselines])
+        _write(Path(args.out), judged)
     if args.json:
-        ui.emit(report.document(cmp, a.where, b.where, totals))
+        ui.emit(judged.to_json())
     else:
         ui.line(f"A {a.where}")
         ui.line(f"B {b.where}")
         for r in baselines:
             ui.line(f"  baseline {r.where}")
-        ui.heading(report.headline(cmp))
-        for line in report.reason_lines(cmp):
-            ui.line(line)
-        report.print_table(cmp, all_rows=args.all_rows)
-        ui.line(_totals_line(totals))
+        view.show(ui, judged.comparison, all_rows=args.all_rows)
+        view.show_totals(ui, judged.totals)
     if args.expect:
-        return errors.OK if cmp.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
-    return errors.OK if cmp.verdict in compare.PASSING else errors.REPRO_MISMATCH
+        return errors.OK if judged.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
+    return errors.OK if judged.verdict in compare.PASSING else errors.REPRO_MISMATCH
 
 
-def _rules(name, a, default):
+def _config(name, a):
     """The compare rules, the settings compared, the near-tie margin and the timing noise floors: --recipe, else
     RUN_A's entry's recipe."""
     from cloudvault.repro import sources
-    from cloudvault.repro.compare import DEFAULT_NEAR_TIE
+    from cloudvault.repro.compare import DEFAULT_NEAR_TIE, DEFAULT_RULES
+    from cloudvault.repro.judge import CompareConfig
     from cloudvault.repro.recipe import load
 
     recipe = load(name) if name else None
     if recipe is None and a.entry:
         recipe = next((r for r in sources.recipes_for(a.entry) if r.kind == "harness"), None)
     if recipe is None:
-        return dict(default), None, DEFAULT_NEAR_TIE, {}
-    return (*recipe.compare_config(), recipe.noise_floors())
+        return CompareConfig(dict(DEFAULT_RULES), None, DEFAULT_NEAR_TIE, {})
+    return CompareConfig(*recipe.compare_config(), recipe.noise_floors())
 
 
-def _totals_line(totals) -> str:
-    a, b = totals
-    return (f"totals (measured): A {a['output_tokens']:,} tok, {a['tokens_per_s']} tok/s, TTFT {a['ttft_mean_s']}/"
-            f"{a['ttft_median_s']} s, TPOT {a['tpot_mean_ms']}/{a['tpot_median_ms']} ms, {a['hit_cap']} at cap; "
-            f"B {b['output_tokens']:,} tok, {b['tokens_per_s']} tok/s, TTFT {b['ttft_mean_s']}/{b['ttft_median_s']} s, "
-            f"TPOT {b['tpot_mean_ms']}/{b['tpot_median_ms']} ms, {b['hit_cap']} at cap")  # fmt: skip
-
-
-def _write(out, cmp, a, b, totals, baselines) -> None:
-    from cloudvault.atomic import atomic_write
-    from cloudvault.repro import report
+def _write(out, judged) -> None:
+    from cloudvault.repro.judge import write_report
 
     if out.exists() and not out.is_dir():
         raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
@@ -128,9 +113,7 @@ def _write(out, cmp, a, b, totals, baselines) -> None:
         raise errors.UsageError(detail=f"{out} already holds a comparison ({', '.join(held)}); "
                                 "name a new --out folder, or remove those files first")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out / "compare.csv", mode=0o644) as fh:
-        fh.write(report.compare_csv(cmp).encode())
-    plot = report.write_plot(cmp, a.rows, b.rows, out / report.PLOT, a.where, b.where) if cmp.timings else None
-    with atomic_write(out / "REPORT.md", mode=0o644) as fh:
-        fh.write(report.report_md(cmp, "vault compare", a.where, b.where, totals, baselines=tuple(baselines),
-                                  plot=plot).encode())  # fmt: skip
+    a, b = judged.a, judged.b
+    write_report(out, judged.comparison, title="vault compare", labels=(a.where, b.where), totals=judged.totals,
+                 baselines=tuple(r.where for r in judged.baselines),
+                 plotted=((a.where, a.rows), (b.where, b.rows)))  # fmt: skip

@@ -11,7 +11,8 @@ harness (same flags and files) where there is no GPU or model. A failed prefligh
 runs anyway and records it); Ctrl-C stops the processes and records the run as interrupted (exit 130).
 `--executor docker` runs each process in a container of the recipe's image (or --image; mirror read-only, no
 network, GPUs by device request); `--executor slurm` submits one sbatch job array (recorded as queued at once,
-polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs ENTRY` collects the run later.
+polled, scancel on Ctrl-C); with `--detach` it returns the job id and `vault runs collect ENTRY` collects the run
+later, judged by the recipe it was queued with (kept in the run folder's plan.json).
 `--repeat N` runs it N times, each a run folder of its own and a verdict of its own; the timing noise is the
 record's own repetitions (the recipe's record.repetitions) plus the batch's earlier runs (docs/repro.md). The
 verdict has two axes, outputs and timings: exit 0 when REPRODUCED (every run, with --repeat), 10 when not
@@ -47,7 +48,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="override an env var")
     where = "where the processes run: local processes, docker containers, or a Slurm job array"
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local", help=where)
-    parser.add_argument("--detach", action="store_true", help="slurm: return once queued; `vault runs` collects")
+    parser.add_argument("--detach", action="store_true",
+                        help="slurm: return once queued; `vault runs collect` collects")  # fmt: skip
     parser.add_argument("--image", help="docker: the image to run in (default: the recipe's docker recipe)")
     parser.add_argument("--partition", help="slurm: the partition (default: the recipe's [slurm], else Slurm's)")
     parser.add_argument("--force-preflight", action="store_true", help="run despite failed preflight checks")
@@ -60,10 +62,16 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from cloudvault import config
     from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import repro as view
 
     ui = UI(as_json=args.json)
     if args.list:
-        return _list(args, ui)
+        from cloudvault.repro.dry_run import list_recipes
+
+        with opened_catalog(args, readonly=True, optional=True) as conn:
+            listed = list_recipes(conn)
+        ui.emit([r.to_json() for r in listed]) if args.json else view.show_list(ui, listed)
+        return errors.OK
     if not args.name:
         raise errors.UsageError(detail="vault repro: name a recipe, or --list (see `vault repro --help`)")
     from pathlib import Path
@@ -76,7 +84,11 @@ def run(args) -> int:
     options = RunOptions(base, bool(args.out), args.standin, dict(_pair(t) for t in args.env), args.force_preflight)
     with opened_catalog(args, readonly=args.dry_run) as conn:
         if args.dry_run:
-            return _dry_run(conn, recipe, options, args, ui)
+            from cloudvault.repro.dry_run import dry_run
+
+            planned = dry_run(conn, recipe, _executor(args), options)
+            ui.emit(planned.to_json()) if args.json else view.show_dry_run(ui, planned)
+            return _dry_run_exit(planned.failed, args.force_preflight)
         chosen = _executor(args)
         if args.detach and not chosen.queues:
             raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
@@ -86,48 +98,25 @@ def run(args) -> int:
 
 
 def _runs(conn, recipe, chosen, options, args, ui) -> int:
-    """--repeat N runs (1 by default), each compared with the record; the noise grows with the batch's runs."""
+    """--repeat N runs (1 by default), each compared with the record and said as it ends."""
+    from cloudvault.cli.views import repro as view
     from cloudvault.repro.compare import PASSING
-    from cloudvault.repro.run import Feedback, reproduce, run_rows
+    from cloudvault.repro.outcomes import RunQueued
+    from cloudvault.repro.run import Feedback, reproduce_batch
 
-    feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"))
-    earlier: list[dict] = []
-    docs, code = [], errors.OK
-    for i in range(args.repeat):
-        cmp, prov = reproduce(conn, recipe, _executor(args) if i else chosen, options, feedback, detach=args.detach,
-                              more_noise=tuple(earlier))  # fmt: skip
-        if cmp is None:
-            if args.json:
-                ui.emit({"run_id": prov["run_id"], "job_id": prov["job_id"], "status": "queued"})
-            ui.line(f"run {prov['run_id']}: Slurm job {prov['job_id']} queued; `vault runs {recipe.entry}` collects it")
-            return errors.OK
-        if args.repeat > 1 and not args.json:
-            ui.line(f"run {i + 1} of {args.repeat}")
-        docs.append(_shown(cmp, prov, args, ui))
-        if cmp.verdict not in PASSING:
-            code = errors.REPRO_MISMATCH
-        if recipe.kind == "harness":
-            earlier.append(run_rows(prov["plan"]["run_dir"]))
+    def judged(i, one) -> None:
+        if not args.json:
+            view.show_judged(ui, one, i, args.repeat, all_rows=args.all_rows)
+
+    feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"), judged)
+    done = reproduce_batch(conn, recipe, lambda i: _executor(args) if i else chosen, options, feedback,
+                           repeat=args.repeat, detach=args.detach)  # fmt: skip
     if args.json:
-        ui.emit(docs[0] if args.repeat == 1 else {"runs": docs, "verdicts": [d["verdict"] for d in docs]})
-    return code
-
-
-def _shown(cmp, prov, args, ui) -> dict:
-    """One run's comparison on the terminal (not with --json); its document."""
-    from pathlib import Path
-
-    from cloudvault.repro import report
-
-    doc = {**report.document(cmp, prov["plan"]["record"]["folder"], prov["run_id"]), "run_id": prov["run_id"],
-           "folder": str(Path(prov["plan"]["run_dir"]))}  # fmt: skip
-    if not args.json:
-        ui.heading(report.headline(cmp))
-        for line in report.reason_lines(cmp):
-            ui.line(line)
-        report.print_table(cmp, all_rows=args.all_rows)
-        ui.line(f"run {prov['run_id']}: {prov['plan']['run_dir']}/REPORT.md")
-    return doc
+        ui.emit(done.to_json())
+    if isinstance(done, RunQueued):
+        view.show_queued(ui, done)
+        return errors.OK
+    return errors.OK if all(r.verdict in PASSING for r in done.runs) else errors.REPRO_MISMATCH
 
 
 def _executor(args):
@@ -145,156 +134,9 @@ def _pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _list(args, ui) -> int:
-    from pathlib import Path
-
-    from cloudvault import config
-    from cloudvault.recipe import recipe_names
-    from cloudvault.repro.recipe import KIND, load
-
-    last = _last_runs(Path(config.catalog_path(args.catalog)))
-    rows = []
-    for name in recipe_names(KIND):
-        recipe = load(name)
-        run = last.get(name)
-        rows.append({"recipe": name, "entry": recipe.entry, "kind": recipe.kind,
-                     "description": recipe.data.get("description", ""), "last_run": run and run.run_id,
-                     "status": run and run.status, "verdict": run and run.verdict})  # fmt: skip
-    if args.json:
-        ui.emit(rows)
-    for r in rows:
-        verdict = f"{r['verdict'] or r['status']} ({r['last_run']})" if r["last_run"] else "never run"
-        ui.line(f"{r['recipe']:<22} {r['entry']:<16} {r['kind']:<8} {verdict}")
-        ui.line(f"    {r['description']}")
-    return errors.OK
-
-
-def _last_runs(catalog) -> dict:
-    """recipe name -> its latest run, when there is a catalog."""
-    from cloudvault.catalog.records import runs
-
-    if not catalog.exists():
-        return {}
-    with opened_catalog(path=catalog, readonly=True) as conn:
-        return {r.recipe: r for r in runs(conn)}
-
-
-def _dry_run(conn, recipe, options, args, ui) -> int:
-    from cloudvault.repro import plan as planning
-    from cloudvault.repro.executors import with_executor_checks
-    from cloudvault.repro.executors.local import LocalExecutor
-    from cloudvault.repro.preflight import dry_run_checks
-    from cloudvault.repro.run import new_run_dir
-
-    _, run_dir = new_run_dir(conn, options.base, recipe)
-    plan = planning.build(conn, recipe, run_dir, options)
-    chosen = _executor(args)
-    checks = with_executor_checks(dry_run_checks(conn, plan, options.out_explicit), chosen, plan)
-    doc = {**planning.describe(plan), "settings": plan.settings, "preflight": [c._asdict() for c in checks]}
-    doc["not_comparable_here"] = _no_gpu_here(conn, plan) if chosen.runs_here else None
-    doc["gpus_here"] = _gpus_here(plan) if chosen.runs_here else []
-    if args.json:
-        ui.emit(doc)
-    else:
-        processes = LocalExecutor().describe(plan)
-        _print_plan(ui, doc, processes)  # the commands as processes; then where they run, when that is elsewhere
-        if (where := chosen.describe(plan)) != processes:
-            ui.heading(f"{chosen.name} executor")
-            for line in where:
-                ui.line(f"  {line}")
-        for gpu in doc["gpus_here"]:
-            ui.line(f"  GPU {gpu['index']}: {gpu['name']}, compute capability {gpu['compute_cap']} ({gpu['sm']}), "
-                    f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
-        if doc["not_comparable_here"]:
-            ui.line(f"NOT_COMPARABLE here: {doc['not_comparable_here']}")
-    return _dry_run_exit(checks, args.force_preflight)
-
-
-def _dry_run_exit(checks, forced: bool) -> int:
+def _dry_run_exit(failed: set[str], forced: bool) -> int:
     """The exit the run would have: 7 when the runner's Python lacks a module (checked first, never forced),
     6 when another check fails and --force-preflight is not given, else 0."""
-    failed = {c.name for c in checks if not c.ok}
     if "python" in failed:
         return errors.PREREQUISITE
     return errors.ENVIRONMENT if failed and not forced else errors.OK
-
-
-def _gpus_here(plan) -> list[dict]:
-    """The GPUs of this machine that the plan's processes use: name, compute capability, memory used."""
-    from cloudvault.tools.gpu import local_gpus
-
-    wanted = {p.gpu for p in plan.processes if p.gpu is not None}
-    if plan.standin or not wanted:
-        return []
-    return [{"index": g.index, "name": g.name, "compute_cap": g.cap_text, "sm": g.sm,
-             "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib}
-            for g in local_gpus() or [] if g.index in wanted]  # fmt: skip
-
-
-def _no_gpu_here(conn, plan) -> str | None:
-    """Why a run on this machine could not compare with a GPU record (it has no GPU), or None."""
-    import json
-
-    from cloudvault.repro import results
-    from cloudvault.repro.run import RUN_ABOUT
-    from cloudvault.tools.gpu import local_gpus
-
-    wanted = sorted({p.gpu for p in plan.processes if p.gpu is not None})
-    if plan.standin or not wanted or local_gpus():
-        return None
-    about = results.read_mirror(conn, plan.mirror_id, plan.entry_id, plan.record_folder, (RUN_ABOUT,))
-    ran_on = json.loads(about[RUN_ABOUT]).get("settings", {}).get("gpu") if about else None
-    return (f"no GPU (the recipe runs on GPU {', '.join(map(str, wanted))}; nvidia-smi finds none here)"
-            + (f"; the record ran on {ran_on}" if ran_on else ""))  # fmt: skip
-
-
-def _print_plan(ui, doc: dict, commands: list[str]) -> None:
-    ui.heading(f"{doc['recipe']} reproduces {doc['entry']} ({doc['kind']}; runner: {doc['runner']})")
-    ui.line(f"  record     {doc['entry']}/{doc['record']['folder']} {' '.join(doc['record']['files'])}".rstrip())
-    ui.line(f"  run folder {doc['run_dir']} (new)")
-    if doc["environment"]:
-        ui.line(f"  env        {', '.join(f'{k}={v}' for k, v in doc['environment'].items())}")
-    if doc["code"].get("path"):
-        ui.line(
-            f"  code       {doc['code'].get('entry', doc['entry'])}/{doc['code']['path']} @ {doc['code'].get('commit')}"
-        )
-    if doc["model"]:
-        ui.line(f"  model      {doc['model'].get('entry', doc['entry'])}/{doc['model']['path']}")
-    for i in doc["inputs"]:
-        ui.line(
-            f"  input      {i['name']}: {i['files']} file(s), {i['bytes']:,} B from {', '.join(i['from'])}"
-            f" -> {i['dest']}"
-        )
-    if doc["docs"]:
-        d = doc["docs"]
-        roles = ", ".join(f"{n} {role}" for role, n in d["requests"].items())
-        ui.line(
-            f"  docs       {d['documents']} documents, requests: {roles}, on {d['gpus']} GPUs; prompts "
-            f"{d['prompt_tokens'][0]:,}..{d['prompt_tokens'][1]:,} tokens; clip length {d['clip_length']:,}"
-        )
-    settings = {k: v for k, v in doc["settings"].items() if not isinstance(v, dict | list) and len(str(v)) < 40}
-    ui.line("  settings   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    ui.line("  env vars   " + (" ".join(f"{k}={v}" for k, v in doc["env"].items()) or "-"))
-    ui.line(f"  command    {commands[0].split(': ', 1)[1]}")
-    from cloudvault.repro.plan import cores_here, pinnable
-
-    spans = [tuple(map(int, p["cpu_cores"].split("-"))) for p in doc["processes"] if p["cpu_cores"]]
-    pinned = all(pinnable(list(range(a, b + 1))) for a, b in spans)
-    where = [f"{p['name']} ({' '.join(f'{k}={v}' for k, v in p['env'].items())}"
-             f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] and pinned else ''})"
-             for p in doc["processes"]]  # fmt: skip
-    each = " (one GPU each)" if any(p["gpu"] is not None for p in doc["processes"]) else ""
-    ui.line(f"  processes  {len(where)}{each}: {'; '.join(where)}")
-    if not pinned:
-        ui.line(f"  cores      the recipe pins cores {min(a for a, _ in spans)}-{max(b for _, b in spans)}; this "
-                f"machine has {cores_here()}: not pinned")  # fmt: skip
-    ui.line(
-        f"  outputs    {', '.join(doc['outputs'])}"
-        + (f" (merged from {', '.join(doc['merge'].values())})" if doc["merge"] else "")
-    )
-    ui.line("  compare    " + ", ".join(f"{c} {r}" for c, r in doc["compare"]["rules"].items()))
-    if doc["compare"]["settings"]:
-        ui.line(f"  settings compared: {', '.join(doc['compare']['settings'])}")
-    ui.heading("preflight")
-    for c in doc["preflight"]:
-        ui.line(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']:<16} {c['detail']}")

@@ -58,202 +58,41 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from cloudvault.cli.ui import UI
-    from cloudvault.restore.env.source import EnvRecipe, local_caps
+    from cloudvault.cli.views import restore_env as view
+    from cloudvault.restore.env import actions
+    from cloudvault.restore.env.source import EnvRecipe
+
+    options = _options(args)
+    recipe = EnvRecipe(args.recipe)
+    ui = UI(as_json=args.json)
+    with opened_catalog(args, readonly=args.list or args.dry_run) as conn:
+        if args.list:
+            result, show = actions.list_envs(conn, recipe, options), view.show_list
+        elif args.dry_run:
+            result, show = actions.plan_envs(conn, recipe, options), view.show_plans
+        else:  # each env said as it ends; a smoke check that failed is exit 6 once all are said
+            result = actions.restore_envs(conn, recipe, options, ui.progress, lambda one: view.show_one(ui, one))
+            show = None
+    if args.json:
+        ui.emit(result.to_json())
+    elif show:
+        show(ui, result)
+    if failure := actions.failure(result):
+        raise failure
+    return errors.OK
+
+
+def _options(args):
+    """The options, each path checked once (an empty one is a usage error)."""
+    from pathlib import Path
+
+    from cloudvault.restore.env.actions import EnvOptions
+    from cloudvault.restore.env.restore import Choices
 
     for option in ("prefix", "to", "move", "python"):
         if getattr(args, option) is not None and not getattr(args, option).strip():
             raise errors.UsageError(detail=f"--{option} needs a path")
-    recipe = EnvRecipe(args.recipe)
-    ui = UI(as_json=args.json)
-    with opened_catalog(args, readonly=args.list or args.dry_run) as conn:
-        envs = recipe.pick(recipe.discover(conn), args.envs)
-        if not envs:
-            raise errors.NotFound(
-                detail=f"recipe {recipe.name} finds no env archive matching "
-                f"{recipe.data['archives']!r} in entry {recipe.data['entry']}"
-            )
-        if args.list:
-            return _list(ui, recipe, conn, envs, local_caps())
-        placed = _placements(conn, envs, args)
-        if args.dry_run:
-            return _dry_run(ui, recipe, conn, placed, args, local_caps())
-        return _restore(ui, recipe, conn, placed, args)
-
-
-def _placements(conn, envs, args) -> list:
-    """(target, env) for each env, every target (and a move's source) checked before anything is written."""
-    from pathlib import Path
-
-    from cloudvault.restore.env.targets import placements, refuse_unsafe
-
-    for env in envs:
-        refuse_unsafe(env)
-    if args.move and (len(envs) != 1 or not (args.prefix or args.to)):
-        raise errors.UsageError(detail="--move FROM moves one named env: give ENV and --prefix or --to")
-    if args.prefix and len(envs) != 1:
-        raise errors.UsageError(detail=f"--prefix places one env; name it (one of: {', '.join(e.name for e in envs)})")
-    moving = Path(args.move).expanduser().absolute() if args.move else None
-    return placements(conn, envs, args.prefix, args.to, args.force, moving)
-
-
-def _list(ui, recipe, conn, envs, caps) -> int:
-    from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env.source import describe
-
-    rows = [describe(conn, env, caps) for env in envs]
-    if ui.as_json:
-        ui.emit({"recipe": recipe.name, "entry": recipe.data["entry"], "envs": rows, "skipped": recipe.skipped})
-        return errors.OK
-    ui.heading(f"{recipe.name}: {len(rows)} env(s) in {recipe.data['entry']} {recipe.data['archives']}")
-    for r in rows:
-        torch = r["torch"]
-        build = f"torch {torch['version']} (CUDA {torch['cuda'] or '?'})" if torch else "no torch"
-        ui.line(
-            f"  {r['name']:<14} {r['archive'].rsplit('/', 1)[-1]}  {human_size(r['archive_size'])} "
-            f"({human_size(r['size'])} unpacked, {r['files']} files)  python {r['python'] or '?'}  {build}"
-        )
-        ui.line(f"    prefix {r['prefix'] or '(not recorded)'}; {r['conda_packages']} conda packages")
-        if r["problem"]:
-            ui.line(f"    ! cannot be restored: {r['problem']}")
-        if r["shared"]:
-            ui.line(f"    ! {r['shared']}: restore it as {r['where']}")
-        if r["gpu"]:
-            fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r["gpu"]["fits"].items())
-            ui.line(f"    gpu: {r['gpu']['arches']} (from {r['gpu']['arches_from']}); kernels for {fits}")
-        for note in (r["gpu"] or {}).get("notes", []):
-            ui.line(f"    ! {note}")
-    for skipped in recipe.skipped:
-        ui.line(f"  skipped {skipped}")
-    return errors.OK
-
-
-def _dry_run(ui, recipe, conn, placed, args, caps) -> int:
-    from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env.restore import plan
-
-    if args.move:
-        return _dry_run_move(ui, recipe, *placed[0], args)
-    plans = [plan(conn, recipe, env, target, caps) for target, env in placed]
-    if ui.as_json:
-        ui.emit({"recipe": recipe.name, "plan": plans})
-        return errors.OK
-    for p in plans:
-        ui.heading(f"{p['name']}: {p['archive']} -> {p['target']}")
-        ui.line(
-            f"  {human_size(p['archive_size'])} archive, {p['files']} files, about {human_size(p['bytes'])} "
-            f"to write; {human_size(p['free'])} free there{'' if p['enough_space'] else ' (NOT ENOUGH)'}"
-        )
-        if p["relocate"]:
-            ui.line(
-                f"  relocate from {p['old_prefix']}: {p['conda_text_with_prefix']} text and "
-                f"{p['conda_binary_with_prefix']} binary files recorded by conda-meta with the prefix; "
-                f"{p['pip_scripts']} pip scripts and {p['pip_pyc']} pip byte-code files checked while restoring"
-            )
-        else:
-            ui.line("  at the original prefix: files written verbatim, nothing rewritten")
-        ui.line(f"  smoke checks: prefix{''.join(', ' + c for c in p['checks'])}")
-        for risk in p["risks"]:
-            ui.line(f"  ! {risk}")
-    return errors.OK
-
-
-def _dry_run_move(ui, recipe, target, env, args) -> int:
-    from pathlib import Path
-
-    from cloudvault.cli.ui import human_size
-    from cloudvault.restore.env.move import plan_move
-
-    p = plan_move(recipe, env, Path(args.move).expanduser().absolute(), target)
-    if ui.as_json:
-        ui.emit({"recipe": recipe.name, "plan": [p]})
-        return errors.OK
-    ui.heading(f"{p['name']}: move {p['moved_from']} -> {p['target']}")
-    enough = "" if p["enough_space"] else " (NOT ENOUGH)"
-    ui.line(f"  about {human_size(p['bytes'])} to copy; {human_size(p['free'])} free there{enough}")
-    ui.line(f"  relocate from {p['old_prefix']} (its marker); then {p['moved_from']} is removed")
-    ui.line(f"  smoke checks: prefix{''.join(', ' + c for c in p['checks'])}")
-    for risk in p["risks"]:
-        ui.line(f"  ! {risk}")
-    return errors.OK
-
-
-def _restore(ui, recipe, conn, placed, args) -> int:
-    from pathlib import Path
-
-    from cloudvault.restore.env.move import move
-    from cloudvault.restore.env.restore import Choices, restore
-    from cloudvault.restore.env.source import ChecksFailed
-
     choices = Choices(force=args.force, allow_unpatched=args.allow_unpatched, smoke=not args.no_checks,
                       python=args.python)  # fmt: skip
-    results = []
-    for target, env in placed:  # shallowest first: a conda root is placed before the envs inside it
-        progress = ui.progress(f"restoring {env.name}")
-        if args.move:
-            result = move(conn, recipe, env, Path(args.move).expanduser().absolute(), target, choices)
-        else:
-            result = restore(conn, recipe, env, target, choices, progress=progress)
-        results.append(result)
-        _say(ui, result)
-    if ui.as_json:
-        ui.emit({"recipe": recipe.name, "restored": results})
-    failed = [f"{r['name']}: {c['name']}" for r in results for c in r.get("checks", []) if not c["ok"]]
-    if failed:
-        raise ChecksFailed(
-            name=", ".join(r["name"] for r in results),
-            prefix=", ".join(r["target"] for r in results),
-            failed="; ".join(failed),
-        )
-    return errors.OK
-
-
-def _say(ui, r: dict) -> None:
-    if r["status"] == "already restored":
-        ui.line(f"{r['name']}: already restored at {r['target']} from this archive; nothing to do")
-        return
-    if "moved_from" in r:
-        ui.heading(f"{r['name']}: moved from {r['moved_from']} to {r['target']}")
-        ui.line(
-            f"  {r['rewritten']} files rewritten from {r['old_prefix']}; byte-code: {r['pyc_removed']} removed, "
-            f"{r['pyc_recompiled']} compiled again"
-        )
-    else:
-        _say_restored(ui, r)
-    if r["pyc_note"]:
-        ui.warn(f"{r['name']}: {r['pyc_note']}")
-    for u in r["unpatched"]:
-        ui.warn(f"{r['name']}: not moved: {u['path']}: {u['why']}")
-    for c in r["checks"]:
-        ui.line(
-            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
-            + ("" if c["ok"] else f": {c['output'][-200:]}")
-        )
-    for note in (r["gpu"] or {}).get("notes", []):
-        ui.warn(f"{r['name']}: {note}")
-    for pitfall in r["pitfalls"]:
-        ui.line(f"  note: {pitfall}")
-
-
-def _say_restored(ui, r: dict) -> None:
-    from cloudvault.cli.ui import human_size
-
-    v = r["verified"]
-    ui.heading(f"{r['name']}: restored at {r['target']}")
-    ui.line(
-        f"  {r['files']} files ({human_size(r['bytes'])}), {r['links']} links; verified: {v['blake3_files']} "
-        f"BLAKE3, {v['conda_checked']} conda-meta sha256, {v['record_checked']} pip RECORD sha256"
-    )
-    if r.get("python"):
-        py = r["python"]
-        was = f" (was {py['replaced']})" if py["replaced"] else ""
-        on = f"on {py['base']}{was}" if py["base"] else "on the interpreter inside it"
-        ui.line(f"  venv {on}, Python {py['version'] or '(version not recorded)'}")
-    for what, key in (("differ from conda-meta", "conda_differ"), ("differ from pip RECORD", "record_differ")):
-        if v[key]:
-            ui.warn(f"{r['name']}: {len(v[key])} file(s) {what} (changed after install): {', '.join(v[key][:5])}")
-    if r["old_prefix"] != r["target"]:
-        how = ", ".join(f"{n} {h}" for h, n in sorted(r["rewritten_how"].items())) or "none"
-        ui.line(
-            f"  moved from {r['old_prefix']}: {r['rewritten']} files rewritten ({how}); byte-code: "
-            f"{r['pyc_removed']} removed, {r['pyc_recompiled']} compiled again"
-        )
+    moving = Path(args.move).expanduser().absolute() if args.move else None
+    return EnvOptions(tuple(args.envs), args.prefix, args.to, moving, choices)

@@ -2,25 +2,43 @@
 
 ENTRY is an entry id or unique prefix (`014`); each run shows its id, recipe, executor, status (running,
 finished, failed, interrupted), verdict and folder. `--requests RUN_ID` lists one run's per-request verdicts.
-A run left queued by `vault repro --executor slurm --detach` is collected here once its job has ended: its outputs
-are compared with the record and its verdict recorded, as if vault had waited.
+A listing only reads the catalog. `vault runs collect [ENTRY]` collects each run left queued by `vault repro
+--executor slurm --detach` whose job has ended: its outputs are compared with the record, by the recipe it was
+queued with, and its verdict recorded, as if vault had waited; then it lists the runs as `vault runs` does.
+
+  vault runs 014                 014's runs (reads the catalog only)
+  vault runs collect 014         collect 014's detached runs whose jobs have ended, then list them
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog, with_catalog
+from cloudvault.cli.common import add_output_options, catalog_name, with_catalog
+
+COLLECT = "collect"  # `vault runs collect [ENTRY]`: the one spelling that writes (an entry is never named this)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "entry", nargs="?", metavar="ENTRY", type=catalog_name, help="only the runs reproducing this entry"
-    )
+    import argparse  # imported by the grammar already
+
+    parser.add_argument("entry", nargs="?", metavar="ENTRY", type=catalog_name,
+                        help="only the runs reproducing this entry")  # fmt: skip
+    parser.add_argument("collect_entry", nargs="?", type=catalog_name, help=argparse.SUPPRESS)
     parser.add_argument("--requests", metavar="RUN_ID", help="the per-request verdicts of one run")
     add_output_options(parser)
 
 
-@with_catalog(readonly=True)
+def _collecting(args) -> bool:
+    """`vault runs collect [ENTRY]`: ENTRY moves to where a listing has it."""
+    if args.entry == COLLECT:
+        args.entry, args.collect_entry = args.collect_entry, True
+        return True
+    if args.collect_entry is not None:
+        raise errors.UsageError(detail=f"vault runs takes one ENTRY, not {args.entry!r} and {args.collect_entry!r}")
+    return False
+
+
+@with_catalog(readonly=lambda args: not _collecting(args))
 def run(args, conn) -> int:
     from cloudvault.catalog.query import resolve_entry
     from cloudvault.catalog.records import run_requests, runs
@@ -43,14 +61,17 @@ def run(args, conn) -> int:
         mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
         scope = {"mirror_id": mirror_id, "entry_id": entry_id}
     found = runs(conn, **scope)
-    if any(_detached(r) for r in found):
-        _collect(args, [r for r in found if _detached(r)], ui)
+    if args.collect_entry is True and any(_detached(r) for r in found):
+        _collect(conn, [r for r in found if _detached(r)], ui)
         found = runs(conn, **scope)
+    elif any(_detached(r) for r in found):
+        ui.warn(f"{sum(map(_detached, found))} detached run(s) queued or running; `vault runs collect` collects "
+                "those whose jobs have ended")  # fmt: skip
     if args.json:
         ui.emit([r._asdict() for r in found])
         return errors.OK if found else errors.NOTHING_FOUND
     if not found:
-        ui.line(f"no runs recorded{' for ' + scope['entry_id'] if scope else ''}; try `vault repro --list`")
+        ui.line(f"no runs recorded{' for ' + scope.get('entry_id', '') if scope else ''}; try `vault repro --list`")
         return errors.NOTHING_FOUND
     ui.line(f"{'RUN':<{len(found[0].run_id)}}  WHERE  STATUS      VERDICT          STARTED, then the folder")
     for r in found:
@@ -71,19 +92,19 @@ def _detached(run) -> bool:
     return _queue(run) is not None and run.status in ("queued", "running") and bool(run.job_id)
 
 
-def _collect(args, pending: list, ui) -> None:
-    """Each detached run (a queueing executor's: Slurm) whose job has ended: collected and recorded (needs the
-    catalog writable)."""
+def _collect(conn, pending: list, ui) -> None:
+    """Each detached run (a queueing executor's: Slurm) whose job has ended: collected and recorded."""
     from cloudvault.errors import VaultError
     from cloudvault.repro.executors import executor
     from cloudvault.repro.run import collect_detached
 
-    with opened_catalog(args, readonly=False) as conn:
-        for run in pending:
-            try:
-                status = collect_detached(conn, run, executor(run.executor, ask_timeout=10))  # a listing: ask briefly
-            except VaultError as exc:  # no Slurm here (another login node?): list the run as it is recorded
-                ui.warn(f"cannot collect {run.run_id} ({_queue(run).job_label} {run.job_id}) yet: {exc.message}")
-                continue
-            if status != run.status:
-                ui.warn(f"collected {run.run_id} ({_queue(run).job_label} {run.job_id}): {status}")
+    for run in pending:
+        try:
+            collected = collect_detached(conn, run, executor(run.executor, ask_timeout=10))  # ask briefly
+        except VaultError as exc:  # no Slurm here (another login node?): list the run as it is recorded
+            ui.warn(f"cannot collect {run.run_id} ({_queue(run).job_label} {run.job_id}) yet: {exc.message}")
+            continue
+        if collected.edited:
+            ui.warn(collected.edited)
+        if collected.status != run.status:
+            ui.warn(f"collected {run.run_id} ({_queue(run).job_label} {run.job_id}): {collected.status}")

@@ -4,9 +4,10 @@ The plan bin-packs the archives that need reading by compressed size, largest fi
 with its hash beside the catalog (`catalog.db.slurm/plan.json`). One sbatch job array runs one task per bin
 (`python -m cloudvault.index.slurm_task PLAN TASK`): each scans its archives into one self-contained shard on
 node-local scratch and renames it into `catalog.db.slurm/shards/`, never opening the catalog. A merge job
-(`--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`, or `vault index --merge` by hand) takes the writer
-lock, checks every shard against the plan, commits each archive from its shard with the same code a local
-`vault index` uses, then indexes the rest of the mirror (plain files, anything changed since the plan) locally.
+(`python -m cloudvault.index.slurm_merge CATALOG`, `--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`; or
+`vault index --merge` by hand) takes the writer lock, checks every shard against the plan, commits each archive
+from its shard with the same code a local `vault index` uses, then indexes the rest of the mirror (plain files,
+anything changed since the plan) locally.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ from cloudvault.catalog import shards
 from cloudvault.index.plan import is_archive
 from cloudvault.index.roots import MirrorRoot
 from cloudvault.index.secrets import SecretRules
+from cloudvault.index.slurm_results import (
+    AlreadyMerged,
+    Measured,
+    NothingToSubmit,
+    SimulatedWall,
+    SlurmDryRun,
+    SlurmStatus,
+    Submitted,
+    TaskStatus,
+)
 from cloudvault.models import FileStat
 from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, json_file
 from cloudvault.tools import slurm as slurm_client
@@ -186,10 +197,11 @@ def render_array(lay: Layout, plan: dict, partition: str | None) -> str:
 
 
 def render_merge(lay: Layout, plan: dict, partition: str | None) -> str:
-    """The merge job: `vault index --merge`, waiting for any other writer of the catalog."""
+    """The merge job: the private entry point index/slurm_merge.py (what `vault index --merge` does), waiting for any
+    other writer of the catalog; never the public grammar, which a later vault may spell otherwise."""
     name = f"vault-index-merge-{plan['hash'][:8]}"
     head = _sbatch_head(name, lay.folder / "logs" / "merge-%j.out", partition, lay.folder)
-    command = [sys.executable, "-P", "-m", "cloudvault", "--catalog", str(lay.catalog), "index", "--merge", "--wait"]
+    command = [sys.executable, "-P", "-m", "cloudvault.index.slurm_merge", str(lay.catalog)]
     return "\n".join([*head, "", f"exec {shlex.join(command)}"]) + "\n"
 
 
@@ -268,8 +280,55 @@ def read_json(path: Path) -> dict:
     return json_file(path, SHAPES.get(path.name, PROGRESS_SHAPE), missing={})
 
 
+# -- plan and submit, resume, status -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SlurmOptions:
+    """`vault index --slurm N`'s options: the mirrors (roots or names) and definition, the tasks, the partition,
+    --dry-run and the filesystem bandwidth the simulation assumes (--fs-gbps)."""
+
+    mirrors: tuple[str, ...]
+    definition: str | None
+    tasks: int
+    partition: str | None = None
+    dry_run: bool = False
+    fs_gbps: float | None = None
+
+
+def plan_and_submit(catalog: Path, options: SlurmOptions) -> SlurmDryRun | Submitted | NothingToSubmit:
+    """Plan the archives a local index would read into options.tasks tasks, then submit the array and the merge
+    (or, dry run, say what would be submitted and simulate the wall time; a dry run before the first index plans
+    against an empty catalog and leaves none behind)."""
+    import contextlib
+    import tempfile
+
+    from cloudvault.catalog import files as catalog_files
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.index.roots import roots_to_index
+
+    definition = options.definition
+    if definition and definition.endswith(".toml"):  # the merge job resolves it from another folder
+        definition = str(Path(definition).resolve())
+    fresh = options.dry_run and not catalog.exists()
+    with tempfile.TemporaryDirectory(prefix="vault-plan-") if fresh else contextlib.nullcontext() as folder:
+        conn = open_catalog(Path(folder) / "empty.db" if folder else catalog, create=True)
+        try:
+            mroots = roots_to_index(conn, list(options.mirrors), definition)
+            known = {m.definition.name: catalog_files.archive_signatures(conn, m.definition.name) for m in mroots}
+            recorded = list(catalog_files.recorded_archive_sizes(conn, [m.definition.name for m in mroots]))
+        finally:
+            conn.close()
+    to_read, every = plan_archives(mroots, known)
+    plan = make_plan(catalog, root_docs(mroots), to_read, options.tasks, definition)
+    lay = Layout(catalog)
+    if options.dry_run:
+        return dry_run(lay, plan, options.tasks, options.partition, options.fs_gbps, recorded, every)
+    if not plan["tasks"]:
+        return NothingToSubmit(plan["hash"])
+    return submit(lay, plan, options.partition)
+
+
 # -- submit, resume, status ----------------------------------------------------------------------------------
-def submit(lay: Layout, plan: dict, partition: str | None) -> dict:
+def submit(lay: Layout, plan: dict, partition: str | None) -> Submitted:
     """Write the plan and scripts, then submit the tasks whose shards are not already there (a plan identical
     to the last one keeps its shards) and the merge, dependent on them."""
     _refuse_if_queued(lay)
@@ -283,11 +342,11 @@ def submit(lay: Layout, plan: dict, partition: str | None) -> dict:
     return _submit_jobs(lay, plan, partition, [t for t, why in shard_states(lay, plan).items() if why])
 
 
-def resume(lay: Layout, partition: str | None) -> dict:
+def resume(lay: Layout, partition: str | None) -> Submitted | AlreadyMerged:
     """Submit again only the tasks whose shards are missing or refused, then a merge dependent on them."""
     plan = load_plan(lay.plan)
     if read_json(lay.merged).get("plan") == plan["hash"]:
-        return {"plan": plan["hash"], "merged": True, "tasks": [], "array": None, "merge": None}
+        return AlreadyMerged(plan["hash"])
     jobs = read_json(lay.jobs)
     if state := slurm_client.queued(jobs.get("array")):
         raise SlurmBusy(job=jobs["array"], state=state.lower())
@@ -306,20 +365,19 @@ def _refuse_if_queued(lay: Layout) -> None:
             raise SlurmBusy(job=jobs[key], state=state.lower())
 
 
-def _submit_jobs(lay: Layout, plan: dict, partition: str | None, tasks: list[int]) -> dict:
+def _submit_jobs(lay: Layout, plan: dict, partition: str | None, tasks: list[int]) -> Submitted:
     array_script, merge_script = lay.folder / "job.sbatch", lay.folder / "merge.sbatch"
     array_script.write_text(render_array(lay, plan, partition))
     merge_script.write_text(render_merge(lay, plan, partition))
     array = sbatch(array_script, f"--array={','.join(map(str, tasks))}") if tasks else None
     depend = [f"--dependency=afterok:{array}", "--kill-on-invalid-dep=yes"] if array else []
     merge = sbatch(merge_script, *depend)
-    doc = {"plan": plan["hash"], "array": array, "tasks": tasks, "merge": merge, "partition": partition,
-           "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
-    write_json(lay.jobs, doc)
-    return doc
+    done = Submitted(plan["hash"], array, tuple(tasks), merge, partition, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    write_json(lay.jobs, done.to_json())
+    return done
 
 
-def status(lay: Layout) -> dict:
+def status(lay: Layout) -> SlurmStatus:
     """Per task: archives and bytes done (from its shard, or the progress file it keeps while running), MB/s,
     and its state (shard checked, else Slurm's word); the merge job's state, or when the plan was merged."""
     plan = load_plan(lay.plan)
@@ -339,16 +397,14 @@ def status(lay: Layout) -> dict:
         else:
             state = states.get(task, unknown) if why == "missing" else f"refused: {why}"
         seconds = prog.get("seconds", 0)
-        rows.append({"task": task, "archives": len(planned["archives"]), "archives_done": prog.get("archives", 0),
-                     "bytes": planned["bytes"], "bytes_done": prog.get("bytes", 0),
-                     "mb_s": round(prog.get("bytes", 0) / seconds / 1e6, 1) if seconds else None,
-                     "state": state})  # fmt: skip
+        rows.append(TaskStatus(task, len(planned["archives"]), prog.get("archives", 0), planned["bytes"],
+                               prog.get("bytes", 0),
+                               round(prog.get("bytes", 0) / seconds / 1e6, 1) if seconds else None, state))  # fmt: skip
     merge_state = "merged " + merged["at"] if merged else None
     if merge_state is None:
         found, unknown = _states_if_answering(jobs.get("merge"))
         merge_state = next(iter(found.values()), unknown)
-    return {"plan": plan["hash"], "catalog": plan["catalog"], "array": jobs.get("array"), "merge": jobs.get("merge"),
-            "merge_state": merge_state, "tasks": rows}  # fmt: skip
+    return SlurmStatus(plan["hash"], plan["catalog"], jobs.get("array"), jobs.get("merge"), merge_state, tuple(rows))
 
 
 # -- dry run: the plan and a simulated wall time -------------------------------------------------------------
@@ -365,7 +421,7 @@ def simulate(task_bytes: list[int], task_bps: float, fs_bps: float | None) -> fl
     return elapsed
 
 
-def simulation(sizes: list[int], tasks: int, task_bps: float, fs_bps: float | None) -> list[dict]:
+def simulation(sizes: list[int], tasks: int, task_bps: float, fs_bps: float | None) -> list[SimulatedWall]:
     """Wall time for 1, 2, 4 ... tasks up to `tasks` (and `tasks` itself), each bin-packed as the plan is."""
     counts = sorted({n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n < tasks} | {tasks})
     one = simulate([sum(sizes)], task_bps, fs_bps)
@@ -374,8 +430,8 @@ def simulation(sizes: list[int], tasks: int, task_bps: float, fs_bps: float | No
         bins = [sum(sizes[i] for i in b) for b in pack(sizes, n)]
         wall = simulate(bins, task_bps, fs_bps)
         limit = "filesystem" if fs_bps is not None and len(bins) * task_bps > fs_bps else "largest task"
-        rows.append({"tasks": n, "seconds": round(wall, 1), "speedup": round(one / wall, 2) if wall else 1.0,
-                     "limited_by": limit if n > 1 else "one core"})  # fmt: skip
+        rows.append(SimulatedWall(n, round(wall, 1), round(one / wall, 2) if wall else 1.0,
+                                  limit if n > 1 else "one core"))  # fmt: skip
     return rows
 
 
@@ -405,7 +461,7 @@ def measure_task_rate(archives: list[tuple[str, FileStat]], rules: dict[str, Sec
 
 
 def dry_run(lay: Layout, plan: dict, tasks: int, partition: str | None, fs_gbps: float | None,
-            recorded: list[int], every: list[tuple[str, FileStat]]) -> dict:  # fmt: skip
+            recorded: list[int], every: list[tuple[str, FileStat]]) -> SlurmDryRun:  # fmt: skip
     """What `--slurm N --dry-run` shows: tasks, archives per task, bytes, both scripts, and the simulated wall
     time for the plan's archives (when nothing needs reading: a full re-index of the catalog's recorded archive
     sizes), at a rate measured on the smallest of the mirror's archives (every)."""
@@ -415,10 +471,10 @@ def dry_run(lay: Layout, plan: dict, tasks: int, partition: str | None, fs_gbps:
     sizes = [st.size for _, st in archives] or recorded
     fs_bps = fs_gbps * 1e9 if fs_gbps else None
     rows = simulation(sizes, tasks, rate, fs_bps) if rate and sizes else []
-    return {"plan": plan, "array_script": render_array(lay, plan, partition) if plan["tasks"] else None,
-            "merge_script": render_merge(lay, plan, partition) if plan["tasks"] else None,
-            "measured": {"archives": measured, "bytes": measured_bytes, "bytes_per_s": round(rate)},
-            "fs_gbps": fs_gbps, "simulated": "plan" if archives else "catalog", "simulation": rows}  # fmt: skip
+    return SlurmDryRun(plan, render_array(lay, plan, partition) if plan["tasks"] else None,
+                       render_merge(lay, plan, partition) if plan["tasks"] else None,
+                       Measured(measured, measured_bytes, round(rate)), fs_gbps, "plan" if archives else "catalog",
+                       tuple(rows))  # fmt: skip
 
 
 def _states_if_answering(job: str | None) -> tuple[dict[int, str], str]:

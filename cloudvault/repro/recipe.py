@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cloudvault.errors import RecipeInvalid
-from cloudvault.recipe import ANY, Required, load_recipe
+from cloudvault.recipe import ANY, Required, check, load_recipe
 
 KIND = "repro"
 # via: copy (the default: verified copies) or mount (links into a `vault mount`: cloudvault/mount/staging.py)
@@ -64,9 +64,10 @@ TEMPLATE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 class Recipe:
     """A loaded, validated repro recipe."""
 
-    def __init__(self, name: str, path: Path, data: dict) -> None:
+    def __init__(self, name: str, path: Path, data: dict, source: bytes | None = None) -> None:
         self.name, self.path, self.data = name, path, data
-        self.hash = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        self.source = path.read_bytes() if source is None else source  # what the hash is of: a run keeps it
+        self.hash = source_hash(self.source)
 
     @property
     def kind(self) -> str:
@@ -103,11 +104,36 @@ class Recipe:
         return rules, section.get("settings"), float(section.get("near_tie_margin", DEFAULT_NEAR_TIE))
 
 
+def source_hash(source: bytes) -> str:
+    """A recipe's hash, as the catalog records it for each run: the first 16 hex digits of its file's SHA-256."""
+    return hashlib.sha256(source).hexdigest()[:16]
+
+
 def load(name: str) -> Recipe:
     """The recipe named (or a path to a .toml), validated; a bad key, type or rule is RecipeInvalid (exit 2)."""
+    path, data = load_recipe(KIND, name, SCHEMA)
+    _validate(path, data)
+    return Recipe(path.stem, path, data)
+
+
+def from_source(name: str, path: Path, source: bytes) -> Recipe:
+    """The recipe as a run kept it (its file's bytes when it was planned), validated as load does: a detached run
+    is judged by the recipe it ran with, whatever the file says now."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(source.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise RecipeInvalid(path=path, detail=f"not valid TOML: {exc}") from None
+    check(data, SCHEMA, path)
+    _validate(path, data)
+    return Recipe(name, path, data, source)
+
+
+def _validate(path: Path, data: dict) -> None:
+    """What the schema cannot say: the kind, the noise floors, the repetitions, each compare rule."""
     from cloudvault.repro.compare import parse_rule
 
-    path, data = load_recipe(KIND, name, SCHEMA)
     if data.get("kind", "harness") not in KINDS:
         raise RecipeInvalid(path=path, detail=f"'kind' must be one of {', '.join(KINDS)}, not {data['kind']!r}")
     _check_noise(path, data.get("timings", {}).get("noise"))
@@ -117,7 +143,6 @@ def load(name: str) -> Recipe:
             parse_rule(spec)
         except ValueError as exc:
             raise RecipeInvalid(path=path, detail=f"'compare.rules.{column}': {exc}") from None
-    return Recipe(path.stem, path, data)
 
 
 def _check_noise(path: Path, noise: object) -> None:

@@ -1,5 +1,5 @@
-"""A comparison as a document (--json, the catalog's summary), compare.csv, REPORT.md (with timings.png beside it
-when matplotlib is installed) and a terminal table."""
+"""A comparison as a document (--json, the catalog's summary), compare.csv and REPORT.md (with timings.png beside
+it when matplotlib is installed); the terminal's table is cli/views/compare.py."""
 
 from __future__ import annotations
 
@@ -212,44 +212,3 @@ def write_plot(cmp: RunComparison, a_rows: dict, b_rows: dict, path, label_a: st
         fig.savefig(fh, format="png", metadata={"Software": None})
     plt.close(fig)
     return True
-
-
-def print_table(cmp: RunComparison, *, all_rows: bool = False) -> None:
-    """The per-request table on the terminal (rich), the non-identical rows first; identical ones only with all."""
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    files = bool(cmp.requests) and isinstance(cmp.requests[0], FileResult)
-    table = Table(box=None, pad_edge=False)
-    columns = (
-        ("file", "verdict", "first diff byte", "size A", "size B")
-        if files
-        else ("request", "verdict", "first divergence", "shared prefix", "Δ TTFT s", "Δ TPOT ms", "Δ E2E s", "note")
-    )
-    for column in columns:
-        table.add_column(column)
-    shown = differing(cmp)
-    if all_rows:
-        shown += [r for r in cmp.requests if r.verdict == "identical"]
-    for r in shown:
-        table.add_row(*(_cells_file(r) if files else _cells(r)))
-    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 130, highlight=False)
-    if table.row_count:
-        console.print(table)
-
-
-def _cells(r) -> list[str]:
-    deltas = [f"{r.deltas[m][2]:+.2f}" + (" !" if r.deltas[m][3] is False else "") if m in r.deltas else ""
-              for m in METRICS]  # fmt: skip
-    tie = {True: "near-tie flip", False: "not a near tie"}.get(r.near_tie, "")
-    note = "; ".join(filter(None, [", ".join(r.failed) and f"differs: {', '.join(r.failed)}", tie, *r.notes]))
-    first = "" if r.first_divergence is None else f"{r.first_divergence:,}"
-    prefix = "" if r.shared_prefix is None else f"{r.shared_prefix:,}"
-    return [short(r.request), r.verdict, first, prefix, *deltas, note]
-
-
-def _cells_file(r: FileResult) -> list[str]:
-    first = "" if r.first_difference is None else str(r.first_difference)
-    return [r.name, r.verdict, first, str(r.size_a), str(r.size_b)]

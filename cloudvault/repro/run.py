@@ -16,16 +16,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cloudvault.atomic import atomic_write, write_text
-from cloudvault.errors import EnvironmentProblem, Interrupted, UsageError, VaultError, as_interrupted
+from cloudvault.errors import (
+    EnvironmentProblem,
+    IntegrityError,
+    Interrupted,
+    UsageError,
+    VaultError,
+    as_interrupted,
+)
 from cloudvault.progress import Progress
 from cloudvault.repro import plan as planning
 from cloudvault.repro import report, results
-from cloudvault.repro.compare import RunComparison, compare_files, compare_runs, settings_differences
+from cloudvault.repro.compare import RunComparison, compare_files
+from cloudvault.repro.judge import CompareConfig, judge, write_report
+from cloudvault.repro.outcomes import RunBatch, RunJudged, RunQueued
 from cloudvault.repro.preflight import PreflightFailed, run_checks
 from cloudvault.repro.recipe import Recipe
 
 RUN_ABOUT = "run.json"  # what a runner ran on, when it says (cloudvault.repro.gpu_smoke writes it)
-Feedback = namedtuple("Feedback", "line progress")  # what the CLI shows as a run goes: lines, a staging bar
+PLAN = "plan.json"  # the plan a run was started with and the recipe's own bytes: a detached run is judged by it
+# what the CLI shows as a run goes: lines, a staging bar, and each run of a batch judged (index, RunJudged)
+Feedback = namedtuple("Feedback", "line progress judged", defaults=(None,))
+Collected = namedtuple("Collected", "status edited")  # a detached run's status now; the recipe edit since, named
+
+
+class StoredPlanMismatch(IntegrityError):
+    """run {run_id}: {path} does not match the recipe hash recorded for it ({found}, recorded {recorded}); it is not
+    collected"""
 
 
 class RunFailed(EnvironmentProblem):
@@ -50,15 +67,15 @@ def new_run_dir(conn: sqlite3.Connection, base: Path, recipe: Recipe) -> tuple[s
 
 def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: planning.RunOptions,
               feedback: Feedback | None = None, detach: bool = False,
-              more_noise: tuple[dict, ...] = ()) -> tuple[RunComparison | None, dict]:  # fmt: skip
-    """Run the recipe and compare; (comparison, provenance). Preflight failures raise PreflightFailed (exit 6).
-    detach: return once the job is submitted and recorded as queued, (None, provenance); `vault runs` collects.
+              more_noise: tuple[dict, ...] = ()) -> RunJudged | RunQueued:  # fmt: skip
+    """Run the recipe and compare with the record. Preflight failures raise PreflightFailed (exit 6).
+    detach: return once the job is submitted and recorded as queued (RunQueued); `vault runs collect` collects.
     more_noise: rows of earlier runs of this --repeat batch, measuring the timing noise beside the record's own
     repetitions."""
     from cloudvault.catalog.records import finish_run, start_run
     from cloudvault.repro.executors import with_executor_checks
 
-    say, progress = feedback or Feedback(lambda text: None, Progress())
+    say, progress, _ = feedback or Feedback(lambda text: None, Progress())
     run_id, run_dir = new_run_dir(conn, options.base, recipe)
     plan = planning.build(conn, recipe, run_dir, options)
     checks = with_executor_checks(run_checks(conn, plan, options.out_explicit), executor, plan)
@@ -73,6 +90,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
     job = None
     try:  # from here on, however the run ends (an interrupt at any line included) it is recorded as ended
         _write_json(run_dir / results.PROVENANCE, prov)
+        _write_json(run_dir / PLAN, stored_plan(plan, prov["options"]))
         start_run(conn, run_id=run_id, recipe=recipe.name, recipe_hash=recipe.hash, mirror_id=plan.mirror_id,
                   entry_id=plan.entry_id, executor=executor.name, folder=str(run_dir))  # fmt: skip
         say(f"staging {sum(len(i.members) for i in plan.inputs)} input files from the mirror")
@@ -84,7 +102,7 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         if detach:
             prov["status"] = "queued"
             _write_json(run_dir / results.PROVENANCE, prov)
-            return None, prov
+            return RunQueued(run_id, prov.get("job_id"), entry=recipe.entry)
         say(f"running {len(plan.processes)} process(es) with the {executor.name} executor in {run_dir}")
         codes = executor.wait(job, lambda name, code, s: say(f"{name} ended with exit {code} after {s:.1f} s"))
         cmp, totals = _collect_and_compare(conn, plan, executor, job, codes, prov, more_noise)
@@ -100,7 +118,27 @@ def reproduce(conn: sqlite3.Connection, recipe: Recipe, executor, options: plann
         prov["error"] = exc.message if isinstance(exc, VaultError) else repr(exc)
         _close(conn, prov, run_dir, "failed")
         raise
-    return cmp, prov
+    return RunJudged(run_id, str(run_dir), plan.record_folder, cmp)
+
+
+def reproduce_batch(conn: sqlite3.Connection, recipe: Recipe, executors, options: planning.RunOptions,
+                    feedback: Feedback | None = None, *, repeat: int = 1,
+                    detach: bool = False) -> RunBatch | RunQueued:  # fmt: skip
+    """`vault repro` (--repeat N): N runs, each judged against the record as it ends (feedback.judged), the timing
+    noise growing with the batch's earlier runs; executors(i) is the i-th run's executor. A detached run is one
+    run: RunQueued."""
+    earlier: list[dict] = []
+    judged = []
+    for i in range(repeat):
+        done = reproduce(conn, recipe, executors(i), options, feedback, detach=detach, more_noise=tuple(earlier))
+        if isinstance(done, RunQueued):
+            return done
+        if feedback and feedback.judged:
+            feedback.judged(i, done)
+        judged.append(done)
+        if recipe.kind == "harness":
+            earlier.append(run_rows(done.folder))
+    return RunBatch(tuple(judged))
 
 
 def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: list[int], prov: dict,
@@ -115,17 +153,16 @@ def _collect_and_compare(conn: sqlite3.Connection, plan, executor, job, codes: l
     return compare_with_record(conn, plan, more_noise)
 
 
-def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
+def collect_detached(conn: sqlite3.Connection, run, executor) -> Collected:
     """A detached run (catalog row) whose job has ended: collected, compared and recorded as a waited run would
-    be; its status now ("queued" while the job is still pending or running)."""
-    from cloudvault.repro.recipe import load
-
+    be, by the plan it was queued with (plan.json); its status now ("queued" while the job is still pending or
+    running) and, when the recipe was edited since it was queued, a line saying so."""
     run_dir = Path(run.folder)
     prov = results.provenance(run_dir)
     if not prov.get("plan"):
         raise UsageError(detail=f"run {run.run_id}: {run_dir} has no provenance.json to collect it by")
+    recipe, edited = queued_recipe(run, prov)
     options = prov.get("options", {})
-    recipe = load(prov["plan"]["recipe_path"])
     plan = planning.build(conn, recipe, run_dir, planning.RunOptions(run_dir.parent, True, options.get("standin"),
                                                                      options.get("env")))  # fmt: skip
     job = executor.resume(plan, run.job_id)
@@ -135,16 +172,53 @@ def collect_detached(conn: sqlite3.Connection, run, executor) -> str:
         status = "running" if executor.started(job) else "queued"
         if status != run.status:
             finish_run(conn, run.run_id, status=status)
-        return status
+        return Collected(status, edited)
     try:
         cmp, totals = _collect_and_compare(conn, plan, executor, job, executor.wait(job), prov)
     except VaultError as exc:
         prov["error"] = exc.message
         _close(conn, prov, run_dir, "failed")
-        return "failed"
+        return Collected("failed", edited)
     _write_report(plan, cmp, totals, conn)
     _close(conn, prov, run_dir, "finished", cmp)
-    return "finished"
+    return Collected("finished", edited)
+
+
+def stored_plan(plan, options: dict) -> dict:
+    """What plan.json keeps: the recipe's own bytes (its hash is the catalog's recipe_hash), the options, the plan."""
+    recipe = plan.recipe
+    return {"recipe": {"name": recipe.name, "path": str(recipe.path), "hash": recipe.hash,
+                       "source": recipe.source.decode("utf-8")},
+            "options": options, "plan": planning.describe(plan)}  # fmt: skip
+
+
+def queued_recipe(run, prov: dict) -> tuple[Recipe, str | None]:
+    """The recipe a run was queued with, from its plan.json (checked against the hash the catalog recorded), and a
+    line naming an edit of the recipe's file since (None when there is none). A run folder of an older vault has
+    no plan.json: it is judged by the recipe as it is now, and an edit since is named all the same."""
+    from cloudvault.repro.recipe import from_source, load
+
+    kept_at = Path(run.folder) / PLAN
+    name = prov["plan"]["recipe"]
+    try:
+        now = load(prov["plan"]["recipe_path"])
+    except VaultError as exc:
+        if not kept_at.is_file():
+            raise
+        now, gone = None, exc.message
+    if kept_at.is_file():
+        kept = json.loads(kept_at.read_text(encoding="utf-8"))["recipe"]
+        recipe = from_source(kept["name"], Path(kept["path"]), kept["source"].encode("utf-8"))
+        if recipe.hash != run.recipe_hash:
+            raise StoredPlanMismatch(run_id=run.run_id, path=kept_at, found=recipe.hash, recorded=run.recipe_hash)
+        judged = "it is judged by the recipe it was queued with (its plan.json)"
+    else:
+        recipe, judged = now, "its folder keeps no plan.json (an older vault queued it): it is judged by the recipe now"
+    if now is not None and now.hash == run.recipe_hash:
+        return recipe, None
+    change = f"now {now.hash}" if now is not None else f"now it does not load: {gone}"
+    edited = f"recipe {name} was edited after run {run.run_id} was queued (hash {run.recipe_hash}, {change})"
+    return recipe, f"{edited}; {judged}"
 
 
 def _provenance(conn: sqlite3.Connection, plan, run_id: str, checks: list, forced: list[str]) -> dict:
@@ -288,11 +362,11 @@ def compare_with_record(conn: sqlite3.Connection, plan, more_noise: tuple[dict, 
     record_settings = {**record.settings, **_about(recorded_about.get(RUN_ABOUT))}
     produced_about = (work / RUN_ABOUT).read_bytes() if (work / RUN_ABOUT).is_file() else None
     new_settings = {**plan.run_settings, **_about(produced_about)}
-    diff = settings_differences(record_settings, new_settings, plan.compare_settings)
-    repetitions = [from_entry(conn, plan.entry_id, folder=f).rows for f in plan.recipe.repetitions()]
-    cmp = compare_runs(record.rows, new.rows, plan.rules, settings_diff=diff, near_tie_margin=plan.near_tie,
-                       baselines=[*repetitions, *more_noise], floors=plan.recipe.noise_floors())  # fmt: skip
-    return cmp, (record.totals(), new.totals())
+    repetitions = tuple(from_entry(conn, plan.entry_id, folder=f).rows for f in plan.recipe.repetitions())
+    config = CompareConfig(plan.rules, plan.compare_settings, plan.near_tie, plan.recipe.noise_floors())
+    judged = judge(record, new, config, more_noise=(*repetitions, *more_noise),
+                   settings=(record_settings, new_settings))  # fmt: skip
+    return judged.comparison, judged.totals
 
 
 def _about(data: bytes | None) -> dict:
@@ -300,15 +374,13 @@ def _about(data: bytes | None) -> dict:
 
 
 def _write_report(plan, cmp: RunComparison, totals: tuple[dict, dict] | None, conn=None) -> None:
-    write_text(plan.run_dir / "compare.csv", report.compare_csv(cmp), force=False)
-    label_a, label_b = f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")
-    plot = None
+    """The run folder's compare.csv, timings.png and REPORT.md, as `vault compare --out` writes them."""
+    rows = None
     if cmp.timings and conn is not None and plan.recipe.kind == "harness":
         from cloudvault.repro.sources import from_entry
 
         record = from_entry(conn, plan.entry_id, folder=plan.record_folder).rows
-        plot = report.write_plot(cmp, record, run_rows(plan.run_dir), plan.run_dir / report.PLOT, "record", "this run")
-    baselines = tuple(f"{plan.entry_id}/{f}" for f in plan.recipe.repetitions())
-    text = report.report_md(cmp, f"vault repro {plan.recipe.name}", label_a, label_b, totals, baselines=baselines,
-                            plot=plot)  # fmt: skip
-    write_text(plan.run_dir / "REPORT.md", text, force=False)
+        rows = (("record", record), ("this run", run_rows(plan.run_dir)))
+    write_report(plan.run_dir, cmp, title=f"vault repro {plan.recipe.name}",
+                 labels=(f"{plan.entry_id}/{plan.record_folder}", str(plan.run_dir / "work")), totals=totals,
+                 baselines=tuple(f"{plan.entry_id}/{f}" for f in plan.recipe.repetitions()), plotted=rows)  # fmt: skip

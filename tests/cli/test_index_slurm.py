@@ -131,7 +131,7 @@ def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_
               str(mirror))  # fmt: skip
     assert r.code == 0, r.err
     assert "3 tasks, 5 archives" in r.out and "#SBATCH --array=0-2" in r.out and "#SBATCH --partition=debug" in r.out
-    assert "cloudvault.index.slurm_task" in r.out and "--merge --wait" in r.out
+    assert "cloudvault.index.slurm_task" in r.out and "-m cloudvault.index.slurm_merge" in r.out
     assert "filesystem 0.01 GB/s" in r.out and "scanned by one task's code" in r.out
     assert not Layout(db).plan.exists() and not db.exists()  # nothing written, not even an empty catalog
     doc = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--dry-run", "--json", str(mirror)).out)
@@ -164,6 +164,30 @@ def test_tasks_and_merge_give_the_catalog_a_local_index_gives(tmp_path, vault):
     assert sum(kind == "non_utf8_name" for *_, kind, _ in local["flags"]) == 3
     again = vault("--catalog", str(db), "index", "--merge")
     assert again.code == 0 and "nothing to do" in again.out and catalog_rows(db) == _rows(local)
+
+
+def test_the_merge_job_runs_the_private_entry_point_and_leaves_what_a_local_index_leaves(tmp_path, vault):
+    """The merge.sbatch line, run as the job runs it: `python -P -m cloudvault.index.slurm_merge CATALOG`."""
+    import shlex
+
+    from cloudvault.index.slurm import render_merge
+
+    mirror = _mirror(tmp_path)
+    local = _local_catalog(vault, mirror, tmp_path / "local.db")
+    db = tmp_path / "c.db"
+    plan = _write_plan(db, mirror, 2)
+    _run_tasks(db, plan)
+    script = render_merge(Layout(db), plan, None)
+    (line,) = [s for s in script.splitlines() if s.startswith("exec ")]
+    argv = shlex.split(line)[1:]
+    assert argv[1:4] == ["-P", "-m", "cloudvault.index.slurm_merge"] and "--merge" not in argv
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 5 and "merged plan" in done.stdout and done.stderr == "", done.stderr  # 5: flags
+    assert catalog_rows(db) == _rows(local)
+    again = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    gone = subprocess.run([*argv[:4], str(tmp_path / "none.db")], capture_output=True, text=True)
+    assert gone.returncode == 3 and gone.stderr.startswith("vault: error: no Slurm index plan"), gone.stderr
 
 
 def test_a_stale_shard_from_an_older_plan_is_refused(tmp_path, vault):

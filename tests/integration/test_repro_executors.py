@@ -149,7 +149,7 @@ def test_detach_returns_at_once_and_vault_runs_collects_later(demo_catalog, vaul
     assert (queued["run_id"], queued["job_id"]) == (doc["run_id"], doc["job_id"])
     seen, deadline = {queued["status"]}, time.monotonic() + 180
     while time.monotonic() < deadline:
-        (run,) = runs_json(vault, demo_catalog, "014")  # each listing asks Slurm about the job
+        (run,) = runs_json(vault, demo_catalog, "collect", "014")  # each collect asks Slurm about the job
         seen.add(run["status"])
         if run["status"] not in ("queued", "running"):
             break
@@ -271,7 +271,7 @@ def test_vault_runs_lists_a_detached_run_it_cannot_ask_slurm_about(demo_catalog,
     job_id = json.loads(result.out)["job_id"]
     try:
         monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-such-slurm.conf"))
-        listed = vault("--catalog", str(demo_catalog), "runs", "014")
+        listed = vault("--catalog", str(demo_catalog), "runs", "collect", "014")
         assert listed.code == 0 and f"(Slurm job {job_id})" in listed.out
         assert "cannot collect" in listed.err and "Slurm does not answer" in listed.err
         assert runs_json(vault, demo_catalog, "014")[0]["status"] == "queued"

@@ -16,6 +16,7 @@ from cloudvault.restore.env.checks import run_checks
 from cloudvault.restore.env.place import placed
 from cloudvault.restore.env.prefix import PrefixScanner
 from cloudvault.restore.env.restore import Choices, conda_documents, installed_gpu_fit, recorded
+from cloudvault.restore.env.results import EnvMoved, MovePlan
 from cloudvault.restore.env.rewrite import relocate
 from cloudvault.restore.env.source import MARKER, EnvRecipe, EnvSource, Unpatched, read_marker
 
@@ -78,7 +79,7 @@ def move(
     source: Path,
     target: Path,
     choices: Choices = Choices(),
-) -> dict:
+) -> EnvMoved:
     """The env at source (restored by vault: it has a marker) placed at target and source removed; recorded."""
     from cloudvault.restore.env.targets import check_move
 
@@ -86,7 +87,7 @@ def move(
     return recorded(conn, env, target, lambda: _move(recipe, env, source, target, choices))
 
 
-def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices: Choices) -> dict:
+def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices: Choices) -> EnvMoved:
     marker = read_marker(source)
     if marker is None:
         raise errors.UsageError(detail=f"{source} has no {MARKER}: only an env vault restored can be moved")
@@ -97,27 +98,16 @@ def _move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path, choices
         moved = _relocated_copy(source, staging.path, marker, new, env.name, choices.allow_unpatched)
     shutil.rmtree(source)
     checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []
-    return {
-        "name": env.name,
-        "status": "ok",
-        "target": new,
-        "old_prefix": old,
-        "moved_from": str(source),
-        "archive": marker.get("source"),
-        "archive_blake3": marker.get("source_blake3"),
-        "files": None,
-        "rewritten": len(moved.rewritten),
-        "unpatched": moved.unpatched,
-        "pyc_removed": moved.pyc_removed,
-        "pyc_recompiled": moved.pyc_recompiled, "pyc_moved": moved.pyc_moved,
-        "pyc_note": moved.pyc_note,
-        "checks": checks,
-        "gpu": installed_gpu_fit(target),
-        "pitfalls": recipe.pitfalls_for(env.name),
-    }
+    return EnvMoved(
+        name=env.name, status="ok", target=new, old_prefix=old, moved_from=str(source),
+        archive=marker.get("source"), archive_blake3=marker.get("source_blake3"), files=None,
+        rewritten=len(moved.rewritten), unpatched=tuple(moved.unpatched), pyc_removed=moved.pyc_removed,
+        pyc_recompiled=moved.pyc_recompiled, pyc_moved=moved.pyc_moved, pyc_note=moved.pyc_note,
+        checks=tuple(checks), gpu=installed_gpu_fit(target), pitfalls=tuple(recipe.pitfalls_for(env.name)),
+    )  # fmt: skip
 
 
-def plan_move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path) -> dict:
+def plan_move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path) -> MovePlan:
     """What --move would do: the prefix its files speak (the marker's), bytes to copy, space, risks."""
     from cloudvault.restore.env.source import free_space
 
@@ -131,16 +121,8 @@ def plan_move(recipe: EnvRecipe, env: EnvSource, source: Path, target: Path) -> 
         risks.append(f"{target} exists: it is kept unless you pass --force")
     if free < need:
         risks.append(f"not enough space: {free} bytes free, {need} needed")
-    return {
-        "name": env.name,
-        "moved_from": str(source),
-        "old_prefix": marker["prefix"],
-        "target": str(target),
-        "bytes": need,
-        "free": free,
-        "enough_space": free >= need,
-        "exists": os.path.lexists(target),
-        "source": marker.get("source"),
-        "checks": list(recipe.checks_for(env.name)),
-        "risks": risks,
-    }
+    return MovePlan(
+        name=env.name, moved_from=str(source), old_prefix=marker["prefix"], target=str(target), bytes=need,
+        free=free, enough_space=free >= need, exists=os.path.lexists(target), source=marker.get("source"),
+        checks=tuple(recipe.checks_for(env.name)), risks=tuple(risks),
+    )  # fmt: skip

@@ -19,6 +19,7 @@ from cloudvault.restore.env import meta as env_meta
 from cloudvault.restore.env import venv as env_venv
 from cloudvault.restore.env.checks import run_checks
 from cloudvault.restore.env.place import placed
+from cloudvault.restore.env.results import AlreadyRestored, EnvPlan, EnvRestored, PythonUsed, Verified
 from cloudvault.restore.env.rewrite import Relocation, relocate
 from cloudvault.restore.env.source import (
     MARKER,
@@ -34,7 +35,8 @@ from cloudvault.restore.env.source import (
 from cloudvault.restore.env.stage import Staged, StagingArea, finish_dirs, stage
 
 
-def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, caps: list | None = None) -> dict:
+def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path,
+         caps: list | None = None) -> EnvPlan:  # fmt: skip
     """What a restore would do, from the catalog and conda-meta alone: bytes, target, space, rewrites, risks
     (the recipe's pitfalls, GPUs of caps the torch build has no kernels for, a target that exists, no room)."""
     members = env.members(conn)
@@ -57,19 +59,19 @@ def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Pa
     free = free_space(target.parent)
     if free < need:
         risks.append(f"not enough space: {free} bytes free, {need} needed")
-    return {
-        "name": env.name, "archive": env.archive.path, "archive_blake3": env.archive.blake3,
-        "archive_size": env.archive.size, "bytes": need, "files": len(rel), "target": new, "old_prefix": old,
-        "relocate": old != new, "free": free, "enough_space": free >= need, "exists": os.path.lexists(target),
-        "conda_files": len(conda), "conda_text_with_prefix": sum(c.file_mode == "text" for c in with_prefix.values()),
-        "conda_binary_with_prefix": sum(c.file_mode == "binary" for c in with_prefix.values()),
-        "binary_misfits": misfit, "pip_scripts": len(pip_scripts), "pip_pyc": len(pip_pyc),
-        "package_cache": recipe.data.get("package_cache"), "checks": list(recipe.checks_for(env.name)),
-        "risks": risks,
-    }  # fmt: skip
+    return EnvPlan(
+        name=env.name, archive=env.archive.path, archive_blake3=env.archive.blake3,
+        archive_size=env.archive.size, bytes=need, files=len(rel), target=new, old_prefix=old,
+        relocate=old != new, free=free, enough_space=free >= need, exists=os.path.lexists(target),
+        conda_files=len(conda), conda_text_with_prefix=sum(c.file_mode == "text" for c in with_prefix.values()),
+        conda_binary_with_prefix=sum(c.file_mode == "binary" for c in with_prefix.values()),
+        binary_misfits=tuple(misfit), pip_scripts=len(pip_scripts), pip_pyc=len(pip_pyc),
+        package_cache=recipe.data.get("package_cache"), checks=tuple(recipe.checks_for(env.name)),
+        risks=tuple(risks),
+    )  # fmt: skip
 
 
-def check_recorded(root: Path, staged: Staged, conda: dict) -> dict:
+def check_recorded(root: Path, staged: Staged, conda: dict) -> Verified:
     """The archive's bytes against what conda-meta (sha256_in_prefix) and pip RECORD files say was installed."""
     out = {"conda_checked": 0, "conda_differ": [], "conda_missing": 0, "record_checked": 0, "record_differ": []}
     for rel, c in conda.items():
@@ -88,17 +90,18 @@ def check_recorded(root: Path, staged: Staged, conda: dict) -> dict:
                 out["record_checked"] += 1
                 if staged.sha256[path] != want:
                     out["record_differ"].append(path)
-    return out
+    return Verified(out["conda_checked"], tuple(out["conda_differ"]), out["conda_missing"], out["record_checked"],
+                    tuple(out["record_differ"]), staged.files)  # fmt: skip
 
 
 def _write_marker(root: Path, env: EnvSource, recipe: EnvRecipe, old: str, new: str, moved: Relocation,
-                  verified: dict) -> None:  # fmt: skip
+                  verified: Verified) -> None:  # fmt: skip
     doc = {
         "vault_version": __version__, "recipe": recipe.name, "env": env.name, "entry": env.entry_id,
         "source": env.archive.path, "source_blake3": env.archive.blake3, "original_prefix": env.prefix,
         "old_prefix": old, "prefix": new, "restored_at": now(), "rewritten": moved.rewritten,
         "unpatched": moved.unpatched, "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled,
-        "pyc_moved": moved.pyc_moved, "verified": verified,
+        "pyc_moved": moved.pyc_moved, "verified": verified.to_json(),
     }  # fmt: skip
     (root / "conda-meta").mkdir(exist_ok=True)
     (root / MARKER).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -112,15 +115,15 @@ class Choices(namedtuple("Choices", "force allow_unpatched smoke python", defaul
     __slots__ = ()
 
 
-def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path,
-            choices: Choices = Choices(), progress: Progress | None = None) -> dict:  # fmt: skip
+def restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, choices: Choices = Choices(),
+            progress: Progress | None = None) -> EnvRestored | AlreadyRestored:  # fmt: skip
     """Restore env at target (its prefix from now on); returns what was done, recorded in the catalog (a failed
     or interrupted one too). Nothing is at target unless all of it is: the env is built in a staging folder
     beside target and renamed into place at the end."""
     return recorded(conn, env, target, lambda: _restore(conn, recipe, env, target, choices, progress))
 
 
-def recorded(conn: sqlite3.Connection, env: EnvSource, target: Path, work) -> dict:
+def recorded(conn: sqlite3.Connection, env: EnvSource, target: Path, work):
     """work() run and its outcome recorded as one restores row: ok (placed), interrupted (Ctrl-C, a signal) or
     failed (any other error but a target that was already there, which is not a restore)."""
     started = now()
@@ -138,13 +141,13 @@ def recorded(conn: sqlite3.Connection, env: EnvSource, target: Path, work) -> di
     except OSError as exc:
         record(conn, env, target, None, {"error": f"{exc.strerror or exc}"}, "failed", started)
         raise
-    if result["status"] != "already restored":
+    if not isinstance(result, AlreadyRestored):
         record(conn, env, target, result, None, "ok", started)
     return result
 
 
 def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Path, choices: Choices,
-             progress: Progress | None) -> dict:  # fmt: skip
+             progress: Progress | None) -> EnvRestored | AlreadyRestored:  # fmt: skip
     progress = progress or Progress()
     if env.prefix is None:
         why = f"the recipe records no original prefix for {env.name}: add envs.{env.name}.prefix"
@@ -153,7 +156,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
     marker = read_marker(target) if os.path.isdir(target) and not choices.force else None  # --force: replaced
     same = marker and marker.get("source_blake3") == env.archive.blake3 and marker.get("prefix") == new
     if same and not choices.force:
-        return {"name": env.name, "status": "already restored", "target": new, "archive": env.archive.path}
+        return AlreadyRestored(env.name, new, env.archive.path)
     members = env.members(conn)
     venv = env_venv.read_venv(members, env.folder)
     if choices.python and venv is None:
@@ -178,7 +181,7 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
                 env_venv.retarget_config(staging, interpreter)  # --python: pyvenv.cfg names the new interpreter
             progress.current("checking conda-meta and pip RECORD hashes")
             conda = env_meta.conda_paths(conda_documents(staging))
-            verified = check_recorded(staging, staged, conda) | {"blake3_files": staged.files}
+            verified = check_recorded(staging, staged, conda)
             seconds["verify"] = time.monotonic() - clock - seconds["stage"]
             progress.current(f"moving {len(staged.holding_prefix)} files to the new prefix, moving byte-code")
             moved = relocate(staging, staged.holding_prefix, old, new, conda) if old != new else Relocation()
@@ -192,24 +195,24 @@ def _restore(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target
     finally:
         progress.finish()
     checks = run_checks(target, recipe.checks_for(env.name)) if choices.smoke else []
-    return {
-        "name": env.name, "status": "ok", "target": new, "old_prefix": old, "archive": env.archive.path,
-        "archive_blake3": env.archive.blake3, "files": staged.files, "links": staged.links, "bytes": staged.bytes,
-        "rewritten": len(moved.rewritten), "rewritten_how": _count_how(moved.rewritten),
-        "unpatched": moved.unpatched,
-        "pyc_removed": moved.pyc_removed, "pyc_recompiled": moved.pyc_recompiled,
-        "pyc_moved": moved.pyc_moved, "pyc_note": moved.pyc_note,
-        "verified": verified, "checks": checks, "gpu": installed_gpu_fit(target),
-        "pitfalls": recipe.pitfalls_for(env.name), "python": _python_said(interpreter),
-        "seconds": {k: round(v, 3) for k, v in seconds.items()},
-    }  # fmt: skip
+    return EnvRestored(
+        name=env.name, status="ok", target=new, old_prefix=old, archive=env.archive.path,
+        archive_blake3=env.archive.blake3, files=staged.files, links=staged.links, bytes=staged.bytes,
+        rewritten=len(moved.rewritten), rewritten_how=_count_how(moved.rewritten),
+        unpatched=tuple(moved.unpatched),
+        pyc_removed=moved.pyc_removed, pyc_recompiled=moved.pyc_recompiled,
+        pyc_moved=moved.pyc_moved, pyc_note=moved.pyc_note,
+        verified=verified, checks=tuple(checks), gpu=installed_gpu_fit(target),
+        pitfalls=tuple(recipe.pitfalls_for(env.name)), python=_python_said(interpreter),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+    )  # fmt: skip
 
 
-def _python_said(interpreter) -> dict | None:
+def _python_said(interpreter) -> PythonUsed | None:
     if interpreter is None:
         return None
-    return {"base": interpreter.new or interpreter.old, "version": interpreter.version,
-            "replaced": interpreter.old if interpreter.new else None}  # fmt: skip
+    return PythonUsed(base=interpreter.new or interpreter.old, version=interpreter.version,
+                      replaced=interpreter.old if interpreter.new else None)  # fmt: skip
 
 
 def conda_documents(root: Path) -> dict[str, bytes]:
@@ -240,10 +243,12 @@ def installed_gpu_fit(prefix: Path) -> dict | None:
     return {"torch": torch, **fit} if fit else {"torch": torch}
 
 
-def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result: dict | None, error: dict | None,
+def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result, error: dict | None,
            status: str, started: str) -> None:  # fmt: skip
-    """One restores row with what was checked (never an environment variable); status is the outcome's."""
-    detail = error if error else {k: v for k, v in (result or {}).items() if k not in ("name", "target")}
+    """One restores row with what was checked (never an environment variable); status is the outcome's. Its
+    detail is the result's to_json() (the --json document) less the name and the target the row has."""
+    shown = result.to_json() if result is not None else {}
+    detail = error if error else {k: v for k, v in shown.items() if k not in ("name", "target")}
     record_restore(conn, kind="env", mirror_id=env.mirror_id, entry_id=env.entry_id, name=env.name,
                    source=env.archive.path, source_hash=env.archive.blake3, target=str(target), status=status,
                    detail=detail, started_at=started)  # fmt: skip

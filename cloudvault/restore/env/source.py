@@ -255,16 +255,17 @@ def local_caps() -> list[tuple[int, int]]:
     return [g.compute_cap for g in gpu.local_gpus() or []]
 
 
-def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None) -> dict:
-    """What `--list` says of an env, from member names alone: sizes, python, torch build, GPU fit."""
+def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None):
+    """What `--list` says of an env (an EnvListed), from member names alone: sizes, python, torch build, GPU fit."""
+    from cloudvault.restore.env.results import EnvListed
+
     members = env.members(conn)
     paths = [m.path for m in members]
     torch = env_meta.torch_build(paths)
-    return {
-        "name": env.name, "where": env.where, "problem": env.problem, "shared": env.shared,
-        "archive": env.archive.path,
-        "archive_size": env.archive.size,
-        "size": sum(m.size for m in members if m.type == "file"), "files": sum(m.type == "file" for m in members),
-        "prefix": env.prefix, "python": env_meta.python_version(paths), "torch": torch,
-        "conda_packages": len(conda_meta_members(members, env.folder)), "gpu": env_meta.gpu_fit(torch, None, caps),
-    }  # fmt: skip
+    return EnvListed(
+        name=env.name, where=env.where, problem=env.problem, shared=env.shared, archive=env.archive.path,
+        archive_size=env.archive.size, size=sum(m.size for m in members if m.type == "file"),
+        files=sum(m.type == "file" for m in members), prefix=env.prefix, python=env_meta.python_version(paths),
+        torch=torch, conda_packages=len(conda_meta_members(members, env.folder)),
+        gpu=env_meta.gpu_fit(torch, None, caps),
+    )  # fmt: skip

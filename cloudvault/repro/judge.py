@@ -1,0 +1,68 @@
+"""The one compare-and-report pipeline: run A judged against run B (settings compared, outputs exactly, timings
+against the noise of A's kind), and the report written beside it (compare.csv, timings.png, REPORT.md). `vault
+compare` and `vault repro` both go through here; the terminal's view of it is cli/views/compare.py."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudvault.repro import report
+from cloudvault.repro.compare import RunComparison, baseline_differences, compare_runs, settings_differences
+from cloudvault.repro.results import Results
+
+# the recipe's compare section: rules per column, the settings compared (None: all shared), the near-tie margin,
+# the timing noise floors per metric
+CompareConfig = namedtuple("CompareConfig", "rules settings near_tie floors")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A comparison, the two runs it judged (and the baselines of A's kind), their measured totals."""
+
+    comparison: RunComparison
+    a: Results
+    b: Results
+    baselines: tuple[Results, ...] = ()
+    totals: tuple[dict, dict] | None = None
+
+    @property
+    def verdict(self) -> str:
+        return self.comparison.verdict
+
+    def to_json(self, label_a: str | None = None, label_b: str | None = None, with_totals: bool = True) -> dict:
+        """The comparison's document (--json, the catalog's summary): report.document, labelled A and B."""
+        totals = self.totals if with_totals else None
+        return report.document(self.comparison, label_a or self.a.where, label_b or self.b.where, totals)
+
+
+def judge(a: Results, b: Results, config: CompareConfig, *, baselines: tuple[Results, ...] = (),
+          more_noise: tuple[dict, ...] = (), settings: tuple[dict, dict] | None = None) -> Judged:  # fmt: skip
+    """B judged against A by config. The timing noise is measured over A, the baselines (runs of A's kind, each
+    with its settings checked against A's) and more_noise (rows of runs known to be of A's kind: a recipe's recorded
+    repetitions, a --repeat batch's earlier runs). settings: A's and B's settings as the caller knows them (a
+    repro run's, with what its runner said it ran on), always compared; else each run's own, when both have some."""
+    ours, theirs = settings if settings is not None else (a.settings, b.settings)
+    diff = settings_differences(ours, theirs, config.settings) if settings is not None or (ours and theirs) else []
+    diff += [d for r in baselines if ours and r.settings
+             for d in baseline_differences(ours, r.settings, r.where, config.settings)]  # fmt: skip
+    cmp = compare_runs(a.rows, b.rows, config.rules, settings_diff=diff, near_tie_margin=config.near_tie,
+                       baselines=[*(r.rows for r in baselines), *more_noise], floors=config.floors)  # fmt: skip
+    return Judged(cmp, a, b, tuple(baselines), (a.totals(), b.totals()))
+
+
+def write_report(folder: Path, cmp: RunComparison, *, title: str, labels: tuple[str, str],
+                 totals: tuple[dict, dict] | None, baselines: tuple[str, ...] = (),
+                 plotted: tuple[tuple[str, dict], tuple[str, dict]] | None = None) -> None:  # fmt: skip
+    """compare.csv, timings.png (plotted: A's and B's label and rows, when there are timings) and REPORT.md in
+    folder, each written to a temp name and renamed into place, never over a file that is there."""
+    from cloudvault.atomic import write_text
+
+    write_text(folder / "compare.csv", report.compare_csv(cmp), force=False)
+    plot = None
+    if cmp.timings and plotted is not None:
+        (label_a, rows_a), (label_b, rows_b) = plotted
+        plot = report.write_plot(cmp, rows_a, rows_b, folder / report.PLOT, label_a, label_b)
+    text = report.report_md(cmp, title, labels[0], labels[1], totals, baselines=baselines, plot=plot)
+    write_text(folder / "REPORT.md", text, force=False)

@@ -1,0 +1,89 @@
+"""What `vault repro` hands the command line: frozen, typed results of a run (judged, or queued), of a --repeat
+batch, of a dry run and of --list; each one's to_json() is its --json (docs/commands/repro.md says the fields)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cloudvault.documents import SHOWN_ONLY, Document
+
+
+@dataclass(frozen=True)
+class RunJudged(Document):
+    """One run, compared with the record: its id, its folder, and the comparison (as `vault compare` has it)."""
+
+    run_id: str
+    folder: str
+    record_folder: str
+    comparison: object  # repro/compare.py RunComparison
+
+    @property
+    def verdict(self) -> str:
+        return self.comparison.verdict
+
+    def to_json(self) -> dict:
+        from cloudvault.repro import report
+
+        return {**report.document(self.comparison, self.record_folder, self.run_id), "run_id": self.run_id,
+                "folder": self.folder}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunQueued(Document):
+    """A detached run: its job queued and the run recorded as queued (`vault runs collect` collects it)."""
+
+    run_id: str
+    job_id: str
+    status: str = "queued"
+    entry: str = field(default="", metadata=SHOWN_ONLY)
+
+
+@dataclass(frozen=True)
+class RunBatch(Document):
+    """`--repeat N`: each run judged in turn (one run: that run's document alone)."""
+
+    runs: tuple[RunJudged, ...]
+
+    def to_json(self) -> dict:
+        if len(self.runs) == 1:
+            return self.runs[0].to_json()
+        docs = [r.to_json() for r in self.runs]
+        return {"runs": docs, "verdicts": [d["verdict"] for d in docs]}
+
+
+@dataclass(frozen=True)
+class RecipeListed(Document):
+    """One recipe of `--list` and its last run (None when never run)."""
+
+    recipe: str
+    entry: str
+    kind: str
+    description: str
+    last_run: str | None
+    status: str | None
+    verdict: str | None
+
+
+@dataclass(frozen=True)
+class DryRun(Document):
+    """`--dry-run`: the plan (its document, as provenance.json keeps it), the settings from the catalog, each
+    preflight check, why a run here could not compare with a GPU record, the GPUs here the plan uses; for the
+    terminal, the plan's commands as processes, where the executor runs them, and the processes' core pins."""
+
+    plan: dict
+    settings: dict
+    preflight: tuple[dict, ...]
+    not_comparable_here: str | None
+    gpus_here: tuple[dict, ...]
+    processes: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)
+    executor: str = field(default="local", metadata=SHOWN_ONLY)
+    elsewhere: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)  # the executor's lines, when not processes
+    pins: tuple[tuple[int, ...], ...] = field(default=(), metadata=SHOWN_ONLY)
+
+    def to_json(self) -> dict:
+        return {**self.plan, "settings": self.settings, "preflight": list(self.preflight),
+                "not_comparable_here": self.not_comparable_here, "gpus_here": list(self.gpus_here)}  # fmt: skip
+
+    @property
+    def failed(self) -> set[str]:
+        return {c["name"] for c in self.preflight if not c["ok"]}
