@@ -14,7 +14,7 @@ import zlib
 
 HEAD = 64 << 10  # the bytes a caller reads from the start of a file for archive_format
 
-OPENED = ("tar.zst",)  # formats whose members vault indexes (the others are read as plain files)
+OPENED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz")  # formats whose members vault indexes
 NOT_OPENED = ("rar", "7z", "multi-volume")  # archives vault recognises, counts and names, but does not open
 
 GZIP, BZIP2, XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
@@ -38,6 +38,17 @@ def might_be_archive(name: str) -> bool:
     """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened)."""
     lower = name.lower()
     return lower.endswith(tuple(n for n, _ in TAR_NAMES) + COMPRESSED_NAMES + OTHER_NAMES + MULTI_VOLUME_NAMES)
+
+
+def through_archive(query: str) -> tuple[str | None, str]:
+    """(the archive's file name, the path inside it) of a path through an archive (`data/x.tgz/src/a.txt`);
+    (None, query) when it goes through none."""
+    lower = query.lower()
+    cuts = [lower.find(suffix + "/") + len(suffix) for suffix, _ in TAR_NAMES if suffix + "/" in lower]
+    if not cuts:
+        return None, query
+    cut = min(cuts)
+    return query[:cut].rsplit("/", 1)[-1], query[cut + 1 :]
 
 
 def archive_format(head: bytes, name: str) -> str | None:

@@ -55,6 +55,8 @@ class IndexReport:
     still_flagged: int = 0  # files an earlier run found changed in place or damaged, not read again by this one
     dropped: list[str] = field(default_factory=list)  # --prune: mirrors whose root is gone, removed from the catalog
     empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
+    not_opened: dict[str, int] = field(default_factory=dict)  # archives in formats vault does not open: .rar -> n
+    missing_extras: list[str] = field(default_factory=list)  # one line each: what to install for random access
 
     @property
     def damaged(self) -> bool:

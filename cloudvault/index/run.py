@@ -6,7 +6,8 @@ import os
 import sqlite3
 import time
 
-from cloudvault.archive.formats import OPENED
+from cloudvault.archive.decoded import missing_library
+from cloudvault.archive.formats import NOT_OPENED, OPENED
 from cloudvault.catalog import entries, generations, mirror_registry, mirrors
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
@@ -131,8 +132,13 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
 def _archives(ctx: MirrorContext, to_read: list[FileStat]) -> set[str]:
     """The paths of to_read that are archives vault opens (archive/formats.py: by their first bytes)."""
     formats = archive_formats(ctx.mirror, to_read)
-    # a file named .tar.zst stays an archive until the other formats' readers land (its flag names what it is)
-    return {path for path, fmt in formats.items() if fmt in OPENED or path.endswith(".tar.zst")}
+    for fmt in sorted(formats.values()):
+        if fmt in NOT_OPENED:  # read as plain files (hashed, extractable whole); named in the summary
+            label = "." + fmt if fmt != "multi-volume" else "multi-volume"
+            ctx.report.not_opened[label] = ctx.report.not_opened.get(label, 0) + 1
+        elif (line := missing_library(fmt)) and line not in ctx.report.missing_extras:
+            ctx.report.missing_extras.append(line)
+    return {path for path, fmt in formats.items() if fmt in OPENED}
 
 
 def _walk(ctx: MirrorContext) -> tuple[list[FileStat], list[WalkProblem]]:

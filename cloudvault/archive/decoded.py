@@ -1,0 +1,402 @@
+"""Tar archives compressed as one stream (gzip, bzip2, xz) or not at all: decoded in order while seek points are
+made, and entered again later at the seek point before a member, so one member costs a decode near it only.
+
+gzip and bzip2 go through rapidgzip and indexed_bzip2 (the `formats` extra) when they are installed: they decode
+and record the seek points (gzip: a 32 KiB window every few MiB; bzip2: where each block starts) in the same pass.
+An xz archive's blocks are in its own index (python-xz reads it); a plain tar is read where it lies. When a fast
+decoder fails, the rest is decoded by Python's own module (zlib, bz2, lzma) from the start, the bytes already
+handed out skipped, so the damage is named as that module meets it (truncated, bad_crc, corrupt_stream) and every
+byte before it is kept. Without the extra, the same modules read everything, in order, without seek points.
+"""
+
+from __future__ import annotations
+
+import bz2
+import io
+import json
+import lzma
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from cloudvault.archive.zstdframes import ThreadedFrameStream, ZstdFormatError
+from cloudvault.errors import IntegrityError
+
+CHUNK = 1 << 20
+EXTRA = "formats"  # pip install 'cloudvault[formats]'
+FAST = {"tar.gz": "rapidgzip", "tar.bz2": "indexed_bzip2"}  # the optional module each format's seek points need
+
+
+class DecodeError(ZstdFormatError):
+    """The compressed stream is damaged or ends early. kind: truncated | bad_crc | corrupt_stream."""
+
+
+def missing_library(fmt: str) -> str | None:
+    """The one line saying what to install for random access into fmt, or None when it is there."""
+    module = FAST.get(fmt)
+    if module is None:
+        return None
+    try:
+        __import__(module)
+    except ImportError:
+        return f"{fmt} members are read from the archive's start: install the {EXTRA} extra (pip install 'cloudvault[{EXTRA}]')"  # noqa: E501
+    return None
+
+
+class _HashedSource(io.RawIOBase):
+    """The compressed file as a decoder reads it, in whatever order: each byte is handed to on_compressed once, in
+    file order, as soon as the bytes before it have been (finish() reads what no decoder did)."""
+
+    def __init__(self, fh: BinaryIO, on_compressed: Callable[[bytes], object] | None) -> None:
+        super().__init__()
+        self._fh, self._on = fh, on_compressed
+        self._pos = fh.seek(0)
+        self.hashed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = self._fh.seek(offset, whence)
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        at, data = self._pos, self._fh.read(n)
+        self._pos = at + len(data)
+        if at <= self.hashed < self._pos:
+            if self._on:
+                self._on(data[self.hashed - at :] if at < self.hashed else data)
+            self.hashed = self._pos
+        return data
+
+    def readinto(self, buf) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    def restarted(self) -> _HashedSource:
+        """The same file from its start, for a second decoder (the bytes are not handed over twice)."""
+        self.seek(0)
+        return self
+
+    def finish(self) -> None:
+        self._fh.seek(self.hashed)
+        self._pos = self.hashed
+        while self.read(CHUNK):
+            pass
+
+
+class Careful:
+    """The decompressed stream by Python's own module, in order, from the file's start: read(n) gives up to n
+    bytes (b'' at the clean end) and raises DecodeError where the stream is damaged or cut short. Streams one
+    after another (pigz's and bgzip's members, pbzip2's streams) are read as one; zeros after the last are padding."""
+
+    def __init__(self, fmt: str, source) -> None:
+        self._fmt, self._source = fmt, source
+        self._decoder = None
+        self._fed = False  # the current stream has had bytes: a file ending now ends it early
+        self._out = b""
+        self._comp = 0  # compressed bytes read
+        self._eof = False
+
+    def read(self, n: int) -> bytes:
+        if self._fmt == "tar":
+            return self._source.read(n)
+        while not self._out and not self._eof:
+            self._out = self._decode_some()
+        data, self._out = self._out[:n], self._out[n:]
+        return data
+
+    def _decode_some(self) -> bytes:
+        d = self._decoder
+        if d is None:
+            d = self._decoder = _new_decoder(self._fmt)
+            self._fed = False
+        pending = d.unconsumed_tail if self._fmt == "tar.gz" else b""
+        data = pending if pending or (self._fmt != "tar.gz" and not d.needs_input) else self._source.read(CHUNK)
+        if data is not pending:
+            self._comp += len(data)
+        if not data and (self._fmt == "tar.gz" or d.needs_input):
+            if self._fed:
+                raise DecodeError("truncated", self._comp, f"{self._fmt[4:]} stream cut short")
+            self._eof = True
+            return b""
+        if not self._fed and not data.strip(b"\x00"):
+            return b""  # zeros between or after streams (a tape's padding): no stream starts in them
+        self._fed = True
+        try:
+            out = d.decompress(data, CHUNK)
+        except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
+            raise DecodeError(_damage_kind(self._fmt, str(exc)), self._comp, f"{self._fmt[4:]}: {exc}") from None
+        if d.eof:
+            self._decoder = None  # the next member or stream starts afresh
+            rest = d.unused_data
+            if rest:
+                self._source = _Prefixed(rest, self._source)
+                self._comp -= len(rest)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def _new_decoder(fmt: str):
+    if fmt == "tar.gz":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if fmt == "tar.bz2":
+        return bz2.BZ2Decompressor()
+    return lzma.LZMADecompressor(lzma.FORMAT_XZ)
+
+
+class _Prefixed:
+    """Bytes already read, served again before the rest of a source."""
+
+    def __init__(self, head: bytes, source) -> None:
+        self._head, self._source = head, source
+
+    def read(self, n: int) -> bytes:
+        if self._head:
+            data, self._head = self._head[:n], self._head[n:]
+            return data
+        return self._source.read(n)
+
+
+def _damage_kind(fmt: str, message: str) -> str:
+    lower = message.lower()
+    if "crc" in lower or "data check" in lower or "check" in lower and fmt == "tar.gz":
+        return "bad_crc"
+    return "corrupt_stream"
+
+
+def _fast_decoder(fmt: str, source, threads: int):
+    """rapidgzip's or indexed_bzip2's file over source (they make seek points as they go), or None."""
+    try:
+        if fmt == "tar.gz":
+            import rapidgzip
+
+            return rapidgzip.RapidgzipFile(source, parallelization=threads)
+        if fmt == "tar.bz2":
+            import indexed_bzip2
+
+            return indexed_bzip2.IndexedBzip2File(source, parallelization=threads)
+    except ImportError:
+        return None
+    return None
+
+
+FAST_ERRORS = (ValueError, RuntimeError, OSError, EOFError)
+
+
+class DecodedStream:
+    """One archive's decompressed bytes in order (FrameStream's reading interface, for ThreadedFrameStream's
+    thread), its compressed bytes handed to on_compressed once each; at the end, seek_points holds (kind, data)
+    for the catalog, or None (xz, plain tar, no fast decoder, damage)."""
+
+    def __init__(self, fh: BinaryIO, fmt: str, *, on_compressed=None, on_raw=None, threads: int = 1) -> None:
+        self._fmt = fmt
+        self._source = _HashedSource(fh, on_compressed)
+        self._on_raw = on_raw
+        self._fast = _fast_decoder(fmt, self._source, max(1, threads))
+        self._careful: Careful | None = None if self._fast else Careful(fmt, self._source)
+        self._fast_error = ""
+        self._ended = False
+        self.frames: list = []  # zstd's: none here
+        self.seek_points: tuple[str, bytes] | None = None
+        self.pos = 0
+
+    def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
+        data = self._decode(n) if n > 0 and not self._ended else b""
+        if self._on_raw and data:
+            self._on_raw(data)
+        self.pos += len(data)
+        if into is None:
+            return data
+        into[: len(data)] = data
+        return len(data)
+
+    def _decode(self, n: int) -> bytes:
+        if self._fast is not None:
+            try:
+                data = self._fast.read(n)
+            except FAST_ERRORS as exc:  # named by the careful decoder, which keeps every byte before the damage
+                self._fast_error = str(exc)
+                self._fall_back()
+            else:
+                if not data:
+                    self._end_fast()
+                return data
+        try:
+            data = self._careful.read(n)
+        except DecodeError as exc:
+            if exc.kind == "corrupt_stream" and "crc" in self._fast_error.lower():
+                exc.kind = "bad_crc"  # bz2 says only "invalid data stream"; indexed_bzip2 names the CRC
+            self._close_fast()
+            raise
+        if not data:
+            self._ended = True
+            self._source.finish()
+        return data
+
+    def _fall_back(self) -> None:
+        """Decode again from the start with Python's module, skipping the bytes already handed out."""
+        self._close_fast()
+        self._careful = Careful(self._fmt, self._source.restarted())
+        left = self.pos
+        while left:
+            got = len(self._careful.read(min(left, CHUNK)))
+            if not got:
+                raise DecodeError("truncated", 0, f"{self._fmt[4:]} stream ends before the bytes already read")
+            left -= got
+
+    def _end_fast(self) -> None:
+        """The clean end: the seek points the fast decoder made, the compressed bytes it did not read hashed."""
+        self._ended = True
+        try:
+            if self._fmt == "tar.gz":
+                out = io.BytesIO()
+                self._fast.export_index(out)
+                self.seek_points = ("gzip", out.getvalue())
+            else:
+                offsets = sorted(self._fast.block_offsets().items())
+                self.seek_points = ("bzip2", json.dumps(offsets).encode())
+        finally:
+            self._close_fast()
+        self._source.finish()
+
+    def _close_fast(self) -> None:
+        if self._fast is not None:
+            fast, self._fast = self._fast, None
+            fast.close()
+
+    def close(self) -> None:
+        self._close_fast()
+
+
+class ThreadedDecodedStream(ThreadedFrameStream):
+    """A DecodedStream decoding a step ahead in a thread (rapidgzip, indexed_bzip2, zlib and lzma let go of the
+    GIL), read as a ThreadedFrameStream is."""
+
+    def __init__(self, fh: BinaryIO, fmt: str, *, threads: int = 1, **kwargs) -> None:
+        import threading
+
+        self._inner = DecodedStream(fh, fmt, threads=threads, **kwargs)
+        import queue
+
+        self._queue = queue.Queue()
+        self._setup()
+        self._thread = threading.Thread(target=self._produce, name=f"{fmt}-decode", daemon=True)
+        self._thread.start()
+
+    @property
+    def seek_points(self) -> tuple[str, bytes] | None:
+        return self._inner.seek_points
+
+    def close(self) -> None:
+        super().close()
+        self._inner.close()
+
+
+def _seekable(fmt: str, fh: BinaryIO, seek_points: tuple[str, bytes] | None):
+    """A seekable file of the decompressed bytes: entered at the seek point before any offset when the catalog
+    has them (gzip, bzip2) or the format carries them (xz blocks), else decoded from the start (forward only)."""
+    if fmt == "tar":
+        return fh
+    try:
+        if fmt == "tar.gz" and seek_points and seek_points[0] == "gzip":
+            import rapidgzip
+
+            f = rapidgzip.RapidgzipFile(fh, parallelization=1)
+            f.import_index(io.BytesIO(seek_points[1]))
+            return f
+        if fmt == "tar.bz2" and seek_points and seek_points[0] == "bzip2":
+            import indexed_bzip2
+
+            f = indexed_bzip2.IndexedBzip2File(fh, parallelization=1)
+            f.set_block_offsets({int(bit): int(raw) for bit, raw in json.loads(seek_points[1])})
+            return f
+        if fmt == "tar.xz":
+            import xz
+
+            return xz.open(fh)
+    except ImportError:
+        pass
+    return _Forward(fmt, fh)
+
+
+class _Forward:
+    """The decompressed bytes from the start, by Python's module: a seek back starts over, a seek ahead skips."""
+
+    def __init__(self, fmt: str, fh: BinaryIO) -> None:
+        self._fmt, self._fh = fmt, fh
+        self._start()
+
+    def _start(self) -> None:
+        self._fh.seek(0)
+        self._careful, self._pos = Careful(self._fmt, self._fh), 0
+
+    def seek(self, offset: int) -> None:
+        if offset < self._pos:
+            self._start()
+        while self._pos < offset and (got := len(self._careful.read(min(CHUNK, offset - self._pos)))):
+            self._pos += got
+
+    def read(self, n: int) -> bytes:
+        data = self._careful.read(n)
+        self._pos += len(data)
+        return data
+
+    def close(self) -> None:
+        pass
+
+
+class SeekPointReader:
+    """Forward reads of one archive's decompressed stream (ArchiveReader's interface), entered at the seek point
+    before the first byte wanted; bytes are handed on as decoded, to be verified by the caller (io/members.py)."""
+
+    def __init__(self, opener: Callable[[], BinaryIO], fmt: str, seek_points: tuple[str, bytes] | None,
+                 on_data: Callable[[int], None] | None = None) -> None:  # fmt: skip
+        self._fh = opener()
+        self._file = _seekable(fmt, self._fh, seek_points)
+        self._on_data = on_data
+        self._pos = -1
+        self._lock = threading.Lock()
+        self.frames_read = 0
+        self.bytes_decompressed = 0
+
+    def chunks(self, offset: int, size: int) -> Iterator[bytes]:
+        self.frames_read += 1
+        try:
+            if offset != self._pos:
+                self._file.seek(offset)
+            self._pos = offset
+            left = size
+            while left:
+                data = self._file.read(min(CHUNK, left))
+                if not data:
+                    raise IntegrityError(detail=f"archive ends {left} bytes before the member does")
+                self._pos += len(data)
+                self.bytes_decompressed += len(data)
+                left -= len(data)
+                if self._on_data:
+                    self._on_data(len(data))
+                yield data
+        except (DecodeError, *FAST_ERRORS, zlib.error, lzma.LZMAError) as exc:
+            self._pos = -1
+            raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset + size) at once, from any thread (the mount's reads)."""
+        with self._lock:
+            return b"".join(self.chunks(offset, size))
+
+    def close(self) -> None:
+        if self._file is not self._fh:
+            self._file.close()
+        self._fh.close()
