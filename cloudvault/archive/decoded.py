@@ -102,6 +102,8 @@ class Careful:
         self._fmt, self._source = fmt, source
         self._decoder = None
         self._fed = False  # the current stream has had bytes: a file ending now ends it early
+        self._after_stream = False  # a whole stream ended before this one
+        self._stream_out = 0  # bytes the current stream gave
         self._out = b""
         self._comp = 0  # compressed bytes read
         self._eof = False
@@ -118,7 +120,7 @@ class Careful:
         d = self._decoder
         if d is None:
             d = self._decoder = _new_decoder(self._fmt)
-            self._fed = False
+            self._fed, self._stream_out = False, 0
         pending = d.unconsumed_tail if self._fmt == "tar.gz" else b""
         data = pending if pending or (self._fmt != "tar.gz" and not d.needs_input) else self._source.read(CHUNK)
         if data is not pending:
@@ -134,9 +136,14 @@ class Careful:
         try:
             out = d.decompress(data, CHUNK)
         except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
+            if self._after_stream and not self._stream_out:  # a next stream that is none: bytes appended
+                raise DecodeError("corrupt_stream", self._comp, f"bytes after the last {self._fmt[4:]} stream are "
+                                  f"not {self._fmt[4:]} ({exc})") from None  # fmt: skip
             raise DecodeError(_damage_kind(self._fmt, str(exc)), self._comp, f"{self._fmt[4:]}: {exc}") from None
+        self._stream_out += len(out)
         if d.eof:
             self._decoder = None  # the next member or stream starts afresh
+            self._after_stream = True
             rest = d.unused_data
             if rest:
                 self._source = _Prefixed(rest, self._source)
@@ -169,10 +176,9 @@ class _Prefixed:
 
 
 def _damage_kind(fmt: str, message: str) -> str:
+    """bad_crc when the module says a checksum failed (gzip's CRC32; bz2 and xz only say the data is corrupt)."""
     lower = message.lower()
-    if "crc" in lower or "data check" in lower or "check" in lower and fmt == "tar.gz":
-        return "bad_crc"
-    return "corrupt_stream"
+    return "bad_crc" if "crc" in lower or "incorrect data check" in lower else "corrupt_stream"
 
 
 def _fast_decoder(fmt: str, source, threads: int):

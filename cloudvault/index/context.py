@@ -22,6 +22,8 @@ DAMAGE = {
     "not_zstd",
     "corrupt_frame",
     "truncated",
+    "bad_crc",
+    "corrupt_stream",
     "not_tar",
     "corrupt_header",
     "unreadable",

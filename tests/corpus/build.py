@@ -33,6 +33,8 @@ ALL_SHAPES = SHAPES + tuple(OTHER_SHAPES)
 def suffix(shape: str) -> str:
     """The file name's ending for an archive of this shape."""
     return OTHER_SHAPES[shape][1] if shape in OTHER_SHAPES else ".tar.zst"
+
+
 FRAME = 16 << 10
 
 
@@ -78,6 +80,18 @@ def committed(out: Path) -> dict[str, Path]:
             target = out / f"{name}.tar"
             target.write_bytes(_decompressed(path.read_bytes(), path.name))
             found[name] = target
+    return found
+
+
+def compressed_as_shipped(out: Path) -> dict[str, Path]:
+    """file name -> archive for every file under tests/corpus/compressed/ (uudecoded if need be), kept in the
+    compression (gzip, bzip2, xz, zstd) its project shipped it in."""
+    found = {}
+    for path in sorted((CORPUS / "compressed").iterdir()):
+        name = path.name.removesuffix(".uu")
+        data = path.read_bytes()
+        (out / name).write_bytes(uudecode(data) if path.name.endswith(".uu") else data)
+        found[name] = out / name
     return found
 
 
