@@ -81,6 +81,11 @@ class _HashedSource(io.RawIOBase):
         buf[: len(data)] = data
         return len(data)
 
+    def tail(self, n: int) -> bytes:
+        """The file's last n bytes (after finish(): every byte has been hashed)."""
+        self._fh.seek(max(0, self.hashed - n))
+        return self._fh.read(n)
+
     def restarted(self) -> _HashedSource:
         """The same file from its start, for a second decoder (the bytes are not handed over twice)."""
         self.seek(0)
@@ -181,6 +186,25 @@ def _damage_kind(fmt: str, message: str) -> str:
     return "bad_crc" if "crc" in lower or "incorrect data check" in lower else "corrupt_stream"
 
 
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def _gzip_ends(tail: bytes, decoded: int) -> bool:
+    """Whether a gzip file whose fast decoding gave `decoded` bytes ends as a whole stream does: its last trailer's
+    size (ISIZE) is the bytes decoded (one member, as tar -z and pigz write), or it ends with bgzip's EOF block.
+    Anything else (a cut, members concatenated) is decoded again by zlib, which knows."""
+    return tail.endswith(BGZF_EOF[-16:]) or (len(tail) >= 4 and int.from_bytes(tail[-4:], "little") == decoded % 2**32)
+
+
+BZIP2_EOS = 0x177245385090  # a bzip2 stream's end-of-stream magic, then its 32-bit CRC, then up to 7 padding bits
+
+
+def _bzip2_ends(tail: bytes) -> bool:
+    """Whether a bzip2 file ends with a stream's end marker (its combined CRC and padding after it)."""
+    bits = int.from_bytes(tail[-11:], "big")
+    return any((bits >> (pad + 32)) & (2**48 - 1) == BZIP2_EOS for pad in range(8))
+
+
 def _fast_decoder(fmt: str, source, threads: int):
     """rapidgzip's or indexed_bzip2's file over source (they make seek points as they go), or None."""
     try:
@@ -235,9 +259,9 @@ class DecodedStream:
                 self._fast_error = str(exc)
                 self._fall_back()
             else:
-                if not data:
-                    self._end_fast()
-                return data
+                if data or self._end_fast():
+                    return data
+                self._fall_back()  # an end the fast decoder took for one (a file cut short): Python's module judges
         try:
             data = self._careful.read(n)
         except DecodeError as exc:
@@ -261,20 +285,27 @@ class DecodedStream:
                 raise DecodeError("truncated", 0, f"{self._fmt[4:]} stream ends before the bytes already read")
             left -= got
 
-    def _end_fast(self) -> None:
-        """The clean end: the seek points the fast decoder made, the compressed bytes it did not read hashed."""
-        self._ended = True
+    def _end_fast(self) -> bool:
+        """At the fast decoder's end: True (the seek points it made kept, the compressed bytes it did not read
+        hashed) when the file's last bytes end a stream as they should; False (nothing kept) when they may not."""
+        self._source.finish()
+        tail = self._source.tail(16)
         try:
-            if self._fmt == "tar.gz":
+            if self._fmt == "tar.gz" and _gzip_ends(tail, self.pos):
                 out = io.BytesIO()
                 self._fast.export_index(out)
                 self.seek_points = ("gzip", out.getvalue())
-            else:
+            elif self._fmt == "tar.bz2" and _bzip2_ends(tail):
                 offsets = sorted(self._fast.block_offsets().items())
                 self.seek_points = ("bzip2", json.dumps(offsets).encode())
-        finally:
-            self._close_fast()
-        self._source.finish()
+            else:
+                return False
+        except FAST_ERRORS as exc:  # a fast decoder that cannot say where its seek points are: not trusted
+            self._fast_error = str(exc)
+            return False
+        self._ended = True
+        self._close_fast()
+        return True
 
     def _close_fast(self) -> None:
         if self._fast is not None:
