@@ -144,7 +144,10 @@ class Careful:
             if self._after_stream and not self._stream_out:  # a next stream that is none: bytes appended
                 raise DecodeError("corrupt_stream", self._comp, f"bytes after the last {self._fmt[4:]} stream are "
                                   f"not {self._fmt[4:]} ({exc})") from None  # fmt: skip
-            raise DecodeError(_damage_kind(self._fmt, str(exc)), self._comp, f"{self._fmt[4:]}: {exc}") from None
+            kind = _damage_kind(self._fmt, str(exc))
+            if self._fmt == "tar.xz" and xz_checks_fail_alone(self._source):
+                kind = "bad_crc"  # every block's data decodes whole: what failed is a block's check
+            raise DecodeError(kind, self._comp, f"{self._fmt[4:]}: {exc}") from None
         self._stream_out += len(out)
         if d.eof:
             self._decoder = None  # the next member or stream starts afresh
@@ -165,6 +168,75 @@ def _new_decoder(fmt: str):
     if fmt == "tar.bz2":
         return bz2.BZ2Decompressor()
     return lzma.LZMADecompressor(lzma.FORMAT_XZ)
+
+
+def _vli(data: bytes, at: int) -> tuple[int, int]:
+    """An xz variable-length integer at data[at:]: (value, offset after it)."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _xz_blocks(fh) -> list[tuple[int, int, int]]:
+    """(offset, unpadded size, uncompressed size) of each block of a one-stream xz file, from its index."""
+    end = fh.seek(0, 2)
+    fh.seek(end - 12)
+    footer = fh.read(12)
+    if len(footer) != 12 or footer[10:] != b"YZ":
+        raise ValueError("no xz stream footer")
+    index_size = (int.from_bytes(footer[4:8], "little") + 1) * 4
+    fh.seek(end - 12 - index_size)
+    index = fh.read(index_size)
+    count, at = _vli(index, 1)
+    blocks, offset = [], 12
+    for _ in range(count):
+        unpadded, at = _vli(index, at)
+        raw, at = _vli(index, at)
+        blocks.append((offset, unpadded, raw))
+        offset += (unpadded + 3) // 4 * 4
+    return blocks
+
+
+CHECK_SIZES = {0: 0, 1: 4, 4: 8, 10: 32}
+
+
+def xz_checks_fail_alone(source) -> bool:
+    """Whether an xz file that failed to decode has blocks whose data all decode whole (raw, the checks not
+    looked at): then the failure was a block's check, a bad CRC. False when it cannot be told (cut short, several
+    streams, damaged headers)."""
+    fh = getattr(source, "_fh", source)
+    try:
+        fh.seek(0)
+        check = CHECK_SIZES.get(fh.read(12)[7] & 0x0F, 0)
+        for offset, unpadded, raw in _xz_blocks(fh):
+            fh.seek(offset)
+            block = fh.read(unpadded - check)
+            header_size = (block[0] + 1) * 4
+            at = _skip_sizes(block, 2, block[1])
+            filters = []
+            for _ in range((block[1] & 0x03) + 1):
+                fid, at = _vli(block, at)
+                size, at = _vli(block, at)
+                filters.append(lzma._decode_filter_properties(fid, block[at : at + size]))
+                at += size
+            out = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=filters).decompress(block[header_size:])
+            if len(out) != raw:
+                return False
+        return True
+    except (ValueError, IndexError, lzma.LZMAError, OSError, EOFError):
+        return False
+
+
+def _skip_sizes(block: bytes, at: int, flags: int) -> int:
+    """Past a block header's optional compressed and uncompressed sizes."""
+    for present in (flags & 0x40, flags & 0x80):
+        if present:
+            _, at = _vli(block, at)
+    return at
 
 
 class _Prefixed:
