@@ -142,13 +142,17 @@ def test_vault_extract_writes_the_bytes_tar_writes(formats, name, tmp_path):
     assert (out / "big.bin").read_bytes() == (work / "gnu" / name / "src/big.bin").read_bytes()
 
 
-def test_verify_is_clean_and_search_finds_members_in_every_format(formats, capsys):
+def test_verify_is_clean_and_search_and_grep_find_members_in_every_format(formats, capsys):
     db, _, entries, _ = formats
     assert main(["--catalog", str(db), "verify"]) == 0
     capsys.readouterr()
     assert main(["--catalog", str(db), "search", "long-name.txt"]) == 0
     out = capsys.readouterr().out
     assert all(f"{entries[name]}/{name}" in out for name in MAKERS), out
+    capsys.readouterr()
+    main(["--catalog", str(db), "grep", "-F", "caf\u00e9"])
+    out = capsys.readouterr().out
+    assert all(f"{entries[name]}:{name}::src/docs/caf\u00e9.txt:1:caf\u00e9" in out for name in MAKERS), out
 
 
 def test_a_secret_in_a_gzip_member_is_flagged_as_in_a_tar_zst(formats):
