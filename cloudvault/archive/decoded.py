@@ -2,7 +2,8 @@
 made, and entered again later at the seek point before a member, so one member costs a decode near it only.
 
 gzip and bzip2 go through rapidgzip and indexed_bzip2 (the `formats` extra) when they are installed: they decode
-and record the seek points (gzip: a 32 KiB window every few MiB; bzip2: where each block starts) in the same pass.
+and record the seek points (gzip: a 32 KiB window every 16 MiB of compressed bytes; bzip2: where each block starts)
+in the same pass, kept in the catalog (seek_points).
 An xz archive's blocks are in its own index (python-xz reads it); a plain tar is read where it lies. When a fast
 decoder fails, the rest is decoded by Python's own module (zlib, bz2, lzma) from the start, the bytes already
 handed out skipped, so the damage is named as that module meets it (truncated, bad_crc, corrupt_stream) and every
@@ -43,7 +44,8 @@ def missing_library(fmt: str) -> str | None:
     try:
         __import__(module)
     except ImportError:
-        return f"{fmt} members are read from the archive's start: install the {EXTRA} extra (pip install 'cloudvault[{EXTRA}]')"  # noqa: E501
+        how = f"pip install 'cloudvault[{EXTRA}]'"
+        return f"{fmt} members are read from the archive's start: install the {EXTRA} extra ({how})"
     return None
 
 
@@ -84,6 +86,10 @@ class _HashedSource(io.RawIOBase):
         buf[: len(data)] = data
         return len(data)
 
+    @property
+    def file(self) -> BinaryIO:
+        return self._fh
+
     def tail(self, n: int) -> bytes:
         """The file's last n bytes (after finish(): every byte has been hashed)."""
         self._fh.seek(max(0, self.hashed - n))
@@ -108,6 +114,7 @@ class Careful:
 
     def __init__(self, fmt: str, source) -> None:
         self._fmt, self._source = fmt, source
+        self._file = getattr(source, "file", source)  # the file itself, for a second look at damage
         self._decoder = None
         self._fed = False  # the current stream has had bytes: a file ending now ends it early
         self._after_stream = False  # a whole stream ended before this one
@@ -148,7 +155,7 @@ class Careful:
                 raise DecodeError("corrupt_stream", self._comp, f"bytes after the last {self._fmt[4:]} stream are "
                                   f"not {self._fmt[4:]} ({exc})") from None  # fmt: skip
             kind = _damage_kind(self._fmt, str(exc))
-            if self._fmt == "tar.xz" and xz_checks_fail_alone(self._source):
+            if self._fmt == "tar.xz" and xz_checks_fail_alone(self._file):
                 kind = "bad_crc"  # every block's data decodes whole: what failed is a block's check
             raise DecodeError(kind, self._comp, f"{self._fmt[4:]}: {exc}") from None
         self._stream_out += len(out)
@@ -207,31 +214,41 @@ def _xz_blocks(fh) -> list[tuple[int, int, int]]:
 CHECK_SIZES = {0: 0, 1: 4, 4: 8, 10: 32}
 
 
-def xz_checks_fail_alone(source) -> bool:
+def xz_checks_fail_alone(fh: BinaryIO) -> bool:
     """Whether an xz file that failed to decode has blocks whose data all decode whole (raw, the checks not
     looked at): then the failure was a block's check, a bad CRC. False when it cannot be told (cut short, several
-    streams, damaged headers)."""
-    fh = getattr(source, "_fh", source)
+    streams, damaged headers). The file is left where it was."""
+    saved = fh.tell()
     try:
         fh.seek(0)
         check = CHECK_SIZES.get(fh.read(12)[7] & 0x0F, 0)
-        for offset, unpadded, raw in _xz_blocks(fh):
-            fh.seek(offset)
-            block = fh.read(unpadded - check)
-            header_size = (block[0] + 1) * 4
-            at = _skip_sizes(block, 2, block[1])
-            filters = []
-            for _ in range((block[1] & 0x03) + 1):
-                fid, at = _vli(block, at)
-                size, at = _vli(block, at)
-                filters.append(lzma._decode_filter_properties(fid, block[at : at + size]))
-                at += size
-            out = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=filters).decompress(block[header_size:])
-            if len(out) != raw:
-                return False
-        return True
+        return all(_raw_block_size(fh, offset, unpadded - check) == raw for offset, unpadded, raw in _xz_blocks(fh))
     except (ValueError, IndexError, lzma.LZMAError, OSError, EOFError):
         return False
+    finally:
+        fh.seek(saved)
+
+
+def _raw_block_size(fh: BinaryIO, offset: int, size: int) -> int:
+    """The bytes one xz block's data decodes to, decoded raw (its check not looked at) a piece at a time."""
+    fh.seek(offset)
+    header = fh.read(1)
+    header += fh.read((header[0] + 1) * 4 - 1)
+    at = _skip_sizes(header, 2, header[1])
+    filters = []
+    for _ in range((header[1] & 0x03) + 1):
+        fid, at = _vli(header, at)
+        props, at = _vli(header, at)
+        filters.append(lzma._decode_filter_properties(fid, header[at : at + props]))
+        at += props
+    decoder, left, out = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=filters), size - len(header), 0
+    while not decoder.eof:
+        data = fh.read(min(CHUNK, left)) if decoder.needs_input else b""
+        if decoder.needs_input and not data:
+            break
+        left -= len(data)
+        out += len(decoder.decompress(data, CHUNK))
+    return out
 
 
 def _skip_sizes(block: bytes, at: int, flags: int) -> int:
