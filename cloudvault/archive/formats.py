@@ -93,9 +93,12 @@ def _decompressed_head(compressed: str, head: bytes) -> bytes:
             return bz2.BZ2Decompressor().decompress(head, 1024)
         if compressed == "xz":
             return lzma.LZMADecompressor().decompress(head, 1024)
+        import io
+
         import zstandard  # only for a `.zst` not named as a tar
 
-        return zstandard.ZstdDecompressor().decompressobj().decompress(head)[:1024]
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(head)) as reader:
+            return reader.read(1024)  # no more: 64 KiB of zstd can hold gigabytes of zeros
     except Exception:  # bytes that do not decode: the scan names the damage when it reads them
         return b""
 

@@ -91,3 +91,18 @@ def test_formats_vault_does_not_open_are_named(head, name, fmt):
 )  # fmt: skip
 def test_which_names_are_worth_a_look(name, worth):
     assert might_be_archive(name) is worth
+
+
+def test_a_zst_bomb_is_looked_at_without_decoding_it_all(tmp_path):
+    """64 KiB of zstd can hold gigabytes of zeros: the look at a `.zst`'s first bytes decodes 1 KiB of them."""
+    import subprocess
+    import sys
+
+    blob = zstandard.ZstdCompressor(level=3).compress(bytes(1 << 30))
+    (tmp_path / "bomb.zst").write_bytes(blob)
+    code = ("import resource, sys; from cloudvault.archive.formats import archive_format; "
+            "print(archive_format(open(sys.argv[1], 'rb').read(65536), 'bomb.zst'), "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "bomb.zst")], capture_output=True, text=True)
+    fmt, peak_mib = out.stdout.split()
+    assert fmt == "None" and int(peak_mib) < 200, out
