@@ -8,6 +8,7 @@ import sqlite3
 import sys
 from collections import namedtuple
 
+from cloudvault.archive.formats import through_archive
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog.lookup import EntryMembers
@@ -49,10 +50,10 @@ class ExtractReport:
 def find_targets(
     conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str, archive: str | None = None
 ) -> list[Member]:
-    """Exact path, a path through an archive (x.tar.zst/inner), a glob or folder, else a unique suffix."""
-    if ".tar.zst/" in query and archive is None:
-        archive_part, _, query = query.partition(".tar.zst/")
-        archive = archive_part.rsplit("/", 1)[-1] + ".tar.zst"
+    """Exact path, a path through an archive (x.tar.zst/inner, x.tgz/inner), a glob or folder, else a unique
+    suffix."""
+    if archive is None:
+        archive, query = through_archive(query)
     found = EntryMembers(conn, mirror_id, entry_id, archive)
     query = query.strip("/")
     exact = found.exact(query)

@@ -28,6 +28,7 @@ from cloudvault.catalog.integrity import (
     unhashed_files,
     unhashed_member_count,
 )
+from cloudvault.catalog.lookup import archive_format
 from cloudvault.errors import CatalogDamaged, ChangedSinceRecorded, IntegrityError
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
@@ -97,7 +98,7 @@ def _check_archive_members(conn: sqlite3.Connection, report: VerifyReport, f: Ha
     """Scan the changed archive; compare its member records by data offset; read the members past the point
     where the scan stopped through the frame table."""
     with open_mirror(f.root).open(f.path, f.raw_path) as fh:
-        scan = ArchiveScan(fh)
+        scan = ArchiveScan(fh, fmt=archive_format(conn, f.file_id)[0])
         found = {rec.data_offset: rec.blake3 for rec in scan if rec.blake3 is not None}
     unreached = []
     for member in hashed_members(conn, f.archive_id):

@@ -1,4 +1,5 @@
-"""The byte scan of one .tar.zst: frame table, archive BLAKE3, and every member's header, offsets and BLAKE3.
+"""The byte scan of one tar archive (.tar.zst; other compressions: archive/decoded.py): frame table, archive
+BLAKE3, and every member's header, offsets and BLAKE3.
 
 Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive order; once the iteration ends its
 `result` holds the frames, the archive's hash, the status and the flags. Nothing here knows about SQLite:
@@ -83,6 +84,8 @@ class ScanResult:
     member_count: int = 0
     frames: list[Frame] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
+    format: str = "tar.zst"  # archive/formats.py
+    seek_points: tuple[str, bytes] | None = None  # (kind, data) of a gzip or bzip2 archive: archive/decoded.py
     flag_counts: dict[str, int] = field(default_factory=dict)
     damaged: list[Damage] = field(default_factory=list)  # frames that do not decode, for their members' flags
 
@@ -132,7 +135,7 @@ class ArchiveScan:
     their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too. With two, a member's
     large updates are hashed whole where it is read while a PieceThread hashes their pieces."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (keywords only, each one optional)
         self,
         fh: BinaryIO,
         *,
@@ -142,8 +145,10 @@ class ArchiveScan:
         opener: Callable[[], BinaryIO] | None = None,
         prefilter: Callable[[bytes], bool] | None = None,
         decoders: int = 2,
+        fmt: str = "tar.zst",
     ) -> None:
         self._fh = fh
+        self._format = fmt
         self._decoders = decoders
         self._hash_threads = decoders if decoders > 2 else 1
         self._hashers: HashThreads | None = None
@@ -196,6 +201,8 @@ class ArchiveScan:
                 self._batch.flush()
             stream.close()
             self.result.frames = stream.frames + after
+            self.result.format = self._format
+            self.result.seek_points = getattr(stream, "seek_points", None)
             self.result.raw_size = max(stream.pos, after[-1].raw_offset + after[-1].raw_size if after else 0)
             self.result.blake3 = archive_hash.hexdigest()
             self.result.pieces = archive_hash.pieces()
@@ -254,6 +261,11 @@ class ArchiveScan:
         return False
 
     def _stream(self, on_compressed: Callable[[bytes], None]) -> ThreadedFrameStream:
+        if self._format != "tar.zst":  # gzip, bzip2, xz, plain tar: their seek points made as they are decoded
+            from cloudvault.archive.decoded import ThreadedDecodedStream
+
+            return ThreadedDecodedStream(self._fh, self._format, threads=max(1, self._decoders // 2),
+                                         on_compressed=on_compressed, on_raw=self._on_raw)  # fmt: skip
         # a multi-frame archive is split into frames by the same code on one core or many: its frame table (of a
         # damaged archive too) cannot depend on the cores it was given
         if self._opener is not None and _many_frames(self._fh):

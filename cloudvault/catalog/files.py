@@ -69,10 +69,12 @@ def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: st
     """The archive row, its frame table, and its members (rows: their rowid range) copied from an attached shard;
     scan is what the archive scan found (status, raw_size, member_count, frames: see archive.scan.ScanResult)."""
     cur = conn.execute(
-        "INSERT INTO archives(file_id, status, raw_size, member_count, frame_count) VALUES (?,?,?,?,?)",
-        (file_id, scan.status, scan.raw_size, scan.member_count, len(scan.frames)),
+        "INSERT INTO archives(file_id, status, raw_size, member_count, frame_count, format) VALUES (?,?,?,?,?,?)",
+        (file_id, scan.status, scan.raw_size, scan.member_count, len(scan.frames), scan.format),
     )
     archive_id = cur.lastrowid
+    if scan.seek_points is not None:
+        conn.execute("INSERT INTO seek_points(archive_id, kind, data) VALUES (?,?,?)", (archive_id, *scan.seek_points))
     conn.executemany(
         "INSERT INTO frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) VALUES (?,?,?,?,?,?)",
         [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(scan.frames)],

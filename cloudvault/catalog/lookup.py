@@ -88,12 +88,13 @@ class ArchiveLocation:
 
     def __init__(self, row: tuple) -> None:
         (self.archive_id, self.size, self.mtime_ns, self.status, self.path, self.raw_path, self.entry_id,
-         self.root, self.copy_path, self.copy_size) = row  # fmt: skip
+         self.root, self.copy_path, self.copy_size, self.format) = row  # fmt: skip
 
 
 def archive_location(conn: sqlite3.Connection, file_id: int) -> ArchiveLocation:
     row = conn.execute(
-        "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root, s.path, s.comp_size "
+        "SELECT a.id, f.size, f.mtime_ns, a.status, f.path, f.raw_path, f.entry_id, m.root, s.path, s.comp_size, "
+        "a.format "
         "FROM archives a JOIN files f ON f.id = a.file_id JOIN mirrors m ON m.id = f.mirror_id "
         "LEFT JOIN seekable s ON s.archive_id = a.id WHERE f.id = ?",
         (file_id,),
@@ -106,6 +107,14 @@ def frame_table(conn: sqlite3.Connection, archive_id: int, *, seekable_copy: boo
     table = "seekable_frames" if seekable_copy else "frames"
     sql = f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {table} WHERE archive_id = ? ORDER BY idx"
     return records_of(Frame, conn.execute(sql, (archive_id,)))
+
+
+def archive_format(conn: sqlite3.Connection, file_id: int) -> tuple[str, tuple[str, bytes] | None]:
+    """The format of the archive that is this file (archive/formats.py), and its seek points as (kind, data) when
+    it has some (a gzip or bzip2 archive: archive/decoded.py)."""
+    row = conn.execute("SELECT a.format, s.kind, s.data FROM archives a LEFT JOIN seek_points s ON s.archive_id = a.id "
+                       "WHERE a.file_id = ?", (file_id,)).fetchone()  # fmt: skip
+    return row[0], (row[1], row[2]) if row[1] is not None else None
 
 
 def file_location(conn: sqlite3.Connection, file_id: int) -> tuple[str, str, bytes | None, int, int]:

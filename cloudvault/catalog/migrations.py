@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
 # version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
@@ -47,6 +47,11 @@ UPDATE files SET ctime_ns = -1
     # what it reads with those recorded hashes: they stay the reference, never taken as checked again.
     6: """
 ALTER TABLE files ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+""",
+    # Archives in other formats than .tar.zst (archive/formats.py): every archive recorded before is a .tar.zst;
+    # the seek points of gzip and bzip2 archives come in a table of their own (schema.sql).
+    7: """
+ALTER TABLE archives ADD COLUMN format TEXT NOT NULL DEFAULT 'tar.zst';
 """,
 }
 

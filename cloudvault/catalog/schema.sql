@@ -54,15 +54,18 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_entry ON files(mirror_id, entry_id);
 
--- Every .tar.zst, with its zstd frame table and the outcome of reading it.
+-- Every archive (a .tar.zst, or another format: archive/formats.py), with its zstd frame table (a zstd one's) and
+-- the outcome of reading it.
 CREATE TABLE IF NOT EXISTS archives (
     id            INTEGER PRIMARY KEY,
     file_id       INTEGER NOT NULL UNIQUE REFERENCES files(id) ON DELETE CASCADE,
-    status        TEXT NOT NULL,            -- ok | not_zstd | corrupt_frame | truncated | not_tar | corrupt_header
+    status        TEXT NOT NULL,            -- ok | not_zstd | corrupt_frame | truncated | bad_crc | corrupt_stream
+                                            -- | not_tar | corrupt_header
     raw_size      INTEGER NOT NULL,         -- decompressed bytes read
     member_count  INTEGER NOT NULL,
     frame_count   INTEGER NOT NULL,
-    list_status   TEXT                      -- NULL: no .list beside it | match | mismatch
+    list_status   TEXT,                     -- NULL: no .list beside it | match | mismatch
+    format        TEXT NOT NULL DEFAULT 'tar.zst'  -- schema 7: archive/formats.py's name (tar.zst | tar | tar.gz ...)
 );
 
 CREATE TABLE IF NOT EXISTS frames (
@@ -294,3 +297,12 @@ CREATE TABLE IF NOT EXISTS generation_events (
     found        TEXT
 );
 CREATE INDEX IF NOT EXISTS generation_events_gen ON generation_events(generation);
+
+-- Schema version 7: seek points of a compressed archive that has no frames of its own (gzip, bzip2), made while it
+-- was indexed, so a member is read by decoding from the point before it, not from the start. An xz archive's
+-- blocks are in its own index and a plain tar is read where it lies: they have none here.
+CREATE TABLE IF NOT EXISTS seek_points (
+    archive_id   INTEGER PRIMARY KEY REFERENCES archives(id) ON DELETE CASCADE,
+    kind         TEXT NOT NULL,             -- gzip (rapidgzip's exported index) | bzip2 (block offsets, JSON)
+    data         BLOB NOT NULL
+);

@@ -28,7 +28,8 @@ CREATE TABLE archives (idx INTEGER PRIMARY KEY, root TEXT NOT NULL, path TEXT NO
     kind TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
     inode INTEGER NOT NULL, mode INTEGER NOT NULL, link_target TEXT,
     status TEXT NOT NULL, blake3 TEXT NOT NULL, pieces BLOB, raw_size INTEGER NOT NULL, member_count INTEGER NOT NULL,
-    flag_counts TEXT NOT NULL, first_member INTEGER NOT NULL, last_member INTEGER NOT NULL);
+    flag_counts TEXT NOT NULL, first_member INTEGER NOT NULL, last_member INTEGER NOT NULL,
+    format TEXT NOT NULL DEFAULT 'tar.zst', seek_kind TEXT, seek_points BLOB);
 CREATE TABLE frames (archive INTEGER NOT NULL, idx INTEGER NOT NULL, comp_offset INTEGER NOT NULL,
     comp_size INTEGER NOT NULL, raw_offset INTEGER NOT NULL, raw_size INTEGER NOT NULL);
 CREATE TABLE flags (archive INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL, member TEXT);
@@ -60,9 +61,9 @@ def add_archive(shard: sqlite3.Connection, root: str, st: FileStat, scan, first:
     last = last_member(shard)
     cur = shard.execute(
         f"INSERT INTO archives(root, {STAT_FIELDS}, status, blake3, pieces, raw_size, member_count, flag_counts, "
-        "first_member, last_member) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "first_member, last_member, format, seek_kind, seek_points) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (root, *st, scan.status, scan.blake3, scan.pieces, scan.raw_size, scan.member_count,
-         json.dumps(scan.flag_counts), first, last),
+         json.dumps(scan.flag_counts), first, last, scan.format, *(scan.seek_points or (None, None))),
     )  # fmt: skip
     idx = cur.lastrowid
     shard.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?)", [(idx, i, *f) for i, f in enumerate(scan.frames)])
@@ -117,20 +118,21 @@ def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> di
     """What the shard attached as alias recorded of one archive: status, blake3, raw_size, member_count,
     flag_counts, frames, flags, and the rowid range of its members; None when it holds no such archive."""
     row = conn.execute(
-        f"SELECT idx, status, blake3, pieces, raw_size, member_count, flag_counts, first_member, last_member "
-        f"FROM {alias}.archives WHERE root = ? AND path = ?",
+        f"SELECT idx, status, blake3, pieces, raw_size, member_count, flag_counts, first_member, last_member, "
+        f"format, seek_kind, seek_points FROM {alias}.archives WHERE root = ? AND path = ?",
         (root, path),
     ).fetchone()
     if row is None:
         return None
-    idx, status, digest, pieces, raw_size, count, counts, first, last = row
+    idx, status, digest, pieces, raw_size, count, counts, first, last, fmt, seek_kind, seek_points = row
     frames = records_of(Frame, conn.execute(
         f"SELECT comp_offset, comp_size, raw_offset, raw_size FROM {alias}.frames WHERE archive = ? ORDER BY idx",
         (idx,)))  # fmt: skip
     flags = records_of(Flag, conn.execute(
         f"SELECT kind, detail, member FROM {alias}.flags WHERE archive = ? ORDER BY rowid", (idx,)))  # fmt: skip
     return {"status": status, "blake3": digest, "pieces": pieces, "raw_size": raw_size, "member_count": count,
-            "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last)}  # fmt: skip
+            "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last), "format": fmt,
+            "seek_points": (seek_kind, seek_points) if seek_kind else None}  # fmt: skip
 
 
 

@@ -146,6 +146,11 @@ def _summary(ui, catalog, r) -> None:
             f"{r.changed_in_place} changed in place, {r.newly_damaged} newly damaged")  # fmt: skip
     for name in r.dropped:
         ui.line(f"  dropped {name}: its root is gone (--prune)")
+    if r.not_opened:
+        counts = ", ".join(f"{label} x{n}" for label, n in sorted(r.not_opened.items()))
+        ui.line(f"  {sum(r.not_opened.values())} archives in formats vault does not open: {counts}")
+    for line in r.missing_extras:
+        ui.line(f"  {line}")
     for kind, n in sorted(r.flags.items()):
         ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
     if r.still_flagged:

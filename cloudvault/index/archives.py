@@ -1,5 +1,6 @@
-"""Index .tar.zst archives: each is scanned (by a worker process when there are several) into a shard file of
-its members, then committed with its frames and flags in one transaction."""
+"""Index tar archives (.tar.zst and the other formats of archive/formats.py): each is scanned (by a worker process
+when there are several) into a shard file of its members, then committed with its frames and flags in one
+transaction."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from cloudvault.archive.formats import HEAD, archive_format
 from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
 from cloudvault.catalog import copies, generations, shards
@@ -76,8 +78,11 @@ def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretR
         mirror = open_mirror(root)
         opener = None if mirror.remote else partial(mirror.open, st.path, st.raw_path)
         with mirror.open(st.path, st.raw_path) as fh:
+            fmt = archive_format(fh.read(HEAD), st.path) or "tar.zst"
+            fh.seek(0)
             scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
-                               on_raw=writer.write if writer else None, opener=opener, decoders=decoders)  # fmt: skip
+                               on_raw=writer.write if writer else None, opener=opener, decoders=decoders,
+                               fmt=fmt)  # fmt: skip
             shards.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
         for damage in result.damaged:  # decoded from a frame whose checksum failed: no byte of them is handed out

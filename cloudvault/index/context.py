@@ -22,6 +22,8 @@ DAMAGE = {
     "not_zstd",
     "corrupt_frame",
     "truncated",
+    "bad_crc",
+    "corrupt_stream",
     "not_tar",
     "corrupt_header",
     "unreadable",
@@ -55,6 +57,8 @@ class IndexReport:
     still_flagged: int = 0  # files an earlier run found changed in place or damaged, not read again by this one
     dropped: list[str] = field(default_factory=list)  # --prune: mirrors whose root is gone, removed from the catalog
     empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
+    not_opened: dict[str, int] = field(default_factory=dict)  # archives in formats vault does not open: .rar -> n
+    missing_extras: list[str] = field(default_factory=list)  # one line each: what to install for random access
 
     @property
     def damaged(self) -> bool:

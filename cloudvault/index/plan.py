@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cloudvault.archive.formats import might_be_archive
 from cloudvault.models import FileStat
 
 
@@ -37,7 +38,8 @@ def plan_index(walked: list[FileStat], known: dict[str, tuple[int, int, int, int
 
 
 def is_archive(path: str) -> bool:
-    return path.endswith(".tar.zst")
+    """Whether the name may be an archive's (its first bytes decide: archive/formats.py, index/walk.py)."""
+    return might_be_archive(path)
 
 
 def listing_for(path: str) -> str:

@@ -6,6 +6,8 @@ import os
 import sqlite3
 import time
 
+from cloudvault.archive.decoded import missing_library
+from cloudvault.archive.formats import NOT_OPENED, OPENED
 from cloudvault.catalog import entries, generations, mirror_registry, mirrors
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
@@ -18,11 +20,11 @@ from cloudvault.index.context import IndexOptions, IndexReport, MirrorContext
 from cloudvault.index.definition import load_manifest
 from cloudvault.index.files import read_files
 from cloudvault.index.listing import check_listings
-from cloudvault.index.plan import Plan, is_archive, plan_index
+from cloudvault.index.plan import Plan, plan_index
 from cloudvault.index.roots import MirrorRoot, MirrorRootGone, MirrorShrank
 from cloudvault.index.secrets import SecretRules
 from cloudvault.index.versions import count_still_flagged
-from cloudvault.index.walk import entry_of
+from cloudvault.index.walk import archive_formats, entry_of
 from cloudvault.models import Entry, FileStat, Flag
 from cloudvault.progress import Progress
 from cloudvault.tools.mirrorfs import WalkProblem
@@ -116,14 +118,27 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
             ctx.report.count([flag])
     to_read = plan.to_read
     ctx.progress.start(sum(st.size for st in to_read), len(to_read))
-    read_files(ctx, [st for st in to_read if not (is_archive(st.path) and st.kind == "file")])
-    read_archives(ctx, [st for st in to_read if is_archive(st.path) and st.kind == "file"], workers)
+    archives = _archives(ctx, to_read)
+    read_files(ctx, [st for st in to_read if st.path not in archives])
+    read_archives(ctx, [st for st in to_read if st.path in archives], workers)
     check_listings(ctx, walked, {st.path for st in to_read})
     count_still_flagged(ctx, {st.path for st in to_read})
     with transaction(ctx.conn):
         mirrors.mark_indexed(ctx.conn, ctx.mirror_id)
     ctx.progress.finish()
     return True
+
+
+def _archives(ctx: MirrorContext, to_read: list[FileStat]) -> set[str]:
+    """The paths of to_read that are archives vault opens (archive/formats.py: by their first bytes)."""
+    formats = archive_formats(ctx.mirror, to_read)
+    for fmt in sorted(formats.values()):
+        if fmt in NOT_OPENED:  # read as plain files (hashed, extractable whole); named in the summary
+            label = "." + fmt if fmt != "multi-volume" else "multi-volume"
+            ctx.report.not_opened[label] = ctx.report.not_opened.get(label, 0) + 1
+        elif (line := missing_library(fmt)) and line not in ctx.report.missing_extras:
+            ctx.report.missing_extras.append(line)
+    return {path for path, fmt in formats.items() if fmt in OPENED}
 
 
 def _walk(ctx: MirrorContext) -> tuple[list[FileStat], list[WalkProblem]]:

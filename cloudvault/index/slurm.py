@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudvault import errors
+from cloudvault.archive.formats import OPENED
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog import shards
 from cloudvault.index.plan import is_archive
@@ -39,6 +40,7 @@ from cloudvault.index.slurm_results import (
     Submitted,
     TaskStatus,
 )
+from cloudvault.index.walk import archive_formats
 from cloudvault.models import FileStat
 from cloudvault.readers import NUMBER, OPTIONAL, DamagedFile, json_file
 from cloudvault.tools import slurm as slurm_client
@@ -157,10 +159,11 @@ def plan_archives(mroots: list[MirrorRoot], known: dict[str, dict]) -> tuple[lis
     for mroot in mroots:
         rules = SecretRules(mroot.definition.secrets)
         recorded = known.get(mroot.definition.name, {})
-        for item in mroot.mirror.walk():
-            if isinstance(item, WalkProblem) or item.kind != "file" or not is_archive(item.path):
-                continue
-            if rules.found_in(item.path):
+        candidates = [item for item in mroot.mirror.walk() if not isinstance(item, WalkProblem)
+                      and item.kind == "file" and is_archive(item.path) and not rules.found_in(item.path)]  # fmt: skip
+        formats = archive_formats(mroot.mirror, candidates)
+        for item in candidates:
+            if formats.get(item.path) not in OPENED:
                 continue
             every.append((mroot.mirror.root, item))
             if recorded.get(item.path) != item.signature:

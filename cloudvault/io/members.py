@@ -24,6 +24,7 @@ from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.catalog.flagged import refusal, salvaged
 from cloudvault.catalog.lookup import (
+    archive_format,
     archive_location,
     archive_pieces,
     file_location,
@@ -263,8 +264,7 @@ class MemberReader:
     def _reader(self, file_id: int) -> ArchiveReader:
         reader = self._readers.get(file_id)
         if reader is None:
-            opener, frames = archive_source(self.conn, file_id, use_copy=not self.originals)
-            reader = self._readers[file_id] = ArchiveReader(opener, frames, self.on_data)
+            reader = self._readers[file_id] = open_archive(self.conn, file_id, not self.originals, self.on_data)
         return reader
 
     def _plain_chunks(self, member: Member) -> Iterator[bytes]:
@@ -422,6 +422,19 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
     if now is None:
         raise IntegrityError(detail=f"{loc.path} is gone from the mirror and has no seekable copy")
     return partial(mirror.open, loc.path, loc.raw_path), frame_table(conn, loc.archive_id)
+
+
+def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
+                 on_data: Callable[[int], None] | None = None):  # fmt: skip
+    """The reader of an archive's decompressed stream from archive_source: by its zstd frames, or (another format)
+    from the seek point before each read."""
+    opener, frames = archive_source(conn, file_id, use_copy)
+    fmt, points = archive_format(conn, file_id)
+    if fmt == "tar.zst":
+        return ArchiveReader(opener, frames, on_data)
+    from cloudvault.archive.decoded import SeekPointReader  # here: extracting from a .tar.zst never needs it
+
+    return SeekPointReader(opener, fmt, points, on_data)
 
 
 def read_together(

@@ -25,9 +25,16 @@ from collections.abc import Callable
 import zstandard
 
 from cloudvault.archive import sparse
+from cloudvault.archive.decoded import SeekPointReader
 from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
 from cloudvault.catalog.flagged import refuses_any
-from cloudvault.catalog.lookup import archive_location, file_location, file_pieces, member_pieces
+from cloudvault.catalog.lookup import (
+    archive_format,
+    archive_location,
+    file_location,
+    file_pieces,
+    member_pieces,
+)
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
@@ -298,7 +305,12 @@ class Sources:
             archive = self._archives.get(file_id)
             if archive is None:
                 opener, frames = archive_source(self.conn, file_id)
-                archive = self._archives[file_id] = ArchiveBytes(file_id, opener, frames, self.cache)
+                fmt, points = archive_format(self.conn, file_id)
+                if fmt == "tar.zst":
+                    archive = ArchiveBytes(file_id, opener, frames, self.cache)
+                else:  # gzip, bzip2, xz, plain tar: from the seek point before each read
+                    archive = SeekPointReader(opener, fmt, points)
+                self._archives[file_id] = archive
             return archive
 
     def _plain(self, member: Member) -> Callable[[int, int], bytes]:

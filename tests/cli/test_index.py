@@ -403,7 +403,8 @@ def test_non_utf8_file_names_are_kept_losslessly_and_extractable(tmp_path, vault
 
 def test_an_older_catalog_is_migrated_and_a_newer_one_refused(demo_catalog, vault):
     conn = sqlite3.connect(demo_catalog)
-    conn.executescript("DROP TABLE seekable_frames; DROP TABLE seekable; DROP TABLE run_requests; DROP TABLE runs; "
+    conn.executescript("DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format; "
+                       "DROP TABLE seekable_frames; DROP TABLE seekable; DROP TABLE run_requests; DROP TABLE runs; "
                        "DROP TABLE restores; DROP TABLE generation_events; DROP TABLE member_history; "
                        "DROP TABLE file_history; DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
                        "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces; "

@@ -15,6 +15,26 @@ import zstandard
 
 CORPUS = Path(__file__).parent
 SHAPES = ("zstd", "pzstd", "frames")  # one zstd frame; pzstd's frames; small independent frames (python)
+# the other formats vault opens (issue 36), each written by its own tool: the shape -> (the command that compresses
+# stdin to stdout, or None for none; the file name's ending)
+OTHER_SHAPES = {
+    "plain": (None, ".tar"),
+    "gzip": (["gzip", "-c"], ".tar.gz"),
+    "pigz": (["pigz", "-c", "-b", "32", "-p", "2"], ".tgz"),  # blocks deflated in parallel, joined in one member
+    "bgzip": (["bgzip", "-c"], ".tar.gz"),  # 64 KiB gzip members one after another
+    "bzip2": (["bzip2", "-c", "-1"], ".tar.bz2"),
+    "xz": (["xz", "-c", "-T1"], ".tar.xz"),  # one block
+    "xz-blocks": (["xz", "-c", "--block-size=32KiB"], ".txz"),  # many blocks: entered by xz's own index
+    "tzst": (["zstd", "-q", "-c"], ".tzst"),
+}
+ALL_SHAPES = SHAPES + tuple(OTHER_SHAPES)
+
+
+def suffix(shape: str) -> str:
+    """The file name's ending for an archive of this shape."""
+    return OTHER_SHAPES[shape][1] if shape in OTHER_SHAPES else ".tar.zst"
+
+
 FRAME = 16 << 10
 
 
@@ -60,6 +80,18 @@ def committed(out: Path) -> dict[str, Path]:
             target = out / f"{name}.tar"
             target.write_bytes(_decompressed(path.read_bytes(), path.name))
             found[name] = target
+    return found
+
+
+def compressed_as_shipped(out: Path) -> dict[str, Path]:
+    """file name -> archive for every file under tests/corpus/compressed/ (uudecoded if need be), kept in the
+    compression (gzip, bzip2, xz, zstd) its project shipped it in."""
+    found = {}
+    for path in sorted((CORPUS / "compressed").iterdir()):
+        name = path.name.removesuffix(".uu")
+        data = path.read_bytes()
+        (out / name).write_bytes(uudecode(data) if path.name.endswith(".uu") else data)
+        found[name] = out / name
     return found
 
 
@@ -143,7 +175,13 @@ def compress(tar: Path, out: Path, shape: str) -> Path:
         cctx = zstandard.ZstdCompressor(write_checksum=True)
         out.write_bytes(b"".join(cctx.compress(data[i : i + FRAME]) for i in range(0, len(data), FRAME)))
         return out
-    tool = ["zstd", "-q", "-c"] if shape == "zstd" else ["pzstd", "-q", "-p", "2", "-c"]
+    if shape in OTHER_SHAPES:
+        tool = OTHER_SHAPES[shape][0]
+        if tool is None:
+            out.write_bytes(data)
+            return out
+    else:
+        tool = ["zstd", "-q", "-c"] if shape == "zstd" else ["pzstd", "-q", "-p", "2", "-c"]
     with open(out, "wb") as fh:
         subprocess.run(tool, input=data, stdout=fh, check=True)
     return out

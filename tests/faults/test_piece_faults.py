@@ -211,7 +211,8 @@ def as_version_4(db: str) -> None:
     from cloudvault.catalog.db import open_catalog
 
     conn = sqlite3.connect(db)
-    conn.executescript("DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; "
+    conn.executescript("DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format; "
+                       "DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; "
                        "DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
                        "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces;"
                        "UPDATE meta SET value = '4' WHERE key = 'schema_version';")  # fmt: skip

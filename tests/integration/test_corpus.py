@@ -10,7 +10,8 @@ from collections import namedtuple
 
 import pytest
 from conftest import require
-from corpus.build import SHAPES, committed, compress, generated, gnu_extract, gnu_listing, names, safer_name
+from corpus.build import ALL_SHAPES as SHAPES
+from corpus.build import committed, compress, generated, gnu_extract, gnu_listing, names, safer_name, suffix
 
 from cloudvault.catalog.lookup import MEMBER_SELECT
 from cloudvault.cli.main import main
@@ -38,7 +39,7 @@ ACCEPTED = [(name, shape) for name, shape in CASES if name not in REJECTED]
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """Every archive in every shape in a mirror of its own entries, indexed once; with GNU tar's reading."""
-    for tool in ("tar", "bsdtar", "zstd", "pzstd", "gzip", "bzip2"):
+    for tool in ("tar", "bsdtar", "zstd", "pzstd", "gzip", "bzip2", "pigz", "bgzip", "xz"):
         require(tool)
     work = tmp_path_factory.mktemp("corpus")
     (work / "tars").mkdir()
@@ -51,7 +52,7 @@ def corpus(tmp_path_factory):
         for shape in SHAPES:
             entry = work / "mirror" / f"c{i:03d}-{shape}"
             entry.mkdir(parents=True)
-            compress(tar, entry / f"{name}.tar.zst", shape)
+            compress(tar, entry / f"{name}{suffix(shape)}", shape)
     db = work / "catalog.db"
     assert main(["--catalog", str(db), "index", "--quiet", str(work / "mirror")]) in (0, 5)  # 5: some are damaged
     entries = {(name, shape): f"c{i:03d}-{shape}" for i, name in enumerate(sorted(tars)) for shape in SHAPES}

@@ -236,7 +236,8 @@ def test_a_version_3_catalog_is_migrated_and_its_archives_must_be_indexed_again(
     mirror = _mirror_with(tmp_path, {"f": tmp_path / "f.tar"})
     db = _index(vault, tmp_path, mirror)
     conn = sqlite3.connect(db)  # back to how version 3 left a catalog
-    conn.executescript("DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; "
+    conn.executescript("DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format; "
+                       "DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; "
                        "DROP TABLE generations; ALTER TABLE files DROP COLUMN generation; "
                        "ALTER TABLE members DROP COLUMN pieces; ALTER TABLE files DROP COLUMN pieces;"
                        "ALTER TABLE members DROP COLUMN raw_link_target; ALTER TABLE members DROP COLUMN sparse_map;"

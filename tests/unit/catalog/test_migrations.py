@@ -17,6 +17,7 @@ from cloudvault.errors import CatalogBusy, CatalogTooOld, VaultError
 # What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
 # one, as vault of that version left it (the tables and columns it had, the rows it held).
 BACK_FROM = {
+    7: "DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format;",
     6: "DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; DROP TABLE generations; "
     "ALTER TABLE files DROP COLUMN generation;",
     5: "ALTER TABLE files DROP COLUMN pieces; ALTER TABLE members DROP COLUMN pieces;",
@@ -193,3 +194,18 @@ def test_a_version_4_catalog_gets_piece_columns_and_its_big_objects_are_read_aga
     recorded = conn.execute("SELECT count(*) FROM members WHERE pieces IS NOT NULL").fetchone()[0]
     assert recorded == big
     conn.close()
+
+
+def test_a_version_6_catalog_s_archives_are_all_tar_zst_and_still_extract(demo_catalog, vault, tmp_path):
+    """Step 7: the archives' format column, every archive recorded before being a .tar.zst; no seek points."""
+    as_version(demo_catalog, 6)
+    archives = count(demo_catalog, "archives")
+    open_catalog(demo_catalog).close()
+    conn = sqlite3.connect(demo_catalog)
+    assert conn.execute("SELECT format, count(*) FROM archives GROUP BY format").fetchall() == [("tar.zst", archives)]
+    assert conn.execute("SELECT count(*) FROM seek_points").fetchone()[0] == 0
+    entry, path = conn.execute("SELECT f.entry_id, mb.path FROM members mb JOIN archives a ON a.id = mb.archive_id "
+                               "JOIN files f ON f.id = a.file_id WHERE mb.type = 'file' AND mb.size > 0").fetchone()
+    conn.close()
+    r = vault("--catalog", str(demo_catalog), "extract", entry, path, "-o", str(tmp_path / "out"))
+    assert r.code == 0, r.err
