@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cloudvault.archive.zip import is_zip_name
 from cloudvault.models import FileStat
 
 
@@ -37,7 +38,7 @@ def plan_index(walked: list[FileStat], known: dict[str, tuple[int, int, int, int
 
 
 def is_archive(path: str) -> bool:
-    return path.endswith(".tar.zst")
+    return path.endswith(".tar.zst") or is_zip_name(path)
 
 
 def listing_for(path: str) -> str:
