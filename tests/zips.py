@@ -39,10 +39,11 @@ def unzip_names(archive: Path) -> list[bytes]:
     return out.splitlines()
 
 
-def unzip_hash(archive: Path, name: bytes) -> str:
-    """BLAKE3 of the bytes `unzip -p` gives for a member (the name as a glob-escaped pattern)."""
+def unzip_hash(archive: Path, name: bytes, tool: str = "unzip") -> str:
+    """BLAKE3 of the bytes `unzip -p` (or `bsdtar -xOf`: Info-ZIP unzip 6 has no LZMA) gives for a member."""
     pattern = name.replace(b"[", b"[[]")
-    data = subprocess.run([b"unzip", b"-p", os.fsencode(archive), pattern], capture_output=True, check=True).stdout
+    command = [b"unzip", b"-p"] if tool == "unzip" else [b"bsdtar", b"-xOf"]
+    data = subprocess.run([*command, os.fsencode(archive), pattern], capture_output=True, check=True).stdout
     return blake3.blake3(data).hexdigest()
 
 
@@ -72,3 +73,44 @@ def conda_package(out: Path, name: str, pkg: dict[str, bytes], info: dict[str, b
         zf.writestr(f"pkg-{name}.tar.zst", tar_zst(pkg))
         zf.writestr(f"info-{name}.tar.zst", tar_zst(info))
     return out
+
+
+def hand_zip(out: Path, members: list[dict]) -> Path:
+    """A zip written byte by byte, for what no tool writes on purpose. Each member: name, data, and optionally
+    method (0, 8, 93), local_name and local_size (its local header's), size and crc (as declared), unix_mode, at (the
+    index of an earlier member whose local record this central record points at: overlapping entries)."""
+    import struct
+    import zlib
+
+    body, central, records = bytearray(), bytearray(), []
+    for m in members:
+        name, data, method = m["name"], m["data"], m.get("method", 0)
+        crc, size = m.get("crc", zlib.crc32(data)), m.get("size", len(data))
+        local_size = m.get("local_size", size)
+        if "at" in m:
+            offset, comp = records[m["at"]]
+        else:
+            comp = _compressed(data, method)
+            offset = len(body)
+            local = m.get("local_name", name)
+            body += struct.pack("<4sHHHHHLLLHH", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(comp), local_size,
+                                len(local), 0) + local + comp  # fmt: skip
+        records.append((offset, comp))
+        external = m.get("unix_mode", 0o100644) << 16
+        central += struct.pack("<4sHHHHHHLLLHHHHHLL", b"PK\x01\x02", 0x031E, 20, 0, method, 0, 0x21, crc, len(comp),
+                               size, len(name), 0, 0, 0, 0, external, offset) + name  # fmt: skip
+    n = len(members)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n, n, len(central), len(body), 0)
+    out.write_bytes(bytes(body + central + end))
+    return out
+
+
+def _compressed(data: bytes, method: int) -> bytes:
+    import zlib
+
+    if method == 8:
+        d = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return d.compress(data) + d.flush()
+    if method == 93:
+        return zstandard.ZstdCompressor().compress(data)
+    return data

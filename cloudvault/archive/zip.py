@@ -102,8 +102,7 @@ def central_directory(fh: BinaryIO, size: int) -> list[Entry]:
     tail = fh.read()
     at = tail.rfind(END)
     if at < 0 or len(tail) - at < 22:
-        kind = "truncated" if tail_at == 0 and tail[:4] == LOCAL or LOCAL in tail[:4] else "not_zip"
-        raise ZipFormatError(kind, "no end of central directory record: the zip is cut short or not a zip")
+        raise ZipFormatError("truncated", "no end of central directory record")
     _, _, _, _, count, cd_size, cd_offset, _ = struct.unpack("<4s4H2LH", tail[at : at + 22])
     end_at = tail_at + at
     if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
@@ -116,6 +115,30 @@ def central_directory(fh: BinaryIO, size: int) -> list[Entry]:
     entries = list(_central_records(table, prefix))
     if len(entries) != count:
         raise ZipFormatError("corrupt_header", f"central directory holds {len(entries)} records, its end says {count}")
+    return entries
+
+
+def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
+    """The members a zip without its central directory (cut short) still holds whole, found by walking its local
+    headers from the start; the walk ends at the first that is cut, or whose sizes only a data descriptor after
+    its data would say."""
+    entries: list[Entry] = []
+    pos = 0
+    while pos + 30 <= size:
+        fh.seek(pos)
+        head = fh.read(30)
+        if head[:4] != LOCAL:
+            break
+        _, flags, method, clock, date, crc, comp, usize, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
+        name_extra = fh.read(n + m)
+        extra = name_extra[n:]
+        usize, comp, _ = _zip64_sizes(extra, usize, comp, 0)
+        end = pos + 30 + n + m + comp
+        if flags & 8 or end > size:
+            break
+        mtime = _unix_time(extra) or _dos_time(date, clock)
+        entries.append(Entry(name_extra[:n], method, flags, crc, comp, usize, pos, 0, 0, mtime))
+        pos = end
     return entries
 
 
@@ -305,11 +328,7 @@ class ZipScan:
     def __iter__(self) -> Iterator[MemberRecord]:
         size = self._fh.seek(0, 2)
         try:
-            try:
-                entries = central_directory(self._fh, size)
-            except ZipFormatError as exc:
-                self._damage(exc.kind, str(exc))
-                return
+            entries = self._entries(size)
             refusal = _refusal(entries, size)
             if refusal:
                 kind, detail = refusal
@@ -320,6 +339,20 @@ class ZipScan:
             if self._batch:
                 self._batch.flush()
             self._hash_file(size)
+
+    def _entries(self, size: int) -> list[Entry]:
+        """The central directory's records; of a zip without one, those its local headers still hold whole."""
+        try:
+            return central_directory(self._fh, size)
+        except ZipFormatError as exc:
+            self._fh.seek(0)
+            if exc.kind != "truncated" or self._fh.read(4) != LOCAL:
+                self._damage("not_zip" if exc.kind == "truncated" else exc.kind, f"{exc}: not a zip vault can read")
+                return []
+        entries = local_entries(self._fh, size)
+        self._damage("truncated", f"no end of central directory record (cut short?): {len(entries)} members read "
+                     "from their local headers")  # fmt: skip
+        return entries
 
     def _damage(self, kind: str, detail: str) -> None:
         if self.result.status == "ok":

@@ -62,11 +62,17 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     return found
 
 
+# a zip member whose own records disagree (which bytes does the mirror hold?) or whose data does not check out
+ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_header_mismatch", "zip_overlap")
+
+
 def refusal(conn: sqlite3.Connection, member) -> str | None:
     """Why no byte of member (a Member: a plain file, or an archive member whose own bytes are stored) may be
-    handed out: a plain file changed in place since it was recorded, or a member a damaged frame took."""
-    kind, which = ("changed_in_place", None) if member.archive is None else ("damaged_member", member.path)
-    row = conn.execute(
-        "SELECT detail FROM flags WHERE file_id = ? AND kind = ? AND member IS ? LIMIT 1", (member.file_id, kind, which)
-    ).fetchone()
-    return f"{kind.replace('_', ' ')}: {row[0]}" if row else None
+    handed out: a plain file changed in place since it was recorded, a member a damaged frame took, or a zip
+    member flagged one of ZIP_REFUSED."""
+    kinds = ("changed_in_place",) if member.archive is None else ("damaged_member", *ZIP_REFUSED)
+    which = None if member.archive is None else member.path
+    marks = ",".join("?" * len(kinds))
+    row = conn.execute(f"SELECT kind, detail FROM flags WHERE file_id = ? AND kind IN ({marks}) AND member IS ? "
+                       "LIMIT 1", (member.file_id, *kinds, which)).fetchone()  # fmt: skip
+    return f"{row[0].replace('_', ' ')}: {row[1]}" if row else None
