@@ -32,8 +32,14 @@ DAMAGE = {
     "changed_in_place",
     "damaged_frame",
     "damaged_member",
-    *("bad_crc", "bad_size", "corrupt_data", "not_zip", "unsupported_method", "zip_bomb", "zip_header_mismatch",
-      "zip_overlap"),  # a zip's (archive/zip.py)
+    "bad_crc",  # this one and those below: a zip's (archive/zip.py)
+    "bad_size",
+    "corrupt_data",
+    "not_zip",
+    "unsupported_method",
+    "zip_bomb",
+    "zip_header_mismatch",
+    "zip_overlap",
 }
 
 
