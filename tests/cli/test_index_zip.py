@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
+import zipfile
+from pathlib import Path
 
+import blake3
 from conftest import require
-from zips import info_zip, unzip_hash, unzip_names, zip_tree
+from zips import conda_package, info_zip, unzip_hash, unzip_names, zip_tree
 
 
 def _rows(db):
@@ -72,3 +76,84 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
     checked = vault("--catalog", str(db), "verify", "018", "--json")
     assert checked.code == 0, checked.out + checked.err
     assert json.loads(checked.out)
+
+
+def test_conda_package_inner_members_are_members_through_the_outer_one(tmp_path, vault):
+    require("unzip")
+    require("zstd")
+    require("tar")
+    pkg = {"lib/python3.11/site-packages/foo/__init__.py": b"VALUE = 42\n", "bin/foo-tool": b"#!/bin/sh\necho hi\n"}
+    info = {"info/index.json": b'{"name": "foo"}', "info/paths.json": b"{}"}
+    (tmp_path / "m/015_x/data/miniforge3_pkgs").mkdir(parents=True)
+    conda = conda_package(tmp_path / "m/015_x/data/miniforge3_pkgs/foo-1.0-py_0.conda", "foo-1.0-py_0", pkg, info)
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
+    assert r.code == 0, r.err
+    rows = {row["path"]: row for row in _rows(db)}
+    for inner in ("pkg-foo-1.0-py_0.tar.zst", "info-foo-1.0-py_0.tar.zst"):
+        listed = subprocess.run(f"unzip -p '{conda}' {inner} | zstd -dc | tar -t", shell=True, capture_output=True,
+                                check=True).stdout.decode().split()  # fmt: skip
+        assert {p for p in rows if p.startswith(inner + "/")} == {f"{inner}/{name}" for name in listed}
+    nested = "pkg-foo-1.0-py_0.tar.zst/lib/python3.11/site-packages/foo/__init__.py"
+    truth = subprocess.run(f"unzip -p '{conda}' pkg-foo-1.0-py_0.tar.zst | zstd -dc | tar -xO "
+                           "lib/python3.11/site-packages/foo/__init__.py", shell=True, capture_output=True,
+                           check=True).stdout  # fmt: skip
+    assert truth == b"VALUE = 42\n"
+    hit = vault("--catalog", str(db), "search", "foo/__init__.py", "--json")
+    assert hit.code == 0 and nested in hit.out
+    out = vault("--catalog", str(db), "extract", "015", nested, "-o", "-")
+    assert out.code == 0 and out.out.encode() == truth
+    folder = vault("--catalog", str(db), "extract", "015", "info-foo-1.0-py_0.tar.zst/info", "-o", str(tmp_path / "o"),
+                   "--keep-path")  # fmt: skip
+    assert folder.code == 0, folder.err
+    assert (tmp_path / "o/info-foo-1.0-py_0.tar.zst/info/index.json").read_bytes() == info["info/index.json"]
+    assert vault("--catalog", str(db), "verify", "015").code == 0
+
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "tinyproj"
+version = "0.1"
+"""
+
+
+def _wheels(tmp_path) -> list:
+    """A wheel pip builds here from a tiny project, and the wheels ensurepip ships (real ones, hundreds of members)."""
+    import ensurepip
+    import sys
+
+    project = tmp_path / "tinyproj"
+    (project / "tinyproj").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    (project / "tinyproj/__init__.py").write_text("X = 1\n")
+    built = tmp_path / "built"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(built), str(project)],
+                   check=True, capture_output=True)  # fmt: skip
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    return [*built.glob("*.whl"), *bundled.glob("*.whl")]
+
+
+def test_wheels_are_listed_as_unzip_lists_them_and_searchable(tmp_path, vault):
+    require("unzip")
+    wheels = _wheels(tmp_path)
+    assert any(w.name.startswith("tinyproj-") for w in wheels) and len(wheels) >= 2
+    cache = tmp_path / "m/016_x/pip_cache"
+    cache.mkdir(parents=True)
+    for wheel in wheels:
+        shutil.copy(wheel, cache / wheel.name)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    conn = sqlite3.connect(db)
+    for wheel in wheels:
+        rows = conn.execute("SELECT coalesce(m.raw_path, CAST(m.path AS BLOB)), m.type, m.blake3 FROM members m "
+                            "JOIN archives a ON a.id = m.archive_id JOIN files f ON f.id = a.file_id "
+                            "WHERE f.path LIKE ?", (f"%{wheel.name}",)).fetchall()  # fmt: skip
+        assert sorted(r[0] for r in rows) == sorted(unzip_names(cache / wheel.name))
+        with zipfile.ZipFile(wheel) as zf:
+            for name, _type, digest in rows:
+                assert digest == blake3.blake3(zf.read(name.decode())).hexdigest(), name
+    record = vault("--catalog", str(db), "search", "tinyproj-0.1.dist-info/RECORD", "--json")
+    assert record.code == 0 and "tinyproj-0.1-py3-none-any.whl" in record.out
+    assert vault("--catalog", str(db), "verify", "016").code == 0
