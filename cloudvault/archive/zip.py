@@ -480,7 +480,7 @@ class ZipScan:
             self.result.flag(flag.kind, flag.detail, member)
         self.result.frames += [Frame(start + f.comp_offset, f.comp_size, base + f.raw_offset, f.raw_size)
                                for f in found.frames]  # fmt: skip
-        self.result.raw_size = base + found.raw_size + 1  # a gap: no read runs from one stream into the next
+        self.result.raw_size = base + found.raw_size
 
     def _hash_file(self, size: int) -> None:
         """The archive file's own BLAKE3 and piece hashes (a zip is read at random: its bytes once more)."""
