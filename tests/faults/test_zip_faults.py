@@ -48,3 +48,21 @@ def test_members_the_zip_disagrees_on_are_never_handed_out(tmp_path, vault):
     assert good.code == 0 and good.out == "good"
     kinds = {k for (k,) in sqlite3.connect(db).execute("SELECT kind FROM flags")}
     assert {"unsafe_member", "zip_header_mismatch", "bad_crc", "zip_overlap"} <= kinds
+
+
+def test_a_token_inside_a_zip_member_and_a_nested_one_is_flagged_never_stored(tmp_path, vault):
+    from zips import conda_package
+
+    token = "hf_" + "Q" * 34
+    data = tmp_path / "m/020_x"
+    data.mkdir(parents=True)
+    big = b"x" * (2 << 20) + f"\nAWS key AKIA{'Z' * 16}\n".encode()
+    python_zip(data / "logs.zip", {"env.log": f"export HF_TOKEN={token}\n".encode(), "big.log": big,
+                                   "clean.log": b"nothing here\n"})  # fmt: skip
+    conda_package(data / "p-1-0.conda", "p-1-0", {"etc/env.sh": f"HF_TOKEN={token}\n".encode()}, {"info/a": b"{}"})
+    db = tmp_path / "c.db"
+    vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
+    rows = sqlite3.connect(db).execute("SELECT member, detail FROM flags WHERE kind = 'secret'").fetchall()
+    flagged = {member for member, _ in rows}
+    assert {"env.log", "big.log", "pkg-p-1-0.tar.zst/etc/env.sh"} <= flagged and "clean.log" not in flagged
+    assert token not in db.read_bytes().decode("latin-1")
