@@ -41,7 +41,7 @@ def unzip_names(archive: Path) -> list[bytes]:
 
 def unzip_hash(archive: Path, name: bytes, tool: str = "unzip") -> str:
     """BLAKE3 of the bytes `unzip -p` (or `bsdtar -xOf`: Info-ZIP unzip 6 has no LZMA) gives for a member."""
-    pattern = name.replace(b"[", b"[[]")
+    pattern = name.replace(b"\\", b"\\\\").replace(b"[", b"[[]") if tool == "unzip" else name
     command = [b"unzip", b"-p"] if tool == "unzip" else [b"bsdtar", b"-xOf"]
     data = subprocess.run([*command, os.fsencode(archive), pattern], capture_output=True, check=True).stdout
     return blake3.blake3(data).hexdigest()

@@ -76,6 +76,7 @@ class Entry(NamedTuple):
     system: int  # the host that made it (3: Unix, whose mode is in the external attributes' high half)
     external: int
     mtime: int
+    header_name: bytes = b""  # the name field's own bytes, where name came from a Unicode Path field
 
 
 def is_zip_name(path: str) -> bool:
@@ -137,7 +138,7 @@ def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
         if flags & 8 or end > size:
             break
         mtime = _unix_time(extra) or _dos_time(date, clock)
-        entries.append(Entry(name_extra[:n], method, flags, crc, comp, usize, pos, 0, 0, mtime))
+        entries.append(Entry(_unicode_path(name_extra[:n], extra), method, flags, crc, comp, usize, pos, 0, 0, mtime))
         pos = end
     return entries
 
@@ -161,11 +162,12 @@ def _central_records(table: bytes, prefix: int) -> Iterator[Entry]:
     while pos + 46 <= len(table) and table[pos : pos + 4] == CENTRAL:
         (made, _, flags, method, dos_time, dos_date, crc, comp, size, n, m, k, _, _, external,
          offset) = struct.unpack("<HHHHHHLLLHHHHHLL", table[pos + 4 : pos + 46])  # fmt: skip
-        name = table[pos + 46 : pos + 46 + n]
         extra = table[pos + 46 + n : pos + 46 + n + m]
+        header_name = table[pos + 46 : pos + 46 + n]
         size, comp, offset = _zip64_sizes(extra, size, comp, offset)
         mtime = _unix_time(extra) or _dos_time(dos_date, dos_time)
-        yield Entry(name, method, flags, crc, comp, size, prefix + offset, made >> 8, external, mtime)
+        yield Entry(_unicode_path(header_name, extra), method, flags, crc, comp, size, prefix + offset, made >> 8,
+                    external, mtime, header_name)  # fmt: skip
         pos += 46 + n + m + k
 
 
@@ -175,6 +177,23 @@ def _extra_fields(extra: bytes) -> Iterator[tuple[int, bytes]]:
         tag, n = struct.unpack("<HH", extra[pos : pos + 4])
         yield tag, extra[pos + 4 : pos + 4 + n]
         pos += 4 + n
+
+
+def _unicode_path(name: bytes, extra: bytes) -> bytes:
+    """The member's name: the UTF-8 one of Info-ZIP's Unicode Path field (0x7075) when the field is for this very
+    header name (its CRC says so), else the header's own bytes."""
+    for tag, body in _extra_fields(extra):
+        if tag == 0x7075 and len(body) > 5 and body[0] == 1 and struct.unpack("<L", body[1:5])[0] == zlib.crc32(name):
+            return body[5:]
+    return name
+
+
+def _name_text(name: bytes, flags: int) -> str:
+    """What a name says: UTF-8 when flagged or valid as such, else the CP437 the zip format means by default."""
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        return name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
 
 
 def _zip64_sizes(extra: bytes, size: int, comp: int, offset: int) -> tuple[int, int, int]:
@@ -219,10 +238,10 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
         raise ZipFormatError("corrupt_header", f"no local header at offset {entry.header_offset}")
     _, flags, method, _, _, crc, comp, size, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
     name_extra = fh.read(n + m)
-    name = name_extra[:n]
+    name = _unicode_path(name_extra[:n], name_extra[n:])
     size, comp, _ = _zip64_sizes(name_extra[n:], size, comp, 0)
     problems = []
-    if name != entry.name:
+    if name != entry.name and _name_text(name, flags) != _name_text(entry.name, entry.flags):
         problems.append(f"local header names it {name!r}")
     if method != entry.method:
         problems.append(f"local header says method {method}, the central directory {entry.method}")
@@ -287,6 +306,7 @@ def _decoded(method: int, read: Callable[[int], bytes], size: int) -> Iterator[b
             yield chunk
         return
     d = _decompressor(method, read)
+    produced = 0
     while not d.eof:
         if isinstance(d, bz2.BZ2Decompressor | lzma.LZMADecompressor):
             data = read(CHUNK) if d.needs_input else b""
@@ -296,8 +316,11 @@ def _decoded(method: int, read: Callable[[int], bytes], size: int) -> Iterator[b
             out = d.decompress(data, CHUNK)
         except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
             raise ZipFormatError("corrupt_data", f"{METHODS.get(method)} data does not decode: {exc}") from None
+        produced += len(out)
         if out:
             yield out
+        elif not data and produced == size:  # an LZMA stream without its end marker (7-Zip's) ends at the size
+            return
         elif not data:
             raise ZipFormatError("truncated", "its compressed bytes end before its data does")
 
@@ -346,7 +369,12 @@ class ZipScan:
             return central_directory(self._fh, size)
         except ZipFormatError as exc:
             self._fh.seek(0)
-            if exc.kind != "truncated" or self._fh.read(4) != LOCAL:
+            head = self._fh.read(8)
+            if head[:4] == LOCAL and struct.unpack("<H", head[6:8])[0] & 0x2001:  # encrypted: data or directory
+                self.result.status = "unsupported"
+                self.result.flag("unsupported_format", "encrypted zip (its central directory too)")
+                return []
+            if exc.kind != "truncated" or head[:4] != LOCAL:
                 self._damage("not_zip" if exc.kind == "truncated" else exc.kind, f"{exc}: not a zip vault can read")
                 return []
         entries = local_entries(self._fh, size)
