@@ -53,6 +53,8 @@ METHODS = {0: "stored", 8: "deflate", 12: "bzip2", 14: "lzma", 93: "zstd", 95: "
 UNIX = 3
 S_IFMT, S_IFDIR, S_IFLNK = 0o170000, 0o040000, 0o120000
 NESTED = ".tar.zst"  # a stored member of this name is read as an archive too (one level)
+# what a member's own data can be flagged with (its hash is then not kept; catalog/flagged.py refuses its bytes)
+MEMBER_DAMAGE = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header")
 
 
 class ZipFormatError(Exception):
@@ -235,7 +237,7 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
     fh.seek(entry.header_offset)
     head = fh.read(30)
     if len(head) < 30 or head[:4] != LOCAL:
-        raise ZipFormatError("corrupt_header", f"no local header at offset {entry.header_offset}")
+        raise ZipFormatError("zip_no_local_header", f"no local header at offset {entry.header_offset}")
     _, flags, method, _, _, crc, comp, size, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
     name_extra = fh.read(n + m)
     name = _unicode_path(name_extra[:n], name_extra[n:])
@@ -275,7 +277,7 @@ def _decompressor(method: int, read: Callable[[int], bytes]):
         head = read(4)
         props = read(struct.unpack("<H", head[2:4])[0]) if len(head) == 4 else b""
         if len(props) < 5:
-            raise ZipFormatError("truncated", "LZMA member cut short in its header")
+            raise ZipFormatError("corrupt_data", "LZMA member cut short in its header")
         lzma1 = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # zipfile's own way in
         return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma1])
     raise ZipFormatError("unsupported_method", f"compression method {method} is not one vault opens")
@@ -322,7 +324,7 @@ def _decoded(method: int, read: Callable[[int], bytes], size: int) -> Iterator[b
         elif not data and produced == size:  # an LZMA stream without its end marker (7-Zip's) ends at the size
             return
         elif not data:
-            raise ZipFormatError("truncated", "its compressed bytes end before its data does")
+            raise ZipFormatError("corrupt_data", "its compressed bytes end before its data does")
 
 
 class _Source:
@@ -400,12 +402,12 @@ class ZipScan:
                                  "member's bytes (a zip bomb's trick: one data, many names)", path)  # fmt: skip
             record, data_end = self._member(entry, raw, read_data)
             end_before = max(end_before, data_end)
-            if record.type == "file" and record.blake3 is not None:
-                frame = Frame(entry.header_offset, data_end - entry.header_offset, raw, entry.size)
+            if record.type == "file":  # its place in the raw space whatever its state: offsets stay put
                 if entry.size:
-                    self.result.frames.append(frame)
+                    self.result.frames.append(Frame(entry.header_offset, data_end - entry.header_offset, raw,
+                                                    entry.size))  # fmt: skip
                 raw += entry.size
-                if self._nested and entry.method == 0 and record.path.endswith(NESTED):
+                if self._nested and record.blake3 and entry.method == 0 and record.path.endswith(NESTED):
                     nested.append((record.path, entry, data_end - entry.comp_size))
             yield record
         self.result.raw_size = raw
@@ -448,7 +450,7 @@ class ZipScan:
 
     def _link(self, entry: Entry, start: int, path: str) -> tuple[str | None, bytes | None]:
         if entry.size > MAX_LINK:
-            raise ZipFormatError("corrupt_header", f"symlink member of {entry.size} bytes: no link is that long")
+            raise ZipFormatError("corrupt_data", f"symlink member of {entry.size} bytes: no link is that long")
         target = b"".join(self._checked(entry, start))
         return text_path(target)
 
@@ -556,6 +558,46 @@ class _Window:
 
 
 # -- the read path --------------------------------------------------------------------------------------------
+def is_record(fh: BinaryIO, frame: Frame) -> bool:
+    """Whether a frame of a recorded table is a zip member's local record (else a zstd frame)."""
+    fh.seek(frame.comp_offset)
+    return fh.read(4) == LOCAL
+
+
+def record_chunks(fh: BinaryIO, frame: Frame, *, check_crc: bool = False) -> Iterator[bytes]:
+    """The data of the member whose local record a frame is, decoded by the method its local header names
+    (ZipFormatError when it does not check out: a refused member's record is never read, see catalog/flagged.py);
+    check_crc: against the local header's CRC too, where it has one (the read path checks pieces instead)."""
+    fh.seek(frame.comp_offset)
+    head = fh.read(30)
+    if len(head) < 30 or head[:4] != LOCAL:
+        raise ZipFormatError("zip_no_local_header", f"no local header at offset {frame.comp_offset}")
+    _, flags, method, _, _, expected, _, _, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
+    start = frame.comp_offset + 30 + n + m
+    crc = 0
+    for chunk in member_chunks(fh, start, frame.comp_offset + frame.comp_size - start, method, frame.raw_size):
+        if check_crc:
+            crc = zlib.crc32(chunk, crc)
+        yield chunk
+    if check_crc and not flags & 8 and crc != expected:
+        raise ZipFormatError("bad_crc", f"its data's CRC is {crc:08x}, its local header says {expected:08x}")
+
+
+class RecordReader:
+    """read(n) over a member's data decoded from its local record held in memory (the mount's frame cache)."""
+
+    def __init__(self, comp: bytes, raw_size: int) -> None:
+        import io
+
+        self._chunks = record_chunks(io.BytesIO(comp), Frame(0, len(comp), 0, raw_size))
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return next(self._chunks, b"")
+        except ZipFormatError as exc:
+            raise IntegrityError(detail=f"damaged zip member: {exc}") from None
+
+
 class ZipReader:
     """Forward reads of a zip's raw space (see the module's docstring) through its recorded frame table: a frame
     that is a member's local record is decompressed by its own method, one of a stored .tar.zst by zstd; a read
@@ -602,18 +644,12 @@ class ZipReader:
 
     def _is_local(self, i: int) -> bool:
         if i not in self._kinds:
-            self._fh.seek(self._frames[i].comp_offset)
-            self._kinds[i] = self._fh.read(4) == LOCAL
+            self._kinds[i] = is_record(self._fh, self._frames[i])
         return self._kinds[i]
 
     def _member(self, frame: Frame) -> Iterator[bytes]:
-        self._fh.seek(frame.comp_offset)
-        head = self._fh.read(30)
-        method, n, m = struct.unpack("<H", head[8:10])[0], *struct.unpack("<HH", head[26:30])
-        start = frame.comp_offset + 30 + n + m
-        comp = frame.comp_offset + frame.comp_size - start
         try:
-            yield from member_chunks(self._fh, start, comp, method, frame.raw_size)
+            yield from record_chunks(self._fh, frame)
         except ZipFormatError as exc:
             raise IntegrityError(detail=f"damaged zip member: {exc}; nothing was written") from None
 

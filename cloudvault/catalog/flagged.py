@@ -63,7 +63,8 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
 
 
 # a zip member whose own records disagree (which bytes does the mirror hold?) or whose data does not check out
-ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_header_mismatch", "zip_overlap")
+ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header",
+               "zip_header_mismatch", "zip_overlap")  # fmt: skip
 
 
 def refusal(conn: sqlite3.Connection, member) -> str | None:

@@ -39,6 +39,7 @@ DAMAGE = {
     "unsupported_method",
     "zip_bomb",
     "zip_header_mismatch",
+    "zip_no_local_header",
     "zip_overlap",
 }
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import zstandard
 
 from cloudvault.archive import sparse
-from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
+from cloudvault.archive.reader import MAX_WINDOW, ZIP_LOCAL, ArchiveReader, frame_for_offset
 from cloudvault.catalog.lookup import archive_location, archive_pieces, file_location, file_pieces
 from cloudvault.errors import IntegrityError, StaleArchive
 from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
@@ -40,7 +40,12 @@ class DecodedFrame:
     def __init__(self, comp: bytes, raw_size: int) -> None:
         self.raw_size = raw_size
         self._data = bytearray()
-        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
+        if comp[:4] == ZIP_LOCAL:  # a zip member's local record (archive/zip.py)
+            from cloudvault.archive.zip import RecordReader
+
+            self._reader = RecordReader(comp, raw_size)
+        else:
+            self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(io.BytesIO(comp))
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:

@@ -3,6 +3,7 @@ handed out that the zip's own records do not agree on, nothing written outside t
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -66,3 +67,26 @@ def test_a_token_inside_a_zip_member_and_a_nested_one_is_flagged_never_stored(tm
     flagged = {member for member, _ in rows}
     assert {"env.log", "big.log", "pkg-p-1-0.tar.zst/etc/env.sh"} <= flagged and "clean.log" not in flagged
     assert token not in db.read_bytes().decode("latin-1")
+
+
+def test_a_zip_damaged_since_indexing_keeps_its_members_and_only_the_hit_one_is_refused(tmp_path, vault):
+    from archives import flip_byte
+
+    data = tmp_path / "m/021_x"
+    data.mkdir(parents=True)
+    members = {f"m{i}.bin": bytes([i]) * 50_000 + os.urandom(2000) for i in range(5)}
+    archive = python_zip(data / "d.zip", members, zipfile.ZIP_STORED)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    with zipfile.ZipFile(archive) as zf:
+        hit = zf.getinfo("m2.bin")
+    flip_byte(archive, hit.header_offset + 30 + len("m2.bin") + 1000)  # inside m2.bin's data; mtime kept
+    r = vault("--catalog", str(db), "index", str(tmp_path / "m"))
+    assert r.code == 5, r.out + r.err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM members").fetchone()[0] == 5  # none forgotten
+    damaged = {m for (m,) in conn.execute("SELECT member FROM flags WHERE kind = 'damaged_member'")}
+    assert damaged == {"m2.bin"}
+    assert vault("--catalog", str(db), "extract", "021", "m2.bin", "-o", str(tmp_path / "o")).code == 5
+    ok = vault("--catalog", str(db), "extract", "021", "m3.bin", "-o", str(tmp_path / "o"))
+    assert ok.code == 0 and (tmp_path / "o/m3.bin").read_bytes() == members["m3.bin"]

@@ -154,3 +154,11 @@ def test_encrypted_zip_is_a_format_vault_does_not_open(tmp_path):
     assert result.status == "unsupported"
     assert [f.kind for f in result.flags] == ["unsupported_format"] and "encrypted" in result.flags[0].detail
     assert [r.path for r in records] == ["secret.txt"] and records[0].blake3 is None
+
+
+def test_every_kind_a_members_data_is_flagged_with_is_refused_by_the_read_path():
+    from cloudvault.archive.zip import MEMBER_DAMAGE
+    from cloudvault.catalog.flagged import ZIP_REFUSED
+    from cloudvault.index.context import DAMAGE
+
+    assert set(MEMBER_DAMAGE) <= set(ZIP_REFUSED) and set(ZIP_REFUSED) <= DAMAGE
