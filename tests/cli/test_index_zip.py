@@ -157,3 +157,17 @@ def test_wheels_are_listed_as_unzip_lists_them_and_searchable(tmp_path, vault):
     record = vault("--catalog", str(db), "search", "tinyproj-0.1.dist-info/RECORD", "--json")
     assert record.code == 0 and "tinyproj-0.1-py3-none-any.whl" in record.out
     assert vault("--catalog", str(db), "verify", "016").code == 0
+
+
+def test_optimize_leaves_a_zip_alone_it_is_random_access_already(tmp_path, vault):
+    big = os.urandom(12 << 20)
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "m/018_x/a.zip", "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("big.bin", big)
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", "--optimize", str(tmp_path / "m")).code == 0
+    r = vault("--catalog", str(db), "optimize", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["written"] == []
+    out = vault("--catalog", str(db), "extract", "018", "big.bin", "-o", str(tmp_path / "o"))
+    assert out.code == 0 and (tmp_path / "o/big.bin").read_bytes() == big
