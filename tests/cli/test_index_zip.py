@@ -108,6 +108,8 @@ def test_conda_package_inner_members_are_members_through_the_outer_one(tmp_path,
     assert folder.code == 0, folder.err
     assert (tmp_path / "o/info-foo-1.0-py_0.tar.zst/info/index.json").read_bytes() == info["info/index.json"]
     assert vault("--catalog", str(db), "verify", "015").code == 0
+    grep = vault("--catalog", str(db), "grep", "VALUE", "015")
+    assert grep.code == 0 and f"{nested}:1:VALUE = 42" in grep.out
 
 
 PYPROJECT = """[build-system]
@@ -171,3 +173,14 @@ def test_optimize_leaves_a_zip_alone_it_is_random_access_already(tmp_path, vault
     assert json.loads(r.out)["written"] == []
     out = vault("--catalog", str(db), "extract", "018", "big.bin", "-o", str(tmp_path / "o"))
     assert out.code == 0 and (tmp_path / "o/big.bin").read_bytes() == big
+
+
+def test_jar_and_upper_case_zip_names_are_read_as_zips(tmp_path, vault):
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    for name in ("tool.jar", "OLD.ZIP"):
+        with zipfile.ZipFile(tmp_path / "m/018_x" / name, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("META-INF/MANIFEST.MF", f"Manifest-Version: 1.0\nName: {name}\n")
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    hits = vault("--catalog", str(db), "search", "MANIFEST.MF", "--json")
+    assert hits.code == 0 and "tool.jar" in hits.out and "OLD.ZIP" in hits.out
