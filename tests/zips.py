@@ -114,3 +114,32 @@ def _compressed(data: bytes, method: int) -> bytes:
     if method == 93:
         return zstandard.ZstdCompressor().compress(data)
     return data
+
+
+def sparse_zip64(out: Path, size: int) -> Path:
+    """A stored zip64 member of size zero bytes (past 4 GiB: its data a hole of a sparse file), written by hand
+    as zip64 says (the local and central records' 0xFFFFFFFF sizes, their zip64 extra fields, the zip64 end)."""
+    import struct
+    import zlib
+
+    crc, zeros = 0, bytes(1 << 24)
+    for at in range(0, size, len(zeros)):
+        crc = zlib.crc32(zeros[: min(len(zeros), size - at)], crc)
+    name = b"huge.bin"
+    local_extra = struct.pack("<HHQQ", 1, 16, size, size)
+    local = struct.pack("<4sHHHHHLLLHH", b"PK\x03\x04", 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
+                        len(local_extra)) + name + local_extra  # fmt: skip
+    central_extra = struct.pack("<HHQQ", 1, 16, size, size)
+    central = struct.pack("<4sHHHHHHLLLHHHHHLL", b"PK\x01\x02", 0x032D, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF,
+                          0xFFFFFFFF, len(name), len(central_extra), 0, 0, 0, 0o100644 << 16, 0)  # fmt: skip
+    central += name + central_extra
+    cd_at = len(local) + size
+    end64_at = cd_at + len(central)
+    end64 = struct.pack("<4sQHHLLQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, 1, 1, len(central), cd_at)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, end64_at, 1)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    with open(out, "wb") as fh:
+        fh.write(local)
+        fh.seek(cd_at)
+        fh.write(central + end64 + locator + end)
+    return out

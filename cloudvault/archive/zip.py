@@ -560,20 +560,31 @@ class _Window:
 # -- the read path --------------------------------------------------------------------------------------------
 def is_record(fh: BinaryIO, frame: Frame) -> bool:
     """Whether a frame of a recorded table is a zip member's local record (else a zstd frame)."""
+    return record_method(fh, frame) is not None
+
+
+def record_method(fh: BinaryIO, frame: Frame) -> int | None:
+    """The compression method of the member whose local record a frame is; None when it is none (a zstd frame)."""
     fh.seek(frame.comp_offset)
-    return fh.read(4) == LOCAL
+    head = fh.read(10)
+    return struct.unpack("<H", head[8:10])[0] if len(head) == 10 and head[:4] == LOCAL else None
 
 
-def record_chunks(fh: BinaryIO, frame: Frame, *, check_crc: bool = False) -> Iterator[bytes]:
+def record_chunks(fh: BinaryIO, frame: Frame, *, check_crc: bool = False, skip: int = 0) -> Iterator[bytes]:
     """The data of the member whose local record a frame is, decoded by the method its local header names
     (ZipFormatError when it does not check out: a refused member's record is never read, see catalog/flagged.py);
-    check_crc: against the local header's CRC too, where it has one (the read path checks pieces instead)."""
+    check_crc: against the local header's CRC too, where it has one (the read path checks pieces instead); skip:
+    of a stored member, the bytes not wanted, sought over (the data starts skip bytes in; no CRC then)."""
     fh.seek(frame.comp_offset)
     head = fh.read(30)
     if len(head) < 30 or head[:4] != LOCAL:
         raise ZipFormatError("zip_no_local_header", f"no local header at offset {frame.comp_offset}")
     _, flags, method, _, _, expected, _, _, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
     start = frame.comp_offset + 30 + n + m
+    if skip and method == 0:
+        yield from member_chunks(fh, start + skip, frame.comp_offset + frame.comp_size - start - skip, 0,
+                                 frame.raw_size - skip)  # fmt: skip
+        return
     crc = 0
     for chunk in member_chunks(fh, start, frame.comp_offset + frame.comp_size - start, method, frame.raw_size):
         if check_crc:
@@ -608,7 +619,7 @@ class ZipReader:
         self._frames = frames
         self._starts = [f.raw_offset for f in frames]
         self._on_data = on_data
-        self._kinds: dict[int, bool] = {}  # frame index -> whether it is a member's local record
+        self._methods: dict[int, int | None] = {}  # frame index -> its member's method (None: a zstd frame)
         self._index = -1  # the frame being read, and where in the raw space
         self._pos = 0
         self._stream: Iterator[bytes] | None = None
@@ -627,29 +638,34 @@ class ZipReader:
                 raise IntegrityError(detail="the archive ends before the member's end")
             stop = min(end, frame.raw_offset + frame.raw_size)
             if i != self._index or offset < self._pos:
-                self._enter(i)
+                self._enter(i, offset)
             yield from self._read(offset, stop)
             offset = stop
 
-    def _enter(self, i: int) -> None:
+    def _enter(self, i: int, offset: int) -> None:
         frame = self._frames[i]
         self._index, self._pos, self._held = i, frame.raw_offset, b""
         self.frames_read += 1
-        if self._is_local(i):
+        method = self._method(i)
+        if method == 0:  # stored: entered right where the bytes wanted are
+            self._pos = offset
+            self._stream = self._member(frame, offset - frame.raw_offset)
+        elif method is not None:
             self._stream = self._member(frame)
         else:
             self._fh.seek(frame.comp_offset)
             reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(self._fh, closefd=False)
             self._stream = iter(lambda: reader.read(CHUNK), b"")
 
-    def _is_local(self, i: int) -> bool:
-        if i not in self._kinds:
-            self._kinds[i] = is_record(self._fh, self._frames[i])
-        return self._kinds[i]
+    def _method(self, i: int) -> int | None:
+        """The compression method of the member whose local record frame i is; None for a zstd frame."""
+        if i not in self._methods:
+            self._methods[i] = record_method(self._fh, self._frames[i])
+        return self._methods[i]
 
-    def _member(self, frame: Frame) -> Iterator[bytes]:
+    def _member(self, frame: Frame, skip: int = 0) -> Iterator[bytes]:
         try:
-            yield from record_chunks(self._fh, frame)
+            yield from record_chunks(self._fh, frame, skip=skip)
         except ZipFormatError as exc:
             raise IntegrityError(detail=f"damaged zip member: {exc}; nothing was written") from None
 

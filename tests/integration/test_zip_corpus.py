@@ -1,18 +1,23 @@
 """libarchive's zip test files (tests/corpus/SOURCES.md) read by `vault index` as Info-ZIP unzip reads them: the
 members `unzip -Z1` lists, the bytes `unzip -p` gives (bsdtar for the methods unzip 6 lacks), and a named flag
-wherever vault keeps no hash of a member unzip could give bytes for."""
+wherever vault keeps no hash of a member unzip could give bytes for; and a zip64 member past 4 GiB."""
 
 from __future__ import annotations
 
 import sqlite3
 import subprocess
+import zipfile
+from functools import partial
 from pathlib import Path
 
 import blake3
 import pytest
 from conftest import require
 from corpus.build import CORPUS, uudecode
+from zips import sparse_zip64
 
+from cloudvault.archive.reader import ArchiveReader
+from cloudvault.archive.zip import ZipScan
 from cloudvault.cli.main import main
 
 FILES = sorted((CORPUS / "libarchive_zip").glob("*.uu"))
@@ -81,3 +86,29 @@ def test_libarchive_zip_is_read_as_unzip_reads_it(indexed, uu):
             assert truth is not None and blake3.blake3(truth).hexdigest() == row["blake3"], row["path"]
         elif truth is not None:  # unzip gave bytes vault would not vouch for: said why
             assert row["path"] in flagged or row["status"] != "ok", row["path"]
+
+
+def test_zip64_member_past_4_gib_is_listed_hashed_and_read_at_its_end(tmp_path):
+    """A stored member of 4 GiB + 5 bytes of zeros (a sparse file: no disk), as unzip -l and zipfile list it."""
+    require("unzip")
+    size = (4 << 30) + 5
+    archive = sparse_zip64(tmp_path / "huge.zip", size)
+    listed = subprocess.run(["unzip", "-l", str(archive)], capture_output=True, text=True, check=True).stdout
+    assert f"{size}" in listed and "huge.bin" in listed
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.getinfo("huge.bin").file_size == size
+    with open(archive, "rb") as fh:
+        scan = ZipScan(fh)
+        records, result = list(scan), scan.result
+    assert result.status == "ok" and not result.flags, result.flags
+    (rec,) = records
+    zeros, block = blake3.blake3(max_threads=blake3.blake3.AUTO), bytes(1 << 24)
+    for at in range(0, size, len(block)):
+        zeros.update(block[: size - at])
+    assert rec.size == size and rec.blake3 == zeros.hexdigest() and len(rec.pieces) == 4097 * 16
+    reader = ArchiveReader(partial(open, archive, "rb"), result.frames)
+    try:  # the last bytes, sought to: a stored member is entered where they are
+        assert b"".join(reader.chunks(rec.data_offset + size - 7, 7)) == bytes(7)
+        assert reader.bytes_decompressed == 7
+    finally:
+        reader.close()
