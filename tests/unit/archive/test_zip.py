@@ -162,3 +162,25 @@ def test_every_kind_a_members_data_is_flagged_with_is_refused_by_the_read_path()
     from cloudvault.index.context import DAMAGE
 
     assert set(MEMBER_DAMAGE) <= set(ZIP_REFUSED) and set(ZIP_REFUSED) <= DAMAGE
+
+
+def test_a_zip_streamed_to_stdout_sizes_after_the_data_is_read_by_its_central_directory(tmp_path):
+    """`zip - ...` cannot seek back: each member's sizes and CRC follow its data (a data descriptor), its local
+    header says zero, as in jars made by streaming tools; the central directory has them."""
+    require("zip")
+    require("unzip")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.txt").write_bytes(b"streamed " * 5000)
+    (tmp_path / "src/b.bin").write_bytes(os.urandom(200_000))
+    archive = tmp_path / "streamed.zip"
+    streamed = subprocess.run(
+        ["zip", "-q", "-", "a.txt", "b.bin"], cwd=tmp_path / "src", capture_output=True, check=True
+    )
+    archive.write_bytes(streamed.stdout)  # through a pipe: zip cannot seek back
+    with zipfile.ZipFile(archive) as zf:
+        assert all(info.flag_bits & 8 for info in zf.infolist())
+    records, result = _scan(archive)
+    assert result.status == "ok" and not result.flags, result.flags
+    for rec in records:
+        assert rec.blake3 == unzip_hash(archive, rec.path.encode())
+        assert _read_back(archive, result.frames, rec) == (tmp_path / "src" / rec.path).read_bytes()
