@@ -397,10 +397,11 @@ class ZipScan:
         for i in in_order:
             entry = entries[i]
             path = member_path(entry.name)[0]
-            if entry.header_offset < end_before:
+            overlaps = entry.header_offset < end_before
+            if overlaps:
                 self.result.flag("zip_overlap", f"its local header at {entry.header_offset} lies inside another "
                                  "member's bytes (a zip bomb's trick: one data, many names)", path)  # fmt: skip
-            record, data_end = self._member(entry, raw, read_data)
+            record, data_end = self._member(entry, raw, read_data and not overlaps)
             end_before = max(end_before, data_end)
             if record.type == "file":  # its place in the raw space whatever its state: offsets stay put
                 if entry.size:
@@ -416,7 +417,8 @@ class ZipScan:
 
     def _member(self, entry: Entry, raw: int, read_data: bool) -> tuple[MemberRecord, int]:
         """The record of one member and where its compressed bytes end; its data hashed (and checked against its
-        CRC and size) when read_data."""
+        CRC and size) when read_data and its local header agrees: a member vault cannot vouch for keeps no hash,
+        so no read path (grep's small members included) finds bytes that match one."""
         path, raw_path = member_path(entry.name)
         kind, mode = member_type(entry)
         self.result.member_count += 1
@@ -428,7 +430,7 @@ class ZipScan:
             for problem in problems:
                 self.result.flag("zip_header_mismatch", f"{problem} (vault lists what the central directory "
                                  "says; its bytes are not handed out)", path)  # fmt: skip
-            if read_data and entry.flags & 1 == 0 and kind != "dir":
+            if read_data and not problems and entry.flags & 1 == 0 and kind != "dir":
                 if kind == "symlink":
                     link, raw_link = self._link(entry, start, path)
                 else:

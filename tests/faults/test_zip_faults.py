@@ -90,3 +90,11 @@ def test_a_zip_damaged_since_indexing_keeps_its_members_and_only_the_hit_one_is_
     assert vault("--catalog", str(db), "extract", "021", "m2.bin", "-o", str(tmp_path / "o")).code == 5
     ok = vault("--catalog", str(db), "extract", "021", "m3.bin", "-o", str(tmp_path / "o"))
     assert ok.code == 0 and (tmp_path / "o/m3.bin").read_bytes() == members["m3.bin"]
+
+
+def test_grep_never_shows_the_bytes_of_a_member_the_zip_disagrees_on(tmp_path, vault):
+    db = _mirror(tmp_path, vault)
+    r = vault("--catalog", str(db), "grep", "shown", "019")
+    assert "report.txt:1:shown" not in r.out and "report.txt" in r.err and r.code == 2  # not searched: said
+    good = vault("--catalog", str(db), "grep", "good", "019")
+    assert "good.txt:1:good" in good.out

@@ -110,6 +110,7 @@ def test_central_directory_disagreeing_with_local_header_is_flagged_and_the_cent
     assert [n for n in unzip_names(archive)] == [b"report.txt", b"sized"]
     flags = _flags(result)
     assert ("zip_header_mismatch", "report.txt") in flags and ("zip_header_mismatch", "sized") in flags
+    assert all(r.blake3 is None for r in records)  # no hash to match: no read path hands their bytes out
 
 
 def test_overlapping_entries_are_flagged(tmp_path):
@@ -117,6 +118,8 @@ def test_overlapping_entries_are_flagged(tmp_path):
                                             {"name": b"two", "data": b"shared bytes", "at": 0}])  # fmt: skip
     records, result = _scan(archive)
     assert ("zip_overlap", "two") in _flags(result)
+    by = {r.path: r for r in records}
+    assert by["one"].blake3 == blake3.blake3(b"shared bytes").hexdigest() and by["two"].blake3 is None
 
 
 def test_zip_bomb_is_refused_by_ratio_and_size_in_one_line(tmp_path):
