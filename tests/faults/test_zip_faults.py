@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 import zipfile
 from pathlib import Path
 
+from conftest import require
 from zips import hand_zip, python_zip
 
 
@@ -26,13 +28,21 @@ def _mirror(tmp_path: Path, vault):
     return db
 
 
-def test_zip_slip_names_are_refused_and_nothing_lands_outside(tmp_path, vault):
+def test_zip_slip_names_and_links_out_are_refused_and_nothing_lands_outside(tmp_path, vault):
+    require("zip")
     db = _mirror(tmp_path, vault)
     dest = tmp_path / "d" / "e"
     dest.mkdir(parents=True)
     for name in ("../escape.txt", "/tmp/x_zip_evil"):
         r = vault("--catalog", str(db), "extract", "019", name, "-o", str(dest), "--keep-path")
         assert r.code == 5 and "refusing" in r.err and r.err.count("\n") == 1, (name, r.err)
+    links = tmp_path / "links"
+    links.mkdir()
+    os.symlink("/etc", links / "etc_link")
+    subprocess.run(["zip", "-q", "-y", str(tmp_path / "m/019_x/links.zip"), "etc_link"], cwd=links, check=True)
+    vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
+    r = vault("--catalog", str(db), "extract", "019", "etc_link", "-o", str(dest))
+    assert r.code == 5 and r.err.count("\n") == 1
     assert list(dest.iterdir()) == [] and not (tmp_path / "d/escape.txt").exists()
     assert not Path("/tmp/x_zip_evil").exists()
     ok = vault("--catalog", str(db), "extract", "019", "ok.txt", "-o", "-")
