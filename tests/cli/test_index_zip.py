@@ -184,3 +184,28 @@ def test_jar_and_upper_case_zip_names_are_read_as_zips(tmp_path, vault):
     assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
     hits = vault("--catalog", str(db), "search", "MANIFEST.MF", "--json")
     assert hits.code == 0 and "tool.jar" in hits.out and "OLD.ZIP" in hits.out
+
+
+def test_an_encrypted_zip_is_a_file_vault_does_not_open_verified_whole(tmp_path, vault):
+    """Its members are listed (names are not encrypted) but not opened; the file itself is hashed, extracted and
+    verified whole, and verify does not call it damaged."""
+    require("zip")
+    from archives import flip_byte
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/secret.txt").write_text("hidden")
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    archive = tmp_path / "m/018_x/e.zip"
+    subprocess.run(["zip", "-q", "-P", "pw", str(archive), "secret.txt"], cwd=tmp_path / "src", check=True)
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", str(tmp_path / "m"))
+    assert r.code == 0 and "unsupported format" in r.out, r.out + r.err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT status FROM archives").fetchone() == ("unsupported",)
+    whole = vault("--catalog", str(db), "extract", "018", "e.zip", "-o", str(tmp_path / "o"))
+    assert whole.code == 0 and (tmp_path / "o/e.zip").read_bytes() == archive.read_bytes()
+    assert vault("--catalog", str(db), "extract", "018", "secret.txt", "-o", "-").code == 5
+    checked = vault("--catalog", str(db), "verify", "018")
+    assert checked.code == 0, checked.out + checked.err
+    flip_byte(archive, 40)
+    assert vault("--catalog", str(db), "verify", "018").code == 5
