@@ -343,7 +343,7 @@ class ZipScan:
     def __init__(self, fh: BinaryIO, *, inspect: Inspect | None = None, prefilter=None,
                  on_bytes: Callable[[int], None] | None = None, nested: bool = True) -> None:  # fmt: skip
         self._fh = fh
-        self._inspect = inspect
+        self._inspect, self._prefilter = inspect, prefilter
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
         self._nested = nested
@@ -500,7 +500,7 @@ class ZipScan:
         """The members of a stored .tar.zst member, as members with a path through it; its frames join the table
         past everything before (one level: what it holds is not opened again)."""
         base = self.result.raw_size
-        inner = ArchiveScan(_Window(self._fh, start, entry.comp_size), inspect=self._inspect)
+        inner = ArchiveScan(_Window(self._fh, start, entry.comp_size), inspect=self._inspect, prefilter=self._prefilter)
         for rec in inner:
             self.result.member_count += 1
             yield rec._replace(path=f"{outer}/{rec.path}", raw_path=None if rec.raw_path is None else
