@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import blake3
+import pytest
 from conftest import require
 from zips import conda_package, info_zip, unzip_hash, unzip_names, zip_tree
 
@@ -78,14 +79,30 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
     assert json.loads(checked.out)
 
 
-def test_conda_package_inner_members_are_members_through_the_outer_one(tmp_path, vault):
+def _cph_package(out: Path, name: str, pkg: dict[str, bytes], info: dict[str, bytes]) -> Path:
+    """A .conda made by conda-package-handling itself (its `api.create` of a prefix holding the files)."""
+    if os.environ.get("CI") != "true":  # CI installs the test extra, which has it: there its absence fails
+        pytest.importorskip("conda_package_handling")
+    from conda_package_handling import api
+
+    prefix = out.parent / "prefix"
+    for rel, data in {**pkg, **info}.items():
+        (prefix / rel).parent.mkdir(parents=True, exist_ok=True)
+        (prefix / rel).write_bytes(data)
+    api.create(str(prefix), sorted({**pkg, **info}), out.name, out_folder=str(out.parent))
+    shutil.rmtree(prefix)
+    return out
+
+
+@pytest.mark.parametrize("build", [conda_package, _cph_package], ids=["by_hand", "conda_package_handling"])
+def test_conda_package_inner_members_are_members_through_the_outer_one(tmp_path, vault, build):
     require("unzip")
     require("zstd")
     require("tar")
     pkg = {"lib/python3.11/site-packages/foo/__init__.py": b"VALUE = 42\n", "bin/foo-tool": b"#!/bin/sh\necho hi\n"}
     info = {"info/index.json": b'{"name": "foo"}', "info/paths.json": b"{}"}
     (tmp_path / "m/015_x/data/miniforge3_pkgs").mkdir(parents=True)
-    conda = conda_package(tmp_path / "m/015_x/data/miniforge3_pkgs/foo-1.0-py_0.conda", "foo-1.0-py_0", pkg, info)
+    conda = build(tmp_path / "m/015_x/data/miniforge3_pkgs/foo-1.0-py_0.conda", "foo-1.0-py_0", pkg, info)
     db = tmp_path / "c.db"
     r = vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
     assert r.code == 0, r.err
