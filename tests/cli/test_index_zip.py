@@ -72,6 +72,8 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
             assert os.readlink(mine) == os.readlink(path)
         elif path.is_file():
             assert mine.read_bytes() == path.read_bytes(), path
+            assert (mine.stat().st_mode & 0o777) == (path.stat().st_mode & 0o777), path
+            assert int(mine.stat().st_mtime) == int(path.stat().st_mtime), path
     one = vault("--catalog", str(db), "extract", "018", "logs/run.log", "-o", "-")
     assert one.code == 0 and one.out == "step 1\nstep 2\n"
     checked = vault("--catalog", str(db), "verify", "018", "--json")

@@ -52,6 +52,11 @@ def test_python_zipfile_members_match_unzip_and_read_back_by_frame(tmp_path, met
                 tool = "bsdtar" if method == zipfile.ZIP_LZMA else "unzip"
                 assert rec.blake3 == unzip_hash(archive, name, tool)
             assert _read_back(archive, result.frames, rec) == members[rec.path]
+    if method != zipfile.ZIP_LZMA:  # a DOS time is local time, as unzip sets it on what it extracts
+        subprocess.run(["unzip", "-q", str(archive), "-d", str(tmp_path / "ref")], check=True)
+        for rec in records:
+            if rec.type == "file":
+                assert rec.mtime == int((tmp_path / "ref" / rec.path).stat().st_mtime), rec.path
     big = next(r for r in records if r.path == "sub/b.bin")
     assert big.pieces is not None and len(big.pieces) == 3 * 16
     assert next(r for r in records if r.path == "sub/c").type == "dir"
