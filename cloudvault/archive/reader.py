@@ -12,7 +12,8 @@ from cloudvault.models import Frame
 
 CHUNK = 1 << 20
 MAX_WINDOW = 1 << 31  # archives made with --long=31 still open
-ZIP_LOCAL = b"PK\x03\x04"  # a zip's first bytes (archive/zip.py reads it)
+ZIP_LOCAL = b"PK\x03\x04"  # a zip member's local record starts so (archive/zip.py reads it)
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
@@ -28,10 +29,11 @@ def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
 
 
 def _zip_reader(fh: BinaryIO, frames: list[Frame], on_data: Callable[[int], None] | None):
-    """A ZipReader when the archive is a zip (its frames are its members' local records), else None."""
+    """A ZipReader when the archive is a zip (its frames are its members' local records), else None: a .tar.zst
+    read at all starts with a zstd frame (or a skippable one); a zip may not start with a member (a stub before)."""
     head = fh.read(4)
     fh.seek(0)
-    if head != ZIP_LOCAL:
+    if head == ZSTD_MAGIC or 0x184D2A50 <= int.from_bytes(head, "little") <= 0x184D2A5F:
         return None
     from cloudvault.archive.zip import ZipReader  # here: a .tar.zst read never needs it
 

@@ -153,7 +153,7 @@ def _zip64_end(fh: BinaryIO, end_at: int) -> tuple[int, int, int, int]:
     (at,) = struct.unpack("<Q", locator[8:16])
     fh.seek(at)
     record = fh.read(56)
-    if record[:4] != END64:
+    if len(record) < 56 or record[:4] != END64:
         raise ZipFormatError("corrupt_header", f"no zip64 end record at offset {at}")
     count, cd_size, cd_offset = struct.unpack("<QQQ", record[32:56])
     return count, cd_size, cd_offset, end_at - 20 - (end_at - 20 - at)
@@ -278,8 +278,11 @@ def _decompressor(method: int, read: Callable[[int], bytes]):
         props = read(struct.unpack("<H", head[2:4])[0]) if len(head) == 4 else b""
         if len(props) < 5:
             raise ZipFormatError("corrupt_data", "LZMA member cut short in its header")
-        lzma1 = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # zipfile's own way in
-        return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma1])
+        try:
+            lzma1 = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # zipfile's own way in
+            return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma1])
+        except (lzma.LZMAError, ValueError) as exc:
+            raise ZipFormatError("corrupt_data", f"LZMA properties not usable: {exc}") from None
     raise ZipFormatError("unsupported_method", f"compression method {method} is not one vault opens")
 
 
@@ -304,8 +307,11 @@ def _decoded(method: int, read: Callable[[int], bytes], size: int) -> Iterator[b
         return
     if method == 93:
         reader = zstandard.ZstdDecompressor().stream_reader(_Source(read), read_across_frames=True)
-        while chunk := reader.read(CHUNK):
-            yield chunk
+        try:
+            while chunk := reader.read(CHUNK):
+                yield chunk
+        except zstandard.ZstdError as exc:
+            raise ZipFormatError("corrupt_data", f"zstd data does not decode: {exc}") from None
         return
     d = _decompressor(method, read)
     produced = 0
@@ -372,7 +378,7 @@ class ZipScan:
         except ZipFormatError as exc:
             self._fh.seek(0)
             head = self._fh.read(8)
-            if head[:4] == LOCAL and struct.unpack("<H", head[6:8])[0] & 0x2001:  # encrypted: data or directory
+            if len(head) == 8 and head[:4] == LOCAL and struct.unpack("<H", head[6:8])[0] & 0x2001:  # encrypted
                 self.result.status = "unsupported"
                 self.result.flag("unsupported_format", "encrypted zip (its central directory too)")
                 return []
