@@ -3,6 +3,7 @@ zips named as flags, the readable part kept."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile
@@ -13,7 +14,7 @@ import pytest
 from conftest import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from zips import hand_zip, python_zip, unzip_hash, unzip_names
+from zips import conda_package, hand_zip, python_zip, unzip_hash, unzip_names
 
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.archive.zip import ZipScan
@@ -198,13 +199,16 @@ def test_a_zip_streamed_to_stdout_sizes_after_the_data_is_read_by_its_central_di
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
-       end=st.integers(0, 10_000), method=st.sampled_from([0, 8, 12, 14, 93]))  # fmt: skip
+       end=st.integers(0, 10_000), method=st.sampled_from([0, 8, 12, 14, 93, "conda"]))  # fmt: skip
 def test_a_damaged_zip_is_flagged_never_raised(tmp_path, cuts, end, method):
     """Bytes of a real zip changed or cut anywhere: the scan ends, flags what it found, and raises nothing; a
     member it keeps a hash of is one whose bytes are those zipfile wrote."""
     members = {"a.txt": b"alpha " * 300, "d/": b"", "b.bin": bytes(range(256)) * 20, "c": b"x"}
     if method == 93:  # zipfile writes no zstd: by hand
         made = hand_zip(tmp_path / "z.zip", [{"name": k.encode(), "data": v, "method": 93} for k, v in members.items()])
+    elif method == "conda":  # stored .tar.zst streams inside, read again as archives
+        made = conda_package(tmp_path / "z.conda", "p-1-0", {k: v for k, v in members.items() if v}, {"info/i": b"{}"})
+        members.update({"metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(), "info/i": b"{}"})
     else:
         made = python_zip(tmp_path / "z.zip", members, method)
     data = bytearray(made.read_bytes())
@@ -216,7 +220,7 @@ def test_a_damaged_zip_is_flagged_never_raised(tmp_path, cuts, end, method):
     records, result = _scan(damaged)
     truth = {blake3.blake3(v).hexdigest(): v for v in members.values()}
     for rec in records:
-        if rec.blake3 is not None and rec.type == "file":
+        if rec.blake3 is not None and rec.type == "file" and not rec.path.endswith(".tar.zst"):
             assert rec.blake3 in truth and _read_back(damaged, result.frames, rec) == truth[rec.blake3]
 
 
