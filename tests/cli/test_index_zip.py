@@ -76,6 +76,8 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
             assert int(mine.stat().st_mtime) == int(path.stat().st_mtime), path
     one = vault("--catalog", str(db), "extract", "018", "logs/run.log", "-o", "-")
     assert one.code == 0 and one.out == "step 1\nstep 2\n"
+    named = vault("--catalog", str(db), "extract", "018", "logs/run.log", "--archive", "bundle.zip", "-o", "-")
+    assert named.code == 0 and named.out == "step 1\nstep 2\n"
     checked = vault("--catalog", str(db), "verify", "018", "--json")
     assert checked.code == 0, checked.out + checked.err
     assert json.loads(checked.out)
