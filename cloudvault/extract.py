@@ -52,7 +52,7 @@ def find_targets(
 ) -> list[Member]:
     """Exact path, a path through an archive (x.tar.zst/inner, x.tgz/inner), a glob or folder, else a unique
     suffix."""
-    if archive is None:
+    if archive is None and not _through_member(conn, mirror_id, entry_id, query):
         archive, query = through_archive(query)
     found = EntryMembers(conn, mirror_id, entry_id, archive)
     query = query.strip("/")
@@ -72,6 +72,13 @@ def find_targets(
     if candidates:
         raise AmbiguousMember(path=query, entry=entry_id, count=len(candidates), candidates=_names(candidates))
     raise MemberNotFound(path=query, entry=entry_id, hint=_closest(found.all_paths(), query))
+
+
+def _through_member(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str) -> bool:
+    """Whether x.tar.zst/inner names a member that is itself an archive (a .conda's pkg-x.tar.zst/...), whose
+    members are recorded with that path, rather than an archive file of the mirror."""
+    head = query.partition(".tar.zst/")[0].strip("/") + ".tar.zst"
+    return bool(EntryMembers(conn, mirror_id, entry_id, archive="").exact(head))  # "": members only
 
 
 def _names(targets: list[Member]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private, private_folder
+from cloudvault.archive.zip import is_zip_name
 from cloudvault.archive.zstdframes import FrameStream
 from cloudvault.atomic import temp_name
 from cloudvault.catalog.copies import copy_bytes_used, copy_candidates, forget_missing_copies, record_copy
@@ -68,7 +69,7 @@ def optimize(
     used = copy_bytes_used(conn)
     for c in copy_candidates(conn, scope):
         frames = frame_table(conn, c.archive_id)
-        if not needs_copy(frames):
+        if not needs_copy(frames) or is_zip_name(c.path):  # a zip's frames are its members: random access already
             if len(frames) > 1:
                 report.multi_frame += 1
             else:

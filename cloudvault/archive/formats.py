@@ -14,11 +14,12 @@ import zlib
 
 HEAD = 64 << 10  # the bytes a caller reads from the start of a file for archive_format
 
-OPENED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz")  # formats whose members vault indexes
+OPENED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz", "zip")  # formats whose members vault indexes
 NOT_OPENED = ("rar", "7z", "multi-volume")  # archives vault recognises, counts and names, but does not open
 
 GZIP, BZIP2, XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
 ZSTD, ZSTD_SKIPPABLE = b"\x28\xb5\x2f\xfd", 0x184D2A50
+ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06")  # a first member's local record; an empty zip's end record
 RAR, SEVEN_ZIP = (b"Rar!\x1a\x07\x00", b"Rar!\x1a\x07\x01\x00"), b"7z\xbc\xaf\x27\x1c"
 
 # the name's ending -> the format it names; longest first so `.tar.gz` wins over `.gz`
@@ -29,6 +30,7 @@ TAR_NAMES = (
     (".tar.xz", "tar.xz"), (".txz", "tar.xz"),
     (".tar", "tar"),
 )  # fmt: skip
+ZIP_NAMES = (".zip", ".whl", ".jar", ".conda")  # read through their central directory (archive/zip.py)
 COMPRESSED_NAMES = (".gz", ".bz2", ".xz", ".zst", ".zstd")  # maybe a tar inside: looked at, kept if it is
 OTHER_NAMES = (".rar", ".7z")
 MULTI_VOLUME_NAMES = (".7z.001", ".zip.001", ".z01", ".r00", ".part1.rar", ".tar.gz.aa", ".tar.aa")
@@ -37,7 +39,8 @@ MULTI_VOLUME_NAMES = (".7z.001", ".zip.001", ".z01", ".r00", ".part1.rar", ".tar
 def might_be_archive(name: str) -> bool:
     """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened)."""
     lower = name.lower()
-    return lower.endswith(tuple(n for n, _ in TAR_NAMES) + COMPRESSED_NAMES + OTHER_NAMES + MULTI_VOLUME_NAMES)
+    return lower.endswith(tuple(n for n, _ in TAR_NAMES) + ZIP_NAMES + COMPRESSED_NAMES + OTHER_NAMES
+                          + MULTI_VOLUME_NAMES)  # fmt: skip
 
 
 def through_archive(query: str) -> tuple[str | None, str]:
@@ -62,6 +65,8 @@ def archive_format(head: bytes, name: str) -> str | None:
         return "multi-volume" if _rar_volume(head) else "rar"
     if head.startswith(SEVEN_ZIP):
         return "7z"
+    if head.startswith(ZIP_HEADS) or (lower.endswith(ZIP_NAMES) and not _compression(head)):
+        return "zip"  # by its name too: a zip may begin with a stub (self-extracting), its directory is at the end
     compressed = _compression(head)
     if compressed is not None:
         if named is not None or _is_tar(_decompressed_head(compressed, head)):

@@ -7,6 +7,7 @@ from typing import BinaryIO
 import zstandard
 
 from cloudvault.archive.reader import MAX_WINDOW
+from cloudvault.archive.zip import ZipFormatError, is_record, record_chunks
 from cloudvault.models import Frame
 
 READ = 1 << 20
@@ -26,6 +27,11 @@ class _Slice:
 
 
 def _decoded_size(fh: BinaryIO, frame: Frame) -> int:
+    if is_record(fh, frame):  # a zip's frames are its members' local records
+        try:
+            return sum(len(chunk) for chunk in record_chunks(fh, frame, check_crc=True))
+        except ZipFormatError as exc:
+            raise zstandard.ZstdError(f"zip member: {exc}") from None
     fh.seek(frame.comp_offset)
     dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
     got = 0

@@ -62,21 +62,30 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     return found
 
 
+# a zip member whose own records disagree (which bytes does the mirror hold?) or whose data does not check out
+ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header",
+               "zip_header_mismatch", "zip_overlap")  # fmt: skip
+
+
 def refuses_any(conn: sqlite3.Connection, file_id: int) -> bool:
-    """Whether refusal may refuse anything of the file: it (a plain file) changed in place, or a damaged frame
-    took some of its members. One query per archive, so a reader of 200,000 members asks once, not per member."""
-    sql = "SELECT 1 FROM flags WHERE file_id = ? AND kind IN ('changed_in_place', 'damaged_member') LIMIT 1"
-    return conn.execute(sql, (file_id,)).fetchone() is not None
+    """Whether refusal may refuse anything of the file: it (a plain file) changed in place, a damaged frame
+    took some of its members, or a zip member is flagged one of ZIP_REFUSED. One query per archive, so a reader
+    of 200,000 members asks once, not per member."""
+    kinds = ("changed_in_place", "damaged_member", *ZIP_REFUSED)
+    sql = f"SELECT 1 FROM flags WHERE file_id = ? AND kind IN ({','.join('?' * len(kinds))}) LIMIT 1"
+    return conn.execute(sql, (file_id, *kinds)).fetchone() is not None
 
 
 def refusal(conn: sqlite3.Connection, member) -> str | None:
     """Why no byte of member (a Member: a plain file, or an archive member whose own bytes are stored) may be
-    handed out: a plain file changed in place since it was recorded, or a member a damaged frame took."""
-    kind, which = ("changed_in_place", None) if member.archive is None else ("damaged_member", member.path)
-    row = conn.execute(
-        "SELECT detail FROM flags WHERE file_id = ? AND kind = ? AND member IS ? LIMIT 1", (member.file_id, kind, which)
-    ).fetchone()
-    return f"{kind.replace('_', ' ')}: {row[0]}" if row else None
+    handed out: a plain file changed in place since it was recorded, a member a damaged frame took, or a zip
+    member flagged one of ZIP_REFUSED."""
+    kinds = ("changed_in_place",) if member.archive is None else ("damaged_member", *ZIP_REFUSED)
+    which = None if member.archive is None else member.path
+    marks = ",".join("?" * len(kinds))
+    row = conn.execute(f"SELECT kind, detail FROM flags WHERE file_id = ? AND kind IN ({marks}) AND member IS ? "
+                       "LIMIT 1", (member.file_id, *kinds, which)).fetchone()  # fmt: skip
+    return f"{row[0].replace('_', ' ')}: {row[1]}" if row else None
 
 
 def salvaged(conn: sqlite3.Connection, file_id: int) -> bool:

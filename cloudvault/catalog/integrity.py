@@ -67,10 +67,11 @@ def all_hashed_members(conn: sqlite3.Connection) -> list[Member]:
 
 def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
     """File members without a BLAKE3 (members of a damaged archive). A hardlink without one links to no earlier
-    member: it has no data (GNU tar cannot extract it either; the index flags it)."""
+    member: it has no data (GNU tar cannot extract it either; the index flags it). Members of an archive in a
+    format vault does not open (an encrypted zip: status 'unsupported') are listed only, never hashed by design."""
     where, args = entry_filter("f", scope)
     sql = ("SELECT count(*) FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
-           "WHERE mb.type = 'file' AND mb.blake3 IS NULL")  # fmt: skip
+           "WHERE mb.type = 'file' AND mb.blake3 IS NULL AND a.status != 'unsupported'")  # fmt: skip
     return conn.execute(sql + where, args).fetchone()[0]
 
 
@@ -81,7 +82,8 @@ def hashed_member_count(conn: sqlite3.Connection, archive_id: int) -> int:
 
 def flagged_objects(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[Flagged]:
     """Files and members of the scope that `vault index` found changed in place or damaged (their recorded hash
-    kept), and archives it could not read whole: whatever their bytes hash to now, none of them is "as recorded"."""
+    kept), and archives it could not read whole (not those in a format vault does not open: their file is checked
+    whole): whatever their bytes hash to now, none of them is "as recorded"."""
     where, args = entry_filter("f", scope)
     marks = ",".join("?" * len(KEPT_FLAGS))
     kept = conn.execute(
@@ -92,7 +94,8 @@ def flagged_objects(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> 
     unread = conn.execute(
         "SELECT f.path, NULL AS member, a.status AS kind, "
         "'flagged ' || a.status || ' when indexed: not all of it could be read' AS detail "
-        f"FROM archives a JOIN files f ON f.id = a.file_id WHERE a.status != 'ok'{where} ORDER BY f.path",
+        f"FROM archives a JOIN files f ON f.id = a.file_id WHERE a.status NOT IN ('ok', 'unsupported')"
+        f"{where} ORDER BY f.path",
         args,
     )
     return records_of(Flagged, kept) + records_of(Flagged, unread)

@@ -18,6 +18,7 @@ from pathlib import Path
 from cloudvault.archive.formats import HEAD, archive_format
 from cloudvault.archive.scan import ArchiveScan, MemberRecord, ScanResult
 from cloudvault.archive.seekable import SeekableWriter, needs_copy, open_private
+from cloudvault.archive.zip import ZipScan, is_zip_name
 from cloudvault.catalog import copies, generations, shards
 from cloudvault.catalog import files as catalog_files
 from cloudvault.catalog.copies import copies_of_files
@@ -80,9 +81,12 @@ def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretR
         with mirror.open(st.path, st.raw_path) as fh:
             fmt = archive_format(fh.read(HEAD), st.path) or "tar.zst"
             fh.seek(0)
-            scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
-                               on_raw=writer.write if writer else None, opener=opener, decoders=decoders,
-                               fmt=fmt)  # fmt: skip
+            if fmt == "zip":  # read through its central directory, member by member
+                scan = ZipScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes)
+            else:
+                scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
+                                   on_raw=writer.write if writer else None, opener=opener, decoders=decoders,
+                                   fmt=fmt)  # fmt: skip
             shards.add_shard_members(shard, redacted(scan, rules, scan.result))
         result = scan.result
         for damage in result.damaged:  # decoded from a frame whose checksum failed: no byte of them is handed out
@@ -111,7 +115,7 @@ def scan_to_shard(
     """One archive (source: mirror root, its walked stat) into a fresh shard file of its own, decoded on decoders
     cores. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
     shard = shards.open_shard(shard_path)
-    copy_fh = open_private(copy_tmp) if copy_tmp else None
+    copy_fh = open_private(copy_tmp) if copy_tmp and not is_zip_name(source[1].path) else None  # a zip: no copy
     writer = SeekableWriter(copy_fh) if copy_fh else None
     outcome = None
     try:

@@ -34,6 +34,14 @@ DAMAGE = {
     "changed_in_place",
     "damaged_frame",
     "damaged_member",
+    "bad_size",  # this one and those below (and bad_crc): a zip's (archive/zip.py)
+    "corrupt_data",
+    "not_zip",
+    "unsupported_method",
+    "zip_bomb",
+    "zip_header_mismatch",
+    "zip_no_local_header",
+    "zip_overlap",
 }
 
 

@@ -430,7 +430,7 @@ def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
     from the seek point before each read."""
     opener, frames = archive_source(conn, file_id, use_copy)
     fmt, points = archive_format(conn, file_id)
-    if fmt == "tar.zst":
+    if fmt in ("tar.zst", "zip"):  # a zip's frames are its members' records (archive/zip.py)
         return ArchiveReader(opener, frames, on_data)
     from cloudvault.archive.decoded import SeekPointReader  # here: extracting from a .tar.zst never needs it
 

@@ -26,7 +26,7 @@ import zstandard
 
 from cloudvault.archive import sparse
 from cloudvault.archive.decoded import SeekPointReader
-from cloudvault.archive.reader import MAX_WINDOW, ArchiveReader, frame_for_offset
+from cloudvault.archive.reader import MAX_WINDOW, ZIP_LOCAL, ArchiveReader, frame_for_offset
 from cloudvault.catalog.flagged import refuses_any
 from cloudvault.catalog.lookup import (
     archive_format,
@@ -93,13 +93,14 @@ class DecodedFrame:
     decodes on from where the last stopped. Its buffer goes back to buffers once nothing holds the frame."""
 
     def __init__(self, comp, raw_size: int, buffers: FrameBuffers) -> None:
-        """comp: the frame's compressed bytes, a file-like object read forward as the decoding needs them."""
+        """comp: the frame's compressed bytes, a file-like object read forward as the decoding needs them (or
+        bytes: _frame_reader)."""
         self.raw_size = raw_size
         buffer = buffers.take(raw_size)
         weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
         self._view = memoryview(buffer)[:raw_size]
         self._done = 0
-        self._reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
+        self._reader = _frame_reader(comp, raw_size)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
@@ -121,6 +122,18 @@ class DecodedFrame:
                 self._done += got
             if self._done >= self.raw_size:
                 self._reader = None  # whole: the decoder's window and the compressed bytes go
+
+
+def _frame_reader(comp, raw_size: int):
+    """What decodes one frame, with readinto: zstd's reader over a .tar.zst frame (a file-like object read forward,
+    or bytes), or, for a zip member's local record (bytes: archive/zip.py), its own method's."""
+    if isinstance(comp, bytes):
+        if comp[:4] == ZIP_LOCAL:
+            from cloudvault.archive.zip import RecordReader  # here: a .tar.zst mount never needs it
+
+            return RecordReader(comp, raw_size)
+        comp = io.BytesIO(comp)
+    return zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
 
 
 class _FrameBytes:
@@ -184,8 +197,11 @@ class FrameCache:
 class ArchiveBytes:
     """The decompressed stream of one archive, read at any offset."""
 
-    def __init__(self, file_id: int, opener: Callable, frames: list[Frame], cache: FrameCache) -> None:
+    def __init__(self, file_id: int, opener: Callable, frames: list[Frame], cache: FrameCache,
+                 records: bool = False) -> None:  # fmt: skip
+        """records: a zip, whose frames are its members' local records (each read whole, then decoded)."""
         self.file_id = file_id
+        self._records = records
         self._opener = opener
         self._frames = frames
         self._index = {f.raw_offset: i for i, f in enumerate(frames)}
@@ -216,14 +232,15 @@ class ArchiveBytes:
     def _load(self, frame: Frame) -> DecodedFrame:
         """The frame, to be decoded as far as asked: its compressed bytes read by the decoder as it goes when the
         archive is a local file (the first byte of a member 1 MiB into an 8 MiB frame reads a quarter of it)."""
-        try:
-            return DecodedFrame(_FrameBytes(self._fh.fileno(), frame), frame.raw_size, self._cache.buffers)
-        except (AttributeError, OSError, ValueError):  # a remote mirror's file: no descriptor to pread
-            pass
+        if not self._records:
+            try:
+                return DecodedFrame(_FrameBytes(self._fh.fileno(), frame), frame.raw_size, self._cache.buffers)
+            except (AttributeError, OSError, ValueError):  # a remote mirror's file: no descriptor to pread
+                pass
         with self._fh_lock:
             self._fh.seek(frame.comp_offset)
             comp = self._fh.read(frame.comp_size)
-        return DecodedFrame(io.BytesIO(comp), frame.raw_size, self._cache.buffers)
+        return DecodedFrame(comp, frame.raw_size, self._cache.buffers)
 
     def _read_forward(self, offset: int, size: int) -> bytes:
         with self._forward_lock:
@@ -306,8 +323,8 @@ class Sources:
             if archive is None:
                 opener, frames = archive_source(self.conn, file_id)
                 fmt, points = archive_format(self.conn, file_id)
-                if fmt == "tar.zst":
-                    archive = ArchiveBytes(file_id, opener, frames, self.cache)
+                if fmt in ("tar.zst", "zip"):
+                    archive = ArchiveBytes(file_id, opener, frames, self.cache, records=fmt == "zip")
                 else:  # gzip, bzip2, xz, plain tar: from the seek point before each read
                     archive = SeekPointReader(opener, fmt, points)
                 self._archives[file_id] = archive
