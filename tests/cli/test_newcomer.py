@@ -137,7 +137,7 @@ def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path
 
     (tmp_path / "compare.csv").write_text("x\n")
     with pytest.raises(errors.UsageError) as raised:
-        _write(tmp_path, None, None, None, None, ())
+        _write(tmp_path, None)  # the judged comparison is not reached: the folder is refused first
     assert "--force" not in raised.value.message and "name a new --out folder" in raised.value.message
     assert (tmp_path / "compare.csv").read_text() == "x\n"
 
