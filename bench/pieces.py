@@ -6,6 +6,14 @@ On bench/index.py's lab-like archives of BENCH_MB (default 256) MiB raw: `vault 
 (default 3) times, best and median; `vault extract -o -` of the largest member the same way; the catalog's size,
 the bytes of piece hashes against the mirror's size, and what a re-index of the unchanged mirror adds; then
 `vault extract -o -` of one member of BENCH_MB MiB (zstd -T0, one frame) the same way.
+
+Issue 41's goal (index speed with piece hashes within 5% of the speed without them) is the `speed` column of a
+vault with piece hashes against a reference without: a venv of the commit before they landed
+(`git worktree add /tmp/nopieces 5afb70b^`), or of this tree with `PieceHasher.update` hashing only the whole.
+Where the cost is: every byte is hashed twice (the whole BLAKE3, and each MiB's own BLAKE3, whose chunk counter
+starts at 0, so no work of one is reused by the other); on two cores the second pass runs beside the first
+(hashing.PieceThread). Removing it would mean recording each piece's BLAKE3 subtree chaining value (as Bao does)
+instead of its own hash: a new piece format, and a native BLAKE3 for every reader that checks one.
 """
 
 from __future__ import annotations
