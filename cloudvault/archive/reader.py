@@ -13,7 +13,6 @@ from cloudvault.models import Frame
 CHUNK = 1 << 20
 MAX_WINDOW = 1 << 31  # archives made with --long=31 still open
 ZIP_LOCAL = b"PK\x03\x04"  # a zip member's local record starts so (archive/zip.py reads it)
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
@@ -26,18 +25,6 @@ def frame_for_offset(frames: list[Frame], raw_offset: int) -> Frame:
         else:
             hi = mid - 1
     return frames[lo]
-
-
-def _zip_reader(fh: BinaryIO, frames: list[Frame], on_data: Callable[[int], None] | None):
-    """A ZipReader when the archive is a zip (its frames are its members' local records), else None: a .tar.zst
-    read at all starts with a zstd frame (or a skippable one); a zip may not start with a member (a stub before)."""
-    head = fh.read(4)
-    fh.seek(0)
-    if head == ZSTD_MAGIC or 0x184D2A50 <= int.from_bytes(head, "little") <= 0x184D2A5F:
-        return None
-    from cloudvault.archive.zip import ZipReader  # here: a .tar.zst read never needs it
-
-    return ZipReader(fh, frames, on_data)
 
 
 class ArchiveReader:
@@ -53,7 +40,6 @@ class ArchiveReader:
     ) -> None:
         self._fh = opener()
         self._frames = frames
-        self._zip = _zip_reader(self._fh, frames, on_data)
         self._reader = None
         self._pos = 0
         self._on_data = on_data
@@ -68,10 +54,6 @@ class ArchiveReader:
         self._pos = frame.raw_offset
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
-        if self._zip is not None:  # a zip's members, each by its own method
-            yield from self._zip.chunks(offset, size)
-            self.frames_read, self.bytes_decompressed = self._zip.frames_read, self._zip.bytes_decompressed
-            return
         frame = frame_for_offset(self._frames, offset)
         if self._reader is None or offset < self._pos or frame.raw_offset > self._pos:
             self._enter(frame)

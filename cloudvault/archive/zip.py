@@ -25,6 +25,7 @@ import zstandard
 
 from cloudvault.archive.formats import ZIP_NAMES
 from cloudvault.archive.paths import LinkChains, unsafe_reason
+from cloudvault.archive.reader import ZIP_LOCAL as LOCAL
 from cloudvault.archive.scan import (
     BATCH_MEMBER,
     INSPECT_HEAD,
@@ -40,7 +41,6 @@ from cloudvault.models import Frame
 from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
-LOCAL = b"PK\x03\x04"
 CENTRAL = b"PK\x01\x02"
 END = b"PK\x05\x06"
 END64 = b"PK\x06\x06"
@@ -644,6 +644,9 @@ class ZipReader:
         self._held = b""
         self.frames_read = 0
         self.bytes_decompressed = 0
+
+    def close(self) -> None:
+        self._fh.close()
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
         import bisect

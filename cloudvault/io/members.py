@@ -426,12 +426,16 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
 
 def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
                  on_data: Callable[[int], None] | None = None):  # fmt: skip
-    """The reader of an archive's decompressed stream from archive_source: by its zstd frames, or (another format)
-    from the seek point before each read."""
+    """The reader of an archive's decompressed stream from archive_source: by its zstd frames, a zip's by its
+    members' records, or (another format) from the seek point before each read."""
     opener, frames = archive_source(conn, file_id, use_copy)
     fmt, points = archive_format(conn, file_id)
-    if fmt in ("tar.zst", "zip"):  # a zip's frames are its members' records (archive/zip.py)
+    if fmt == "tar.zst":
         return ArchiveReader(opener, frames, on_data)
+    if fmt == "zip":  # its frames are its members' records, each read by its own method
+        from cloudvault.archive.zip import ZipReader  # here: extracting from a .tar.zst never needs it
+
+        return ZipReader(opener(), frames, on_data)
     from cloudvault.archive.decoded import SeekPointReader  # here: extracting from a .tar.zst never needs it
 
     return SeekPointReader(opener, fmt, points, on_data)

@@ -245,7 +245,12 @@ class ArchiveBytes:
     def _read_forward(self, offset: int, size: int) -> bytes:
         with self._forward_lock:
             if self._forward is None:
-                self._forward = ArchiveReader(self._opener, self._frames)
+                if self._records:
+                    from cloudvault.archive.zip import ZipReader  # here: a .tar.zst mount never needs it
+
+                    self._forward = ZipReader(self._opener(), self._frames)
+                else:
+                    self._forward = ArchiveReader(self._opener, self._frames)
             return b"".join(bytes(c) for c in self._forward.chunks(offset, size))
 
     def close(self) -> None:

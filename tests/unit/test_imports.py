@@ -75,16 +75,9 @@ def test_no_module_of_the_package_imports_itself_in_a_circle():
     assert cycle(graph) is None
 
 
-# the mount's pair is the mount-reads helper's (issue 35): the lead removes it here once that branch is merged
-KNOWN_CYCLES = [{"cloudvault.mount.fs", "cloudvault.mount.session"}]
-
-
 def test_no_cycle_counting_the_imports_inside_functions():
     names = set(module_names())
     graph = {name: module_imports(name, names, in_functions=True) for name in names}
-    for pair in KNOWN_CYCLES:
-        for name in pair:
-            graph[name] -= pair
     assert cycle(graph) is None
 
 
