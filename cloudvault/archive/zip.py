@@ -134,7 +134,7 @@ def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
             break
         _, flags, method, clock, date, crc, comp, usize, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
         name_extra = fh.read(n + m)
-        extra = name_extra[n:]
+        extra = _extras(name_extra[n:])
         usize, comp, _ = _zip64_sizes(extra, usize, comp, 0)
         end = pos + 30 + n + m + comp
         if flags & 8 or end > size:
@@ -164,7 +164,7 @@ def _central_records(table: bytes, prefix: int) -> Iterator[Entry]:
     while pos + 46 <= len(table) and table[pos : pos + 4] == CENTRAL:
         (made, _, flags, method, dos_time, dos_date, crc, comp, size, n, m, k, _, _, external,
          offset) = struct.unpack("<HHHHHHLLLHHHHHLL", table[pos + 4 : pos + 46])  # fmt: skip
-        extra = table[pos + 46 + n : pos + 46 + n + m]
+        extra = _extras(table[pos + 46 + n : pos + 46 + n + m])
         header_name = table[pos + 46 : pos + 46 + n]
         size, comp, offset = _zip64_sizes(extra, size, comp, offset)
         mtime = _unix_time(extra) or _dos_time(dos_date, dos_time)
@@ -173,20 +173,23 @@ def _central_records(table: bytes, prefix: int) -> Iterator[Entry]:
         pos += 46 + n + m + k
 
 
-def _extra_fields(extra: bytes) -> Iterator[tuple[int, bytes]]:
+def _extras(extra: bytes) -> dict[int, bytes]:
+    """A record's extra fields by tag (the first of each), as the zip format lays them out: tag, length, body."""
+    fields: dict[int, bytes] = {}
     pos = 0
     while pos + 4 <= len(extra):
-        tag, n = struct.unpack("<HH", extra[pos : pos + 4])
-        yield tag, extra[pos + 4 : pos + 4 + n]
+        tag, n = struct.unpack_from("<HH", extra, pos)
+        fields.setdefault(tag, extra[pos + 4 : pos + 4 + n])
         pos += 4 + n
+    return fields
 
 
-def _unicode_path(name: bytes, extra: bytes) -> bytes:
+def _unicode_path(name: bytes, fields: dict[int, bytes]) -> bytes:
     """The member's name: the UTF-8 one of Info-ZIP's Unicode Path field (0x7075) when the field is for this very
     header name (its CRC says so), else the header's own bytes."""
-    for tag, body in _extra_fields(extra):
-        if tag == 0x7075 and len(body) > 5 and body[0] == 1 and struct.unpack("<L", body[1:5])[0] == zlib.crc32(name):
-            return body[5:]
+    body = fields.get(0x7075)
+    if body and len(body) > 5 and body[0] == 1 and struct.unpack("<L", body[1:5])[0] == zlib.crc32(name):
+        return body[5:]
     return name
 
 
@@ -198,27 +201,25 @@ def _name_text(name: bytes, flags: int) -> str:
         return name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
 
 
-def _zip64_sizes(extra: bytes, size: int, comp: int, offset: int) -> tuple[int, int, int]:
+def _zip64_sizes(fields: dict[int, bytes], size: int, comp: int, offset: int) -> tuple[int, int, int]:
     """The 64-bit values of a zip64 extra field, in its order, for those the 32-bit fields mark 0xFFFFFFFF."""
-    for tag, body in _extra_fields(extra):
-        if tag != 0x0001:
-            continue
-        values = list(struct.unpack(f"<{len(body) // 8}Q", body[: len(body) // 8 * 8]))
-        if size == 0xFFFFFFFF and values:
-            size = values.pop(0)
-        if comp == 0xFFFFFFFF and values:
-            comp = values.pop(0)
-        if offset == 0xFFFFFFFF and values:
-            offset = values.pop(0)
+    body = fields.get(0x0001)
+    if body is None:
+        return size, comp, offset
+    values = list(struct.unpack(f"<{len(body) // 8}Q", body[: len(body) // 8 * 8]))
+    if size == 0xFFFFFFFF and values:
+        size = values.pop(0)
+    if comp == 0xFFFFFFFF and values:
+        comp = values.pop(0)
+    if offset == 0xFFFFFFFF and values:
+        offset = values.pop(0)
     return size, comp, offset
 
 
-def _unix_time(extra: bytes) -> int | None:
+def _unix_time(fields: dict[int, bytes]) -> int | None:
     """The modification time of Info-ZIP's extended timestamp field (UTC), if the record has one."""
-    for tag, body in _extra_fields(extra):
-        if tag == 0x5455 and len(body) >= 5 and body[0] & 1:
-            return struct.unpack("<l", body[1:5])[0]
-    return None
+    body = fields.get(0x5455)
+    return struct.unpack("<l", body[1:5])[0] if body and len(body) >= 5 and body[0] & 1 else None
 
 
 def _dos_time(date: int, clock: int) -> int:
@@ -240,8 +241,9 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
         raise ZipFormatError("zip_no_local_header", f"no local header at offset {entry.header_offset}")
     _, flags, method, _, _, crc, comp, size, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
     name_extra = fh.read(n + m)
-    name = _unicode_path(name_extra[:n], name_extra[n:])
-    size, comp, _ = _zip64_sizes(name_extra[n:], size, comp, 0)
+    extra = _extras(name_extra[n:])
+    name = _unicode_path(name_extra[:n], extra)
+    size, comp, _ = _zip64_sizes(extra, size, comp, 0)
     problems = []
     if name != entry.name and _name_text(name, flags) != _name_text(entry.name, entry.flags):
         problems.append(f"local header names it {name!r}")
