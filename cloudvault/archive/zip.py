@@ -354,12 +354,14 @@ class ZipScan:
         self._inspect, self._prefilter = inspect, prefilter
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
+        self._size = 0
+        self._told = 0  # bytes of the file told to on_bytes so far: each member's compressed bytes as it is read
         self._nested = nested
         self._chains = LinkChains()
         self.result = ScanResult()
 
     def __iter__(self) -> Iterator[MemberRecord]:
-        size = self._fh.seek(0, 2)
+        size = self._size = self._fh.seek(0, 2)
         try:
             entries = self._entries(size)
             refusal = _refusal(entries, size)
@@ -392,6 +394,11 @@ class ZipScan:
                      "from their local headers")  # fmt: skip
         return entries
 
+    def _progress(self, n: int) -> None:
+        self._told += n
+        if self._on_bytes and n:
+            self._on_bytes(n)
+
     def _damage(self, kind: str, detail: str) -> None:
         if self.result.status == "ok":
             self.result.status = kind
@@ -410,6 +417,7 @@ class ZipScan:
                 self.result.flag("zip_overlap", f"its local header at {entry.header_offset} lies inside another "
                                  "member's bytes (a zip bomb's trick: one data, many names)", path)  # fmt: skip
             record, data_end = self._member(entry, raw, read_data and not overlaps)
+            self._progress(max(0, min(data_end, self._size) - entry.header_offset) if not overlaps else 0)
             end_before = max(end_before, data_end)
             if record.type == "file":  # its place in the raw space whatever its state: offsets stay put
                 if entry.size:
@@ -528,9 +536,8 @@ class ZipScan:
         self._fh.seek(0)
         while chunk := self._fh.read(CHUNK):
             h.update(chunk)
-            if self._on_bytes:
-                self._on_bytes(len(chunk))
         self.result.blake3, self.result.pieces = h.hexdigest(), h.pieces()
+        self._progress(max(0, size - self._told))  # what the members' compressed bytes did not account for
 
 
 def _refusal(entries: list[Entry], size: int) -> tuple[str, str] | None:

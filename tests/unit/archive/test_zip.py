@@ -240,3 +240,13 @@ def test_a_zip_after_a_stub_self_extractor_is_read(tmp_path, adjusted):
     for rec in records:
         assert rec.blake3 == unzip_hash(archive, rec.path.encode()) == blake3.blake3(members[rec.path]).hexdigest()
         assert _read_back(archive, result.frames, rec) == members[rec.path]
+
+
+def test_progress_is_told_member_by_member_and_adds_up_to_the_file(tmp_path):
+    archive = python_zip(tmp_path / "p.zip", {f"m{i}": os.urandom(100_000) for i in range(5)}, zipfile.ZIP_STORED)
+    told: list[int] = []
+    with open(archive, "rb") as fh:
+        scan = ZipScan(fh, on_bytes=told.append)
+        for n, _ in enumerate(scan, 1):
+            assert sum(told) >= n * 100_000  # told as each member is read, not all at the end
+    assert sum(told) == archive.stat().st_size
