@@ -12,6 +12,7 @@ read once more as a tar: its members get a path through it, and its zstd frames 
 
 from __future__ import annotations
 
+import bisect
 import bz2
 import lzma
 import struct
@@ -24,6 +25,7 @@ import blake3
 import zstandard
 
 from cloudvault.archive.paths import LinkChains, unsafe_reason
+from cloudvault.archive.reader import MAX_WINDOW
 from cloudvault.archive.scan import (
     BATCH_MEMBER,
     INSPECT_HEAD,
@@ -645,8 +647,6 @@ class ZipReader:
         self.bytes_decompressed = 0
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
-        import bisect
-
         end = offset + size
         while offset < end:
             i = bisect.bisect_right(self._starts, offset) - 1
@@ -671,7 +671,7 @@ class ZipReader:
             self._stream = self._member(frame)
         else:
             self._fh.seek(frame.comp_offset)
-            reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(self._fh, closefd=False)
+            reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(self._fh, closefd=False)
             self._stream = iter(lambda: reader.read(CHUNK), b"")
 
     def _method(self, i: int) -> int | None:
