@@ -125,8 +125,9 @@ def central_directory(fh: BinaryIO, size: int) -> list[Entry]:
 
 def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
     """The members a zip without its central directory (cut short) still holds whole, found by walking its local
-    headers from the start; the walk ends at the first that is cut, or whose sizes only a data descriptor after
-    its data would say."""
+    headers from the start; a member whose sizes follow its data (a data descriptor: a zip streamed through a pipe)
+    is decoded to find where its data ends (deflate, bzip2). The walk ends at the first member that is cut, or
+    stored with a data descriptor (nothing says where it ends)."""
     entries: list[Entry] = []
     pos = 0
     while pos + 30 <= size:
@@ -138,13 +139,52 @@ def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
         name_extra = fh.read(n + m)
         extra = _extras(name_extra[n:])
         usize, comp, _ = _zip64_sizes(extra, usize, comp, 0)
-        end = pos + 30 + n + m + comp
-        if flags & 8 or end > size:
+        start = pos + 30 + n + m
+        if flags & 8:
+            found = _described(fh, start, method, 1 in extra)
+            if found is None:
+                break
+            crc, comp, usize, after = found
+            end = start + comp + after
+        else:
+            end = start + comp
+        if end > size:
             break
         mtime = _unix_time(extra) or _dos_time(date, clock)
         entries.append(Entry(_unicode_path(name_extra[:n], extra), method, flags, crc, comp, usize, pos, 0, 0, mtime))
         pos = end
     return entries
+
+
+def _described(fh: BinaryIO, start: int, method: int, zip64: bool) -> tuple[int, int, int, int] | None:
+    """(CRC, compressed size, size, the data descriptor's length) of a member whose sizes follow its data: its
+    deflate or bzip2 stream decoded to its end, then the descriptor there read and checked; None when not found."""
+    if method not in (8, 12):
+        return None
+    d = zlib.decompressobj(-15) if method == 8 else bz2.BZ2Decompressor()
+    fh.seek(start)
+    fed = 0
+    try:
+        while not d.eof and (chunk := fh.read(CHUNK)):
+            fed += len(chunk)
+            while chunk and not d.eof:
+                d.decompress(chunk, CHUNK)
+                chunk = d.unconsumed_tail if method == 8 else b""
+    except (zlib.error, OSError, EOFError):
+        return None
+    if not d.eof:
+        return None
+    comp = fed - len(d.unused_data)
+    fh.seek(start + comp)
+    tail = fh.read(24)
+    body = tail[4:] if tail[:4] == b"PK\x07\x08" else tail
+    shape = "<LQQ" if zip64 else "<LLL"
+    if len(body) < struct.calcsize(shape):
+        return None
+    crc, described, size = struct.unpack_from(shape, body)
+    if described != comp:
+        return None
+    return crc, comp, size, (len(tail) - len(body)) + struct.calcsize(shape)
 
 
 def _zip64_end(fh: BinaryIO, end_at: int) -> tuple[int, int, int, int]:
