@@ -12,6 +12,7 @@ read once more as a tar: its members get a path through it, and its zstd frames 
 
 from __future__ import annotations
 
+import bisect
 import bz2
 import lzma
 import struct
@@ -25,6 +26,7 @@ import zstandard
 
 from cloudvault.archive.formats import ZIP_NAMES
 from cloudvault.archive.paths import LinkChains, unsafe_reason
+from cloudvault.archive.reader import MAX_WINDOW
 from cloudvault.archive.reader import ZIP_LOCAL as LOCAL
 from cloudvault.archive.scan import (
     BATCH_MEMBER,
@@ -123,8 +125,9 @@ def central_directory(fh: BinaryIO, size: int) -> list[Entry]:
 
 def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
     """The members a zip without its central directory (cut short) still holds whole, found by walking its local
-    headers from the start; the walk ends at the first that is cut, or whose sizes only a data descriptor after
-    its data would say."""
+    headers from the start; a member whose sizes follow its data (a data descriptor: a zip streamed through a pipe)
+    is decoded to find where its data ends (deflate, bzip2). The walk ends at the first member that is cut, or
+    stored with a data descriptor (nothing says where it ends)."""
     entries: list[Entry] = []
     pos = 0
     while pos + 30 <= size:
@@ -134,15 +137,54 @@ def local_entries(fh: BinaryIO, size: int) -> list[Entry]:
             break
         _, flags, method, clock, date, crc, comp, usize, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
         name_extra = fh.read(n + m)
-        extra = name_extra[n:]
+        extra = _extras(name_extra[n:])
         usize, comp, _ = _zip64_sizes(extra, usize, comp, 0)
-        end = pos + 30 + n + m + comp
-        if flags & 8 or end > size:
+        start = pos + 30 + n + m
+        if flags & 8:
+            found = _described(fh, start, method, 1 in extra)
+            if found is None:
+                break
+            crc, comp, usize, after = found
+            end = start + comp + after
+        else:
+            end = start + comp
+        if end > size:
             break
         mtime = _unix_time(extra) or _dos_time(date, clock)
         entries.append(Entry(_unicode_path(name_extra[:n], extra), method, flags, crc, comp, usize, pos, 0, 0, mtime))
         pos = end
     return entries
+
+
+def _described(fh: BinaryIO, start: int, method: int, zip64: bool) -> tuple[int, int, int, int] | None:
+    """(CRC, compressed size, size, the data descriptor's length) of a member whose sizes follow its data: its
+    deflate or bzip2 stream decoded to its end, then the descriptor there read and checked; None when not found."""
+    if method not in (8, 12):
+        return None
+    d = zlib.decompressobj(-15) if method == 8 else bz2.BZ2Decompressor()
+    fh.seek(start)
+    fed = 0
+    try:
+        while not d.eof and (chunk := fh.read(CHUNK)):
+            fed += len(chunk)
+            while chunk and not d.eof:
+                d.decompress(chunk, CHUNK)
+                chunk = d.unconsumed_tail if method == 8 else b""
+    except (zlib.error, OSError, EOFError):
+        return None
+    if not d.eof:
+        return None
+    comp = fed - len(d.unused_data)
+    fh.seek(start + comp)
+    tail = fh.read(24)
+    body = tail[4:] if tail[:4] == b"PK\x07\x08" else tail
+    shape = "<LQQ" if zip64 else "<LLL"
+    if len(body) < struct.calcsize(shape):
+        return None
+    crc, described, size = struct.unpack_from(shape, body)
+    if described != comp:
+        return None
+    return crc, comp, size, (len(tail) - len(body)) + struct.calcsize(shape)
 
 
 def _zip64_end(fh: BinaryIO, end_at: int) -> tuple[int, int, int, int]:
@@ -164,7 +206,7 @@ def _central_records(table: bytes, prefix: int) -> Iterator[Entry]:
     while pos + 46 <= len(table) and table[pos : pos + 4] == CENTRAL:
         (made, _, flags, method, dos_time, dos_date, crc, comp, size, n, m, k, _, _, external,
          offset) = struct.unpack("<HHHHHHLLLHHHHHLL", table[pos + 4 : pos + 46])  # fmt: skip
-        extra = table[pos + 46 + n : pos + 46 + n + m]
+        extra = _extras(table[pos + 46 + n : pos + 46 + n + m])
         header_name = table[pos + 46 : pos + 46 + n]
         size, comp, offset = _zip64_sizes(extra, size, comp, offset)
         mtime = _unix_time(extra) or _dos_time(dos_date, dos_time)
@@ -173,20 +215,23 @@ def _central_records(table: bytes, prefix: int) -> Iterator[Entry]:
         pos += 46 + n + m + k
 
 
-def _extra_fields(extra: bytes) -> Iterator[tuple[int, bytes]]:
+def _extras(extra: bytes) -> dict[int, bytes]:
+    """A record's extra fields by tag (the first of each), as the zip format lays them out: tag, length, body."""
+    fields: dict[int, bytes] = {}
     pos = 0
     while pos + 4 <= len(extra):
-        tag, n = struct.unpack("<HH", extra[pos : pos + 4])
-        yield tag, extra[pos + 4 : pos + 4 + n]
+        tag, n = struct.unpack_from("<HH", extra, pos)
+        fields.setdefault(tag, extra[pos + 4 : pos + 4 + n])
         pos += 4 + n
+    return fields
 
 
-def _unicode_path(name: bytes, extra: bytes) -> bytes:
+def _unicode_path(name: bytes, fields: dict[int, bytes]) -> bytes:
     """The member's name: the UTF-8 one of Info-ZIP's Unicode Path field (0x7075) when the field is for this very
     header name (its CRC says so), else the header's own bytes."""
-    for tag, body in _extra_fields(extra):
-        if tag == 0x7075 and len(body) > 5 and body[0] == 1 and struct.unpack("<L", body[1:5])[0] == zlib.crc32(name):
-            return body[5:]
+    body = fields.get(0x7075)
+    if body and len(body) > 5 and body[0] == 1 and struct.unpack("<L", body[1:5])[0] == zlib.crc32(name):
+        return body[5:]
     return name
 
 
@@ -198,27 +243,25 @@ def _name_text(name: bytes, flags: int) -> str:
         return name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
 
 
-def _zip64_sizes(extra: bytes, size: int, comp: int, offset: int) -> tuple[int, int, int]:
+def _zip64_sizes(fields: dict[int, bytes], size: int, comp: int, offset: int) -> tuple[int, int, int]:
     """The 64-bit values of a zip64 extra field, in its order, for those the 32-bit fields mark 0xFFFFFFFF."""
-    for tag, body in _extra_fields(extra):
-        if tag != 0x0001:
-            continue
-        values = list(struct.unpack(f"<{len(body) // 8}Q", body[: len(body) // 8 * 8]))
-        if size == 0xFFFFFFFF and values:
-            size = values.pop(0)
-        if comp == 0xFFFFFFFF and values:
-            comp = values.pop(0)
-        if offset == 0xFFFFFFFF and values:
-            offset = values.pop(0)
+    body = fields.get(0x0001)
+    if body is None:
+        return size, comp, offset
+    values = list(struct.unpack(f"<{len(body) // 8}Q", body[: len(body) // 8 * 8]))
+    if size == 0xFFFFFFFF and values:
+        size = values.pop(0)
+    if comp == 0xFFFFFFFF and values:
+        comp = values.pop(0)
+    if offset == 0xFFFFFFFF and values:
+        offset = values.pop(0)
     return size, comp, offset
 
 
-def _unix_time(extra: bytes) -> int | None:
+def _unix_time(fields: dict[int, bytes]) -> int | None:
     """The modification time of Info-ZIP's extended timestamp field (UTC), if the record has one."""
-    for tag, body in _extra_fields(extra):
-        if tag == 0x5455 and len(body) >= 5 and body[0] & 1:
-            return struct.unpack("<l", body[1:5])[0]
-    return None
+    body = fields.get(0x5455)
+    return struct.unpack("<l", body[1:5])[0] if body and len(body) >= 5 and body[0] & 1 else None
 
 
 def _dos_time(date: int, clock: int) -> int:
@@ -240,8 +283,9 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
         raise ZipFormatError("zip_no_local_header", f"no local header at offset {entry.header_offset}")
     _, flags, method, _, _, crc, comp, size, n, m = struct.unpack("<HHHHHLLLHH", head[4:30])
     name_extra = fh.read(n + m)
-    name = _unicode_path(name_extra[:n], name_extra[n:])
-    size, comp, _ = _zip64_sizes(name_extra[n:], size, comp, 0)
+    extra = _extras(name_extra[n:])
+    name = _unicode_path(name_extra[:n], extra)
+    size, comp, _ = _zip64_sizes(extra, size, comp, 0)
     problems = []
     if name != entry.name and _name_text(name, flags) != _name_text(entry.name, entry.flags):
         problems.append(f"local header names it {name!r}")
@@ -352,12 +396,14 @@ class ZipScan:
         self._inspect, self._prefilter = inspect, prefilter
         self._batch = _InspectBatch(prefilter, self) if inspect and prefilter else None
         self._on_bytes = on_bytes
+        self._size = 0
+        self._told = 0  # bytes of the file told to on_bytes so far: each member's compressed bytes as it is read
         self._nested = nested
         self._chains = LinkChains()
         self.result = ScanResult(format="zip")
 
     def __iter__(self) -> Iterator[MemberRecord]:
-        size = self._fh.seek(0, 2)
+        size = self._size = self._fh.seek(0, 2)
         try:
             entries = self._entries(size)
             refusal = _refusal(entries, size)
@@ -390,6 +436,11 @@ class ZipScan:
                      "from their local headers")  # fmt: skip
         return entries
 
+    def _progress(self, n: int) -> None:
+        self._told += n
+        if self._on_bytes and n:
+            self._on_bytes(n)
+
     def _damage(self, kind: str, detail: str) -> None:
         if self.result.status == "ok":
             self.result.status = kind
@@ -408,6 +459,7 @@ class ZipScan:
                 self.result.flag("zip_overlap", f"its local header at {entry.header_offset} lies inside another "
                                  "member's bytes (a zip bomb's trick: one data, many names)", path)  # fmt: skip
             record, data_end = self._member(entry, raw, read_data and not overlaps)
+            self._progress(max(0, min(data_end, self._size) - entry.header_offset) if not overlaps else 0)
             end_before = max(end_before, data_end)
             if record.type == "file":  # its place in the raw space whatever its state: offsets stay put
                 if entry.size:
@@ -526,9 +578,8 @@ class ZipScan:
         self._fh.seek(0)
         while chunk := self._fh.read(CHUNK):
             h.update(chunk)
-            if self._on_bytes:
-                self._on_bytes(len(chunk))
         self.result.blake3, self.result.pieces = h.hexdigest(), h.pieces()
+        self._progress(max(0, size - self._told))  # what the members' compressed bytes did not account for
 
 
 def _refusal(entries: list[Entry], size: int) -> tuple[str, str] | None:
@@ -649,8 +700,6 @@ class ZipReader:
         self._fh.close()
 
     def chunks(self, offset: int, size: int) -> Iterator[bytes]:
-        import bisect
-
         end = offset + size
         while offset < end:
             i = bisect.bisect_right(self._starts, offset) - 1
@@ -675,7 +724,7 @@ class ZipReader:
             self._stream = self._member(frame)
         else:
             self._fh.seek(frame.comp_offset)
-            reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(self._fh, closefd=False)
+            reader = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(self._fh, closefd=False)
             self._stream = iter(lambda: reader.read(CHUNK), b"")
 
     def _method(self, i: int) -> int | None:

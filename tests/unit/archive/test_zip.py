@@ -3,6 +3,7 @@ zips named as flags, the readable part kept."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -199,13 +200,16 @@ def test_a_zip_streamed_to_stdout_sizes_after_the_data_is_read_by_its_central_di
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cuts=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
-       end=st.integers(0, 10_000), method=st.sampled_from([0, 8, 12, 14, 93, "conda"]))  # fmt: skip
+       end=st.integers(0, 10_000), method=st.sampled_from([0, 8, 12, 14, 93, "conda", "streamed"]))  # fmt: skip
 def test_a_damaged_zip_is_flagged_never_raised(tmp_path, cuts, end, method):
     """Bytes of a real zip changed or cut anywhere: the scan ends, flags what it found, and raises nothing; a
     member it keeps a hash of is one whose bytes are those zipfile wrote."""
     members = {"a.txt": b"alpha " * 300, "d/": b"", "b.bin": bytes(range(256)) * 20, "c": b"x"}
     if method == 93:  # zipfile writes no zstd: by hand
         made = hand_zip(tmp_path / "z.zip", [{"name": k.encode(), "data": v, "method": 93} for k, v in members.items()])
+    elif method == "streamed":  # written where zipfile cannot seek back: sizes after the data
+        made = tmp_path / "z.zip"
+        made.write_bytes(_streamed_zip(members))
     elif method == "conda":  # stored .tar.zst streams inside, read again as archives
         made = conda_package(tmp_path / "z.conda", "p-1-0", {k: v for k, v in members.items() if v}, {"info/i": b"{}"})
         members.update({"metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(), "info/i": b"{}"})
@@ -240,3 +244,55 @@ def test_a_zip_after_a_stub_self_extractor_is_read(tmp_path, adjusted):
     for rec in records:
         assert rec.blake3 == unzip_hash(archive, rec.path.encode()) == blake3.blake3(members[rec.path]).hexdigest()
         assert _read_back(archive, result.frames, rec) == members[rec.path]
+
+
+def test_progress_is_told_member_by_member_and_adds_up_to_the_file(tmp_path):
+    archive = python_zip(tmp_path / "p.zip", {f"m{i}": os.urandom(100_000) for i in range(5)}, zipfile.ZIP_STORED)
+    told: list[int] = []
+    with open(archive, "rb") as fh:
+        scan = ZipScan(fh, on_bytes=told.append)
+        for n, _ in enumerate(scan, 1):
+            assert sum(told) >= n * 100_000  # told as each member is read, not all at the end
+    assert sum(told) == archive.stat().st_size
+
+
+def test_a_streamed_zip_cut_short_keeps_the_members_before_the_cut(tmp_path):
+    """Sizes after each member's data (zip through a pipe) and no central directory: each member is decoded to
+    find its end, its data descriptor read there; the member the cut reaches is not listed."""
+    require("zip")
+    (tmp_path / "src").mkdir()
+    members = {f"m{i}.txt": (f"line {i}\n" * 3000).encode() + os.urandom(3000) for i in range(4)}
+    for name, data in members.items():
+        (tmp_path / "src" / name).write_bytes(data)
+    streamed = subprocess.run(["zip", "-q", "-", *members], cwd=tmp_path / "src", capture_output=True, check=True)
+    with zipfile.ZipFile(io.BytesIO(streamed.stdout)) as zf:
+        last = zf.getinfo("m3.txt")
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(streamed.stdout[: last.header_offset + 100])  # inside m3.txt's data
+    records, result = _scan(cut)
+    assert result.status == "truncated"
+    assert {r.path: r.blake3 for r in records} == {
+        name: blake3.blake3(members[name]).hexdigest() for name in ("m0.txt", "m1.txt", "m2.txt")
+    }
+    assert all(_read_back(cut, result.frames, r) == members[r.path] for r in records)
+
+
+def _streamed_zip(members: dict[str, bytes]) -> bytes:
+    """A deflated zip zipfile writes to a stream it cannot seek: each member's data descriptor after its data."""
+
+    class Pipe(io.RawIOBase):
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            self.data += b
+            return len(b)
+
+    pipe = Pipe()
+    with zipfile.ZipFile(pipe, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return bytes(pipe.data)
