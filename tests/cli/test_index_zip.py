@@ -207,6 +207,25 @@ def test_jar_and_upper_case_zip_names_are_read_as_zips(tmp_path, vault):
     assert hits.code == 0 and "tool.jar" in hits.out and "OLD.ZIP" in hits.out
 
 
+def test_an_encrypted_zip_is_counted_and_named_in_the_index_summary(tmp_path, vault):
+    """Issue 36: what vault cannot open is counted and named in the summary, never silently skipped; beside a .rar
+    (named by its first bytes) an encrypted zip is one more such archive."""
+    require("zip")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/secret.txt").write_text("hidden")
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    subprocess.run(["zip", "-q", "-P", "pw", str(tmp_path / "m/018_x/e.zip"), "secret.txt"], cwd=tmp_path / "src",
+                   check=True)  # fmt: skip
+    (tmp_path / "m/018_x/old.rar").write_bytes(b"Rar!\x1a\x07\x00" + bytes(64))
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", str(tmp_path / "m"))
+    assert "2 archives in formats vault does not open: .rar x1, encrypted .zip x1" in r.out, r.out + r.err
+    touched = tmp_path / "m/018_x/e.zip"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    again = json.loads(vault("--catalog", db, "index", "--json", str(tmp_path / "m")).out)
+    assert again["not_opened"] == {"encrypted .zip": 1}
+
+
 def test_an_encrypted_zip_is_a_file_vault_does_not_open_verified_whole(tmp_path, vault):
     """Its members are listed (names are not encrypted) but not opened; the file itself is hashed, extracted and
     verified whole, and verify does not call it damaged."""
