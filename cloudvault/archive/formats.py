@@ -44,10 +44,11 @@ def might_be_archive(name: str) -> bool:
 
 
 def through_archive(query: str) -> tuple[str | None, str]:
-    """(the archive's file name, the path inside it) of a path through an archive (`data/x.tgz/src/a.txt`);
-    (None, query) when it goes through none."""
+    """(the archive's file name, the path inside it) of a path through an archive (`data/x.tgz/src/a.txt`,
+    `data/x.zip/a.txt`); (None, query) when it goes through none."""
     lower = query.lower()
-    cuts = [lower.find(suffix + "/") + len(suffix) for suffix, _ in TAR_NAMES if suffix + "/" in lower]
+    suffixes = [suffix for suffix, _ in TAR_NAMES] + list(ZIP_NAMES)
+    cuts = [lower.find(suffix + "/") + len(suffix) for suffix in suffixes if suffix + "/" in lower]
     if not cuts:
         return None, query
     cut = min(cuts)

@@ -78,6 +78,8 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
     assert one.code == 0 and one.out == "step 1\nstep 2\n"
     named = vault("--catalog", str(db), "extract", "018", "logs/run.log", "--archive", "bundle.zip", "-o", "-")
     assert named.code == 0 and named.out == "step 1\nstep 2\n"
+    through = vault("--catalog", str(db), "extract", "018", "data/bundle.zip/logs/run.log", "-o", "-")
+    assert through.code == 0 and through.out == "step 1\nstep 2\n", through.err  # x.zip/inner, as x.tgz/inner
     checked = vault("--catalog", str(db), "verify", "018", "--json")
     assert checked.code == 0, checked.out + checked.err
     assert json.loads(checked.out)
