@@ -384,9 +384,10 @@ class DecodedStream:
         tail = self._source.tail(16)
         try:
             if self._fmt == "tar.gz" and _gzip_ends(tail, self.pos):
-                out = io.BytesIO()
-                self._fast.export_index(out)
-                self.seek_points = ("gzip", out.getvalue())
+                if self._source.hashed > GZIP_SPACING:  # a smaller one is decoded from its start: no 32 KiB to keep
+                    out = io.BytesIO()
+                    self._fast.export_index(out)
+                    self.seek_points = ("gzip", out.getvalue())
             elif self._fmt == "tar.bz2" and _bzip2_ends(tail):
                 offsets = sorted(self._fast.block_offsets().items())
                 self.seek_points = ("bzip2", json.dumps(offsets).encode())
