@@ -334,28 +334,29 @@ class DecodedStream:
         self.pos = 0
 
     def _read_some(self, n: int, into: memoryview | None = None) -> int | bytes:
-        data = self._decode(n) if n > 0 and not self._ended else b""
-        if self._on_raw and data:
-            self._on_raw(data)
-        self.pos += len(data)
-        if into is None:
-            return data
-        into[: len(data)] = data
-        return len(data)
+        if n <= 0 or self._ended:
+            return 0 if into is not None else b""
+        buf = into[:n] if into is not None else memoryview(bytearray(n))
+        got = self._decode_into(buf)
+        if self._on_raw and got:
+            self._on_raw(bytes(buf[:got]))
+        self.pos += got
+        return got if into is not None else bytes(buf[:got])
 
-    def _decode(self, n: int) -> bytes:
+    def _decode_into(self, buf: memoryview) -> int:
+        """Decoded bytes straight into buf (the thread's ring buffer: no allocation, no copy); 0 at the end."""
         if self._fast is not None:
             try:
-                data = self._fast.read(n)
+                got = self._fast.readinto(buf)
             except FAST_ERRORS as exc:  # named by the careful decoder, which keeps every byte before the damage
                 self._fast_error = str(exc)
                 self._fall_back()
             else:
-                if data or self._end_fast():
-                    return data
+                if got or self._end_fast():
+                    return got
                 self._fall_back()  # an end the fast decoder took for one (a file cut short): Python's module judges
         try:
-            data = self._careful.read(n)
+            data = self._careful.read(len(buf))
         except DecodeError as exc:
             if exc.kind == "corrupt_stream" and "crc" in self._fast_error.lower():
                 exc.kind = "bad_crc"  # bz2 says only "invalid data stream"; indexed_bzip2 names the CRC
@@ -364,7 +365,8 @@ class DecodedStream:
         if not data:
             self._ended = True
             self._source.finish()
-        return data
+        buf[: len(data)] = data
+        return len(data)
 
     def _fall_back(self) -> None:
         """Decode again from the start with Python's module, skipping the bytes already handed out."""
@@ -384,9 +386,10 @@ class DecodedStream:
         tail = self._source.tail(16)
         try:
             if self._fmt == "tar.gz" and _gzip_ends(tail, self.pos):
-                out = io.BytesIO()
-                self._fast.export_index(out)
-                self.seek_points = ("gzip", out.getvalue())
+                if self._source.hashed > GZIP_SPACING:  # a smaller one is decoded from its start: no 32 KiB to keep
+                    out = io.BytesIO()
+                    self._fast.export_index(out)
+                    self.seek_points = ("gzip", out.getvalue())
             elif self._fmt == "tar.bz2" and _bzip2_ends(tail):
                 offsets = sorted(self._fast.block_offsets().items())
                 self.seek_points = ("bzip2", json.dumps(offsets).encode())

@@ -320,3 +320,32 @@ def test_whether_a_job_started_and_how_it_ended_are_read_in_the_slurm_client_alo
     assert SlurmExecutor().started(job)
     lines = lines.replace("RUNNING", "PENDING")
     assert not SlurmExecutor().started(job)
+
+
+def test_tasks_and_merge_keep_other_formats_and_their_seek_points_as_a_local_index(tmp_path, vault):
+    """A .tgz (seek points) and a .tar.bz2 and a plain .tar in a Slurm plan: read by the tasks as a local index
+    reads them, their format and seek points merged into the catalog."""
+    require("tar")
+    src = tmp_path / "src"
+    make_tree(src, big=40 << 20, non_utf8=False, long_names=True)  # a .tgz past one gzip seek-point spacing
+    root = tmp_path / "Marvell_cloud"
+    for i, flag in enumerate(("-z", "-j", "")):
+        entry = root / f"01{i}_f" / "data"
+        entry.mkdir(parents=True)
+        name = ("a.tgz", "b.tar.bz2", "c.tar")[i]
+        subprocess.run(["tar", *([flag] if flag else []), "-C", str(src), "-cf", str(entry / name), "."], check=True)
+    formats = ("SELECT f.path, a.format, s.kind, s.data FROM archives a JOIN files f ON f.id = a.file_id "
+               "LEFT JOIN seek_points s ON s.archive_id = a.id ORDER BY 1")  # fmt: skip
+    r = vault("--catalog", str(tmp_path / "local.db"), "index", "--json", str(root))
+    assert r.code == 0, r.err
+    local = {**catalog_rows(tmp_path / "local.db"), "formats": sqlite3.connect(tmp_path / "local.db").execute(
+        formats).fetchall()}  # fmt: skip
+    assert [(p, f, k) for p, f, k, _ in local["formats"]] == [
+        ("010_f/data/a.tgz", "tar.gz", "gzip"), ("011_f/data/b.tar.bz2", "tar.bz2", "bzip2"),
+        ("012_f/data/c.tar", "tar", None)]  # fmt: skip
+    db = tmp_path / "c.db"
+    plan = _write_plan(db, root, 2)
+    _run_tasks(db, plan)
+    r = vault("--catalog", str(db), "index", "--merge", "--json")
+    assert r.code == 0 and json.loads(r.out)["from_shards"] == 3, r.err
+    assert {**catalog_rows(db), "formats": sqlite3.connect(db).execute(formats).fetchall()} == local

@@ -24,7 +24,7 @@ def counted_reads(monkeypatch):
 
     def open_counted(self, path, raw=None):
         fh = original(self, path, raw)
-        if getattr(fh, "counted", False):  # fsspec's memory filesystem hands every open the same object
+        if getattr(fh, "counted", False):  # fsspec's memory:// hands out one file object per path: wrapped once
             return fh
         fh.counted = True
         read = fh.read
