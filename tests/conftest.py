@@ -86,6 +86,21 @@ class VaultResult:
 
 
 @pytest.fixture
+def fake_commands(tmp_path, monkeypatch):
+    """fake_commands({name: bash body}): small scripts put first on PATH (a Slurm that answers as told)."""
+
+    def put(scripts: dict[str, str]) -> None:
+        bin_dir = tmp_path / "fake-commands"
+        bin_dir.mkdir(exist_ok=True)
+        for name, body in scripts.items():
+            (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    return put
+
+
+@pytest.fixture
 def vault(capsys):
     """Run the CLI in-process: vault('search', 'granite') -> VaultResult."""
 

@@ -5,7 +5,6 @@ scripts on PATH: sbatch answering a job id, scontrol saying the array is pending
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -20,13 +19,8 @@ FAKE = {
 
 
 @pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "fake-slurm"
-    bin_dir.mkdir()
-    for name, body in FAKE.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+def fake_slurm(fake_commands):
+    fake_commands(FAKE)
 
 
 def test_every_slurm_mode_json_is_the_documented_shape(tmp_path, vault, fake_slurm):

@@ -27,13 +27,8 @@ FAKE = {
 
 
 @pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "fake-slurm"
-    bin_dir.mkdir()
-    for name, body in FAKE.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+def fake_slurm(fake_commands):
+    fake_commands(FAKE)
 
 
 def test_a_detached_run_is_judged_by_the_recipe_it_was_queued_with(demo_catalog, vault, tmp_path, fake_slurm,
