@@ -138,7 +138,8 @@ def prepare(work: Path, vault: str, ratarmount: list[str]) -> tuple[Path, Path, 
 
 
 def main() -> None:
-    vaults = os.environ.get("VAULT", "").split() or [installed("vault") or sys.exit(f"{sys.executable} -m pip install .")]
+    vault = installed("vault") or sys.exit(f"no vault: {sys.executable} -m pip install . (from the tree)")
+    vaults = os.environ.get("VAULT", "").split() or [vault]
     rat = os.environ.get("RATARMOUNT") or installed("ratarmount")
     if rat is None:
         sys.exit(f"no ratarmount: {sys.executable} -m pip install ratarmount==1.3.0 (PyPI), then run this again")
