@@ -138,8 +138,9 @@ def prepare(work: Path, vault: str, ratarmount: list[str]) -> tuple[Path, Path, 
 
 
 def main() -> None:
-    vault = installed("vault") or sys.exit(f"no vault: {sys.executable} -m pip install . (from the tree)")
-    vaults = os.environ.get("VAULT", "").split() or [vault]
+    vaults = os.environ.get("VAULT", "").split() or [installed("vault")]
+    if None in vaults:
+        sys.exit(f"no vault: {sys.executable} -m pip install . (from the tree), or VAULT=...")
     rat = os.environ.get("RATARMOUNT") or installed("ratarmount")
     if rat is None:
         sys.exit(f"no ratarmount: {sys.executable} -m pip install ratarmount==1.3.0 (PyPI), then run this again")
