@@ -188,9 +188,10 @@ class FrameCache:
 
 
 class ArchiveBytes:
-    """The decompressed stream of one archive, read at any offset. A read in the second half of a frame has the
-    next frame decoded ahead, in the background (zstd lets go of the GIL): a sequential reader (`cat`, `grep -r`)
-    finds it decoded, on the other core, while this one's pieces are hashed and handed out."""
+    """The decompressed stream of one archive, read at any offset. A read in the second half of a frame, by a
+    reader that will go on into the next frame (`until`: where its member ends), has that frame decoded ahead in
+    the background: `cat` or `grep -r` of a member spanning frames finds it decoded while this one's pieces are
+    hashed and handed out. A member ending in this frame has nothing decoded ahead (it would only compete)."""
 
     def __init__(self, file_id: int, opener: Callable, frames: list[Frame], cache: FrameCache,
                  ahead: ThreadPoolExecutor | None = None) -> None:  # fmt: skip
@@ -206,7 +207,7 @@ class ArchiveBytes:
         self._forward: ArchiveReader | None = None  # for frames too large to cache
         self._forward_lock = threading.Lock()
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, until: int = 0) -> bytes:
         out = []
         end = offset + size
         while offset < end:
@@ -219,7 +220,7 @@ class ArchiveBytes:
                 key = (self.file_id, self._index[frame.raw_offset])
                 decoded = self._cache.get(key, lambda f=frame: self._load(f))
                 out.append(decoded.slice(offset - frame.raw_offset, stop - frame.raw_offset))
-                if 2 * (stop - frame.raw_offset) > frame.raw_size:
+                if until > frame_end and 2 * (stop - frame.raw_offset) > frame.raw_size:
                     self._decode_ahead(key[1] + 1)
             else:
                 out.append(self._read_forward(offset, stop - offset))
@@ -323,7 +324,8 @@ class Sources:
             return self._plain(member)
         archive = self._archive(member.file_id)
         if member.sparse_map is None:
-            return lambda off, n: archive.read(member.data_offset + off, max(0, min(n, member.size - off)))
+            end = member.data_offset + member.size
+            return lambda off, n: archive.read(member.data_offset + off, max(0, min(n, member.size - off)), end)
         pieces = sparse.decode_map(member.sparse_map)
         return lambda off, n: _sparse_read(archive, member, pieces, off, n)
 
