@@ -138,8 +138,12 @@ def prepare(work: Path, vault: str, ratarmount: list[str]) -> tuple[Path, Path, 
 
 
 def main() -> None:
-    vaults = os.environ.get("VAULT", "").split() or [installed("vault") or sys.exit("pip install . first")]
-    rat = os.environ.get("RATARMOUNT") or installed("ratarmount") or sys.exit("pip install ratarmount==1.3.0 first")
+    vaults = os.environ.get("VAULT", "").split() or [installed("vault")]
+    if None in vaults:
+        sys.exit(f"no vault: {sys.executable} -m pip install . (from the tree), or VAULT=...")
+    rat = os.environ.get("RATARMOUNT") or installed("ratarmount")
+    if rat is None:
+        sys.exit(f"no ratarmount: {sys.executable} -m pip install ratarmount==1.3.0 (PyPI), then run this again")
     keep = os.environ.get("BENCH_WORK")
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="vault-bench-mount-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -523,8 +523,9 @@ class SeekPointReader:
             self._pos = -1
             raise IntegrityError(detail=f"damaged archive: {exc}; nothing was written") from None
 
-    def read(self, offset: int, size: int) -> bytes:
-        """Bytes [offset, offset + size) at once, from any thread (the mount's reads)."""
+    def read(self, offset: int, size: int, until: int = 0) -> bytes:
+        """Bytes [offset, offset + size) at once, from any thread (the mount's reads; until, where the reader's
+        member ends, is the zstd reader's hint for decoding ahead: nothing is decoded ahead here)."""
         with self._lock:
             return b"".join(self.chunks(offset, size))
 

@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--foreground", action="store_true", help="serve in this process; Ctrl-C unmounts")
     parser.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_MB,
                         help=f"memory for decoded frames and verified pieces, in MiB (default {DEFAULT_CACHE_MB}); "
-                             "the mount's peak RSS stays within it and ~96 MiB")  # fmt: skip
+                             "the mount's peak RSS stays within it and 128 MiB")  # fmt: skip
     parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
     parser.add_argument("--debug", action="store_true", help="log every FUSE operation (with --foreground)")
 

@@ -13,6 +13,7 @@ of pieces that matched the catalog's piece hashes, kept in a cache of verified p
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -21,6 +22,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import zstandard
 
@@ -35,7 +37,7 @@ from cloudvault.catalog.lookup import (
     file_pieces,
     member_pieces,
 )
-from cloudvault.errors import IntegrityError, StaleArchive
+from cloudvault.errors import IntegrityError, StaleArchive, VaultError
 from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
 from cloudvault.models import Frame, Member
 from cloudvault.pieces import PIECE
@@ -108,6 +110,13 @@ class DecodedFrame:
             self._decode_to(stop)
         return self._view[start:stop].tobytes()
 
+    def decode_rest(self) -> None:
+        """Decode to the frame's end a step at a time (a reader waits for one step at most, then decodes its own
+        part itself); a damaged frame is left for its reader to meet."""
+        with contextlib.suppress(IntegrityError):
+            while self._done < self.raw_size:
+                self._decode_to(min(self.raw_size, self._done + DECODE_STEP))
+
     def _decode_to(self, stop: int) -> None:
         with self._lock:
             while self._done < stop:
@@ -167,6 +176,10 @@ class FrameCache:
     def fits(self, frame: Frame) -> bool:
         return frame.raw_size <= self.limit // 2
 
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        with self._lock:
+            return key in self._frames or key in self._busy
+
     def get(self, key: tuple[int, int], make: Callable[[], DecodedFrame]) -> DecodedFrame:
         with self._lock:
             found = self._frames.get(key)
@@ -195,13 +208,18 @@ class FrameCache:
 
 
 class ArchiveBytes:
-    """The decompressed stream of one archive, read at any offset."""
+    """The decompressed stream of one archive, read at any offset. A read in the second half of a frame, by a
+    reader that will go on into the next frame (`until`: where its member ends), has that frame decoded ahead in
+    the background: `cat` or `grep -r` of a member spanning frames finds it decoded while this one's pieces are
+    hashed and handed out. A member ending in this frame has nothing decoded ahead (it would only compete)."""
 
     def __init__(self, file_id: int, opener: Callable, frames: list[Frame], cache: FrameCache,
-                 records: bool = False) -> None:  # fmt: skip
+                 ahead: ThreadPoolExecutor | None = None, records: bool = False) -> None:  # fmt: skip
         """records: a zip, whose frames are its members' local records (each read whole, then decoded)."""
         self.file_id = file_id
         self._records = records
+        self._ahead = ahead
+        self._ahead_index = -1  # the frame last decoded ahead
         self._opener = opener
         self._frames = frames
         self._index = {f.raw_offset: i for i, f in enumerate(frames)}
@@ -211,7 +229,7 @@ class ArchiveBytes:
         self._forward: ArchiveReader | None = None  # for frames too large to cache
         self._forward_lock = threading.Lock()
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, until: int = 0) -> bytes:
         out = []
         end = offset + size
         while offset < end:
@@ -224,10 +242,25 @@ class ArchiveBytes:
                 key = (self.file_id, self._index[frame.raw_offset])
                 decoded = self._cache.get(key, lambda f=frame: self._load(f))
                 out.append(decoded.slice(offset - frame.raw_offset, stop - frame.raw_offset))
+                if until > frame_end and 2 * (stop - frame.raw_offset) > frame.raw_size:
+                    self._decode_ahead(key[1] + 1)
             else:
                 out.append(self._read_forward(offset, stop - offset))
             offset = stop
         return b"".join(out)
+
+    def _decode_ahead(self, index: int) -> None:
+        if self._ahead is None or index >= len(self._frames) or index == self._ahead_index:
+            return
+        frame, key = self._frames[index], (self.file_id, index)
+        if not self._cache.fits(frame) or key in self._cache:
+            return
+        self._ahead_index = index
+        self._ahead.submit(self._decoded_ahead, key, frame)
+
+    def _decoded_ahead(self, key: tuple[int, int], frame: Frame) -> None:
+        with contextlib.suppress(VaultError, OSError):  # what went wrong, the frame's own reader meets again
+            self._cache.get(key, lambda: self._load(frame)).decode_rest()
 
     def _load(self, frame: Frame) -> DecodedFrame:
         """The frame, to be decoded as far as asked: its compressed bytes read by the decoder as it goes when the
@@ -273,6 +306,7 @@ class Sources:
         self.pieces = pieces or PieceCache()
         self._lock = lock or threading.Lock()  # the lock of every use of conn (the tree's, when it shares conn)
         self._archives: dict[int, ArchiveBytes] = {}
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="vault-decode-ahead")
         self._where: dict[int, tuple] = {}  # file id -> _location's answer, and whether flags refuse any of it
 
     def check(self, member: Member) -> None:
@@ -318,7 +352,8 @@ class Sources:
             return self._plain(member)
         archive = self._archive(member.file_id)
         if member.sparse_map is None:
-            return lambda off, n: archive.read(member.data_offset + off, max(0, min(n, member.size - off)))
+            end = member.data_offset + member.size
+            return lambda off, n: archive.read(member.data_offset + off, max(0, min(n, member.size - off)), end)
         pieces = sparse.decode_map(member.sparse_map)
         return lambda off, n: _sparse_read(archive, member, pieces, off, n)
 
@@ -329,7 +364,8 @@ class Sources:
                 opener, frames = archive_source(self.conn, file_id)
                 fmt, points = archive_format(self.conn, file_id)
                 if fmt in ("tar.zst", "zip"):
-                    archive = ArchiveBytes(file_id, opener, frames, self.cache, records=fmt == "zip")
+                    archive = ArchiveBytes(file_id, opener, frames, self.cache, self._ahead,
+                                           records=fmt == "zip")  # fmt: skip
                 else:  # gzip, bzip2, xz, plain tar: from the seek point before each read
                     archive = SeekPointReader(opener, fmt, points)
                 self._archives[file_id] = archive
@@ -352,6 +388,7 @@ class Sources:
         return _Plain(fh, read)
 
     def close(self) -> None:
+        self._ahead.shutdown(wait=True, cancel_futures=True)
         for archive in self._archives.values():
             archive.close()
         self._archives.clear()

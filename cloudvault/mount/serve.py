@@ -17,11 +17,14 @@ from cloudvault.mount.session import MountOptions
 from cloudvault.mount.tree import build_tree
 
 PIECE_SHARE = 4  # verified pieces get a quarter of --cache-mb, decoded frames the rest
-RSS_BEYOND_CACHE_MIB = 96  # peak RSS stays within --cache-mb and this: Python, SQLite, reads in flight
+RSS_BEYOND_CACHE_MIB = 128  # peak RSS stays within --cache-mb and this: Python, SQLite, reads in flight
+MALLOC_ARENAS = 2  # glibc's default, 8 per core, lets 16 FUSE threads keep 16 heaps of freed pieces
+M_ARENA_MAX = -8  # mallopt's parameter (malloc.h)
 
 
 def serve_catalog(options: MountOptions) -> None:
     """Serve the catalog's tree (or one entry's) at options.mountpoint until it is unmounted or signalled."""
+    _few_malloc_arenas()
     conn = open_shared_reader(options.catalog)
     try:
         mirror_id = entry_id = None
@@ -38,6 +41,16 @@ def serve_catalog(options: MountOptions) -> None:
             sources.close()
     finally:
         conn.close()
+
+
+def _few_malloc_arenas() -> None:
+    """Cap glibc's malloc arenas before the FUSE threads start (a peak RSS ~25 MiB lower on a 2-core machine);
+    nothing where the C library is another."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, MALLOC_ARENAS)  # the process's own symbols: glibc's mallopt
 
 
 def main(argv: list[str]) -> int:

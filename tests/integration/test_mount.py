@@ -513,6 +513,31 @@ def test_small_members_of_one_frame_decode_it_once_and_the_cache_stays_bounded(d
     conn.close()
 
 
+def test_reading_the_second_half_of_a_frame_has_the_next_decoded_ahead(demo_catalog):
+    """A reader of a member that goes on into the next frame finds it decoded by the background thread: reading
+    the end of frame 0 puts frame 1 in the cache, whole, though no read asked for a byte of it; a member that
+    ends in its frame has nothing decoded ahead."""
+    from cloudvault.catalog.db import open_shared_reader
+    from cloudvault.mount.frames import FrameCache, Sources
+
+    conn = open_shared_reader(demo_catalog)
+    rel = "018_aicluster_breakdown_debugger/data/accept_g07.tar.zst"
+    (file_id,) = conn.execute("SELECT id FROM files WHERE path = ?", (rel,)).fetchone()
+    cache = FrameCache(64 << 20)
+    sources = Sources(conn, cache)
+    archive = sources._archive(file_id)
+    first, second = archive._frames[0], archive._frames[1]
+    assert len(archive.read(first.raw_size - 10, 10, first.raw_size)) == 10
+    sources._ahead.submit(lambda: None).result()  # the one background thread has done what it was given
+    assert (file_id, 1) not in cache
+    assert len(archive.read(first.raw_size - 10, 10, first.raw_size + 10)) == 10
+    sources._ahead.submit(lambda: None).result()
+    ahead = cache._frames.get((file_id, 1))
+    assert ahead is not None and ahead._done == second.raw_size
+    sources.close()
+    conn.close()
+
+
 def test_a_missing_catalog_or_entry_is_its_own_error_before_anything_is_mounted(demo_catalog, fuse, tmp_path):
     point = tmp_path / "m"
     point.mkdir()
