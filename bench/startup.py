@@ -49,10 +49,12 @@ def main() -> int:
 
 def measure(work: Path) -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    db = str(work / "catalog.db")
     vaults = vault_commands()
-    subprocess.run([*vaults[0], "--catalog", db, "demo", "--dir", str(work / "demo")], env=env, capture_output=True,
-                   check=True)  # fmt: skip
+    dbs = []  # each vault its own demo catalog: one catalog shared would be migrated by the newer vault, and the
+    for i, vault in enumerate(vaults):  # older would then time its "catalog too new" error
+        dbs.append(str(work / f"catalog{i}.db"))
+        subprocess.run([*vault, "--catalog", dbs[-1], "demo", "--dir", str(work / f"demo{i}")], env=env,
+                       capture_output=True, check=True)  # fmt: skip
     member = "compaction_meta.json"
     cases = [
         ("search granite", ["search", "granite"], 1.4),
@@ -63,7 +65,7 @@ def measure(work: Path) -> int:
         ("--help", ["--help"], 2.0),
         ("search --help", ["search", "--help"], 2.0),
     ]
-    for vault in vaults:
+    for vault, db in zip(vaults, dbs, strict=True):
         for label, args, _ in cases:  # a command that fails would time its error path, not its work
             done = subprocess.run([*vault, "--catalog", db, *args], env=env, capture_output=True, text=True)
             if done.returncode != 0:
@@ -76,7 +78,7 @@ def measure(work: Path) -> int:
         floor, took = [], [[] for _ in vaults]
         for _ in range(RUNS):
             floor.append(timed(FLOOR, env))
-            for times, vault in zip(took, vaults, strict=True):
+            for times, vault, db in zip(took, vaults, dbs, strict=True):
                 times.append(timed([*vault, "--catalog", db, *args], env))
         base = statistics.median(floor)
         for name, times in zip(names, took, strict=True):
