@@ -1,0 +1,28 @@
+"""The read commands' --json (verify, extract, search, ls, show, info, log, diff): each document is the typed
+result's to_json(), documented field by field in docs/commands/ (a real run on a small real mirror is the snapshot)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.cli.json_shapes import check
+
+
+def test_verify_json_is_the_documented_shape(demo_mirror, tmp_path, vault):
+    mirror = tmp_path / "Marvell_cloud"
+    shutil.copytree(demo_mirror, mirror, symlinks=True)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(mirror)).code == 0
+    clean = vault("--catalog", db, "verify", "--json")
+    assert clean.code == 0, clean.err
+    check(json.loads(clean.out), "verify.md", "verify")
+    csv = mirror / "014_ss20_temp0_chunk1024/data/20260925_070231/per_request.csv"
+    csv.write_text(csv.read_text().replace("8,192", "8,193").replace("8192", "8193"))
+    damaged = vault("--catalog", db, "verify", "--json")
+    assert damaged.code == 5
+    doc = json.loads(damaged.out)
+    assert doc["mismatches"] and doc["ok"] is False
+    check(doc, "verify.md", "verify")
+    sample = vault("--catalog", db, "verify", "--sample", "50%", "--seed", "1", "--json")
+    check(json.loads(sample.out), "verify.md", "verify")
