@@ -26,3 +26,17 @@ def test_verify_json_is_the_documented_shape(demo_mirror, tmp_path, vault):
     check(doc, "verify.md", "verify")
     sample = vault("--catalog", db, "verify", "--sample", "50%", "--seed", "1", "--json")
     check(json.loads(sample.out), "verify.md", "verify")
+
+
+def test_extract_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
+    db = str(demo_catalog)
+    one = vault("--catalog", db, "extract", "018", "accept_meta.json", "-o", str(tmp_path / "one"), "--json")
+    assert one.code == 0, one.err
+    check(json.loads(one.out), "extract.md", "extract")
+    out = tmp_path / "all"
+    archive = vault("--catalog", db, "extract", "019", "score_block_n82.tar.zst/*", "-o", str(out), "--keep-path",
+                    "--json")  # fmt: skip
+    assert archive.code == 0, archive.err
+    doc = json.loads(archive.out)
+    assert any(w["archive"] for w in doc["written"])
+    check(doc, "extract.md", "extract")
