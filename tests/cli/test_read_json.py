@@ -40,3 +40,20 @@ def test_extract_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
     doc = json.loads(archive.out)
     assert any(w["archive"] for w in doc["written"])
     check(doc, "extract.md", "extract")
+
+
+def test_search_and_flagged_json_are_the_documented_shapes(demo_catalog, vault):
+    db = str(demo_catalog)
+    found = vault("--catalog", db, "search", "granite", "--json")
+    assert found.code == 0, found.err
+    doc = json.loads(found.out)
+    assert {r["kind"] for r in doc["results"]} >= {"entry", "file"}
+    check(doc, "search.md", "search")
+    none = vault("--catalog", db, "search", "nothing-is-named-this", "--kind", "file", "--json")
+    assert none.code == 1
+    check(json.loads(none.out), "search.md", "search")
+    flagged = vault("--catalog", db, "search", "--flagged", "--json")
+    assert flagged.code == 0, flagged.err
+    doc = json.loads(flagged.out)
+    assert doc["flags"]
+    check(doc, "search.md", "--flagged")
