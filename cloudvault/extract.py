@@ -11,9 +11,9 @@ from collections import namedtuple
 from cloudvault.archive.formats import through_archive
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
+from cloudvault.catalog import query as catalog_query  # resolve_entry looked up at the call
 from cloudvault.catalog.flagged import secret_flags
 from cloudvault.catalog.lookup import EntryMembers
-from cloudvault.catalog.query import resolve_entry
 from cloudvault.errors import (
     AmbiguousMember,
     CorruptArchive,
@@ -67,7 +67,7 @@ def extract_entry(conn: sqlite3.Connection, request: ExtractRequest, warn_secret
                   progress_for=None) -> ExtractReport:  # fmt: skip
     """`vault extract`: the entry's targets found, each one flagged as holding a secret told to warn_secret(label,
     detail) before a byte is written, then written; progress_for(total bytes, count) may give a Progress."""
-    mirror_id, entry_id, _ = resolve_entry(conn, request.entry)
+    mirror_id, entry_id, _ = catalog_query.resolve_entry(conn, request.entry)
     targets = entry_targets(conn, mirror_id, entry_id, request.paths, request.archive)
     for label, detail in secret_flags(conn, targets):
         if warn_secret:

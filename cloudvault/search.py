@@ -7,8 +7,9 @@ from __future__ import annotations
 import sqlite3
 from collections import namedtuple
 
+from cloudvault.catalog import query
 from cloudvault.catalog.flagged import all_flags, searched_documents
-from cloudvault.catalog.query import KINDS, resolve_entry, search
+from cloudvault.catalog.query import KINDS, search
 
 # What `vault search` is asked: every term must match; only this entry (ID prefix) or any; these kinds; at most
 # limit hits per kind (0: all).
@@ -41,7 +42,7 @@ class Flags(namedtuple("Flags", "flags")):
 
 def search_catalog(conn: sqlite3.Connection, request: SearchRequest) -> Searched:
     """Entries, docs, files, members, restores and runs whose text holds every term."""
-    scope = resolve_entry(conn, request.entry)[:2] if request.entry else None
+    scope = query.resolve_entry(conn, request.entry)[:2] if request.entry else None
     found = search(conn, list(request.terms), scope=scope, kinds=tuple(request.kinds) or KINDS, limit=request.limit)
     hits = {kind: tuple(hits) for kind, hits in found.hits.items()}
     return Searched(tuple(found.query), hits, dict(found.totals), dict(found.cautions),

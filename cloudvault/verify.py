@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from cloudvault.archive.scan import ArchiveScan
+from cloudvault.catalog import query  # query.resolve_entry looked up at the call
 from cloudvault.catalog.db import catalog_file
 from cloudvault.catalog.integrity import (
     Flagged,
@@ -29,7 +30,6 @@ from cloudvault.catalog.integrity import (
     unhashed_member_count,
 )
 from cloudvault.catalog.lookup import archive_format
-from cloudvault.catalog.query import resolve_entry
 from cloudvault.errors import CatalogDamaged, ChangedSinceRecorded, IntegrityError
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
@@ -91,7 +91,7 @@ def verify(conn: sqlite3.Connection, entry: str | None = None, sample: float | N
     """`vault verify`: a seeded sample across the mirror, or every file of one entry (or of all of them)."""
     if sample is not None:
         return verify_sample(conn, sample, seed)
-    return verify_entries(conn, resolve_entry(conn, entry)[:2] if entry else None)
+    return verify_entries(conn, query.resolve_entry(conn, entry)[:2] if entry else None)
 
 
 def check_catalog(conn: sqlite3.Connection) -> None:

@@ -57,3 +57,15 @@ def test_search_and_flagged_json_are_the_documented_shapes(demo_catalog, vault):
     doc = json.loads(flagged.out)
     assert doc["flags"]
     check(doc, "search.md", "--flagged")
+
+
+def test_ls_json_is_the_documented_shape(demo_catalog, vault):
+    db = str(demo_catalog)
+    listed = vault("--catalog", db, "ls", "019", "--json")
+    assert listed.code == 0, listed.err
+    doc = json.loads(listed.out)
+    assert {r["kind"] for r in doc["results"]} == {"file", "member"}
+    check(doc, "ls.md", "ls")
+    none = vault("--catalog", db, "ls", "019", "no-such-*", "--json")
+    assert none.code == 1
+    check(json.loads(none.out), "ls.md", "ls")
