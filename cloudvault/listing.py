@@ -1,6 +1,5 @@
-"""`vault ls`: the files of one entry and the members of its archives, matching a glob; a frozen result.
-
-A namedtuple, not a dataclass: ls must start fast."""
+"""One entry as `vault ls` and `vault show` see it: its files and members matching a glob, or its details; frozen
+results. Namedtuples, not dataclasses: ls and show must start fast."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import sqlite3
 from collections import namedtuple
 
 from cloudvault.catalog import query  # query.resolve_entry looked up at the call
-from cloudvault.catalog.details import list_entry
+from cloudvault.catalog.details import EntryDetails, entry_details, list_entry
 
 
 class Listing(namedtuple("Listing", "entry pattern hits")):
@@ -24,3 +23,8 @@ def list_files(conn: sqlite3.Connection, entry: str, pattern: str | None = None)
     """The entry (ID or unique prefix) resolved, and its files and members matching pattern."""
     mirror_id, entry_id, _ = query.resolve_entry(conn, entry)
     return Listing(entry_id, pattern, tuple(list_entry(conn, mirror_id, entry_id, pattern)))
+
+
+def describe_entry(conn: sqlite3.Connection, entry: str) -> EntryDetails:
+    """The entry (ID or unique prefix) resolved, and what the manifest, the index and vault's records say of it."""
+    return entry_details(conn, *query.resolve_entry(conn, entry)[:2])

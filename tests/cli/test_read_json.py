@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 
 from tests.cli.json_shapes import check
 
@@ -69,3 +70,20 @@ def test_ls_json_is_the_documented_shape(demo_catalog, vault):
     none = vault("--catalog", db, "ls", "019", "no-such-*", "--json")
     assert none.code == 1
     check(json.loads(none.out), "ls.md", "ls")
+
+
+def test_show_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
+    db = str(demo_catalog)
+    shown = vault("--catalog", db, "show", "014", "--json")
+    assert shown.code == 0, shown.err
+    check(json.loads(shown.out), "show.md", "show")
+    restored = vault("--catalog", db, "restore", "env", "nebius", "vaultdemo", "--prefix", str(tmp_path / "env"),
+                     "--json")  # fmt: skip
+    assert restored.code == 0, restored.err
+    entry = json.loads(restored.out)["restored"][0]["name"]
+    (entry,) = sqlite3.connect(db).execute("SELECT entry_id FROM restores WHERE name = ?", (entry,)).fetchone()
+    with_restore = vault("--catalog", db, "show", entry, "--json")
+    assert with_restore.code == 0, with_restore.err
+    doc = json.loads(with_restore.out)
+    assert doc["restores"]
+    check(doc, "show.md", "show")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
-RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare", "verify", "extract", "search", "ls"]
+RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare", "verify", "extract", "search", "ls", "show"]
 
 
 @pytest.mark.parametrize("module", RESHAPED)
