@@ -87,3 +87,17 @@ def test_show_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
     doc = json.loads(with_restore.out)
     assert doc["restores"]
     check(doc, "show.md", "show")
+
+
+def test_info_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
+    held = vault("--catalog", str(demo_catalog), "info", "--json")
+    assert held.code == 0, held.err
+    doc = json.loads(held.out)
+    assert doc["mirrors"] and doc["catalog"]["exists"] is True
+    check(doc, "info.md", "info")
+    none = vault("--catalog", str(tmp_path / "none.db"), "info", "--json")
+    assert none.code == 3
+    doc = json.loads(none.out)
+    assert doc == {"catalog": {"path": str(tmp_path / "none.db"), "named_by": "--catalog", "exists": False},
+                   "mirrors": []}  # fmt: skip
+    check(doc, "info.md", "info")
