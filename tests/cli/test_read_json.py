@@ -101,3 +101,30 @@ def test_info_json_is_the_documented_shape(demo_catalog, tmp_path, vault):
     assert doc == {"catalog": {"path": str(tmp_path / "none.db"), "named_by": "--catalog", "exists": False},
                    "mirrors": []}  # fmt: skip
     check(doc, "info.md", "info")
+
+
+def test_log_and_diff_json_are_the_documented_shapes(tmp_path, vault):
+    entry = tmp_path / "m/018_x"
+    entry.mkdir(parents=True)
+    (entry / "a.txt").write_text("one\n")
+    (entry / "b.txt").write_text("two\n")
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    first = vault("--catalog", db, "diff", "--json")
+    assert first.code == 0, first.err
+    assert json.loads(first.out)["from"] is None
+    check(json.loads(first.out), "diff.md", "diff")
+    (entry / "a.txt").write_text("one, longer\n")
+    (entry / "b.txt").unlink()
+    (entry / "c.txt").write_text("three\n")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    log = vault("--catalog", db, "log", "--json")
+    assert log.code == 0, log.err
+    doc = json.loads(log.out)
+    assert len(doc["generations"]) == 2
+    check(doc, "log.md", "log")
+    second = vault("--catalog", db, "diff", "1", "2", "--json")
+    assert second.code == 0, second.err
+    doc = json.loads(second.out)
+    assert doc["from"] == 1 and doc["added"] and doc["removed"] and doc["modified"]
+    check(doc, "diff.md", "diff")
