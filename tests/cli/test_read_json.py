@@ -128,3 +128,15 @@ def test_log_and_diff_json_are_the_documented_shapes(tmp_path, vault):
     doc = json.loads(second.out)
     assert doc["from"] == 1 and doc["added"] and doc["removed"] and doc["modified"]
     check(doc, "diff.md", "diff")
+
+
+def test_the_read_operations_hand_the_cli_frozen_typed_results():
+    import dataclasses
+
+    from cloudvault import diff, extract, listing, search, verify
+    from cloudvault.catalog import details, summary
+
+    for cls in (verify.VerifyReport, diff.GenerationDiff, diff.IndexLog, summary.CatalogInfo):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen and "__slots__" in vars(cls), cls
+    for cls in (extract.ExtractReport, search.Searched, search.Flags, listing.Listing, details.EntryDetails):
+        assert issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "to_json"), cls
