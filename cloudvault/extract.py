@@ -7,6 +7,7 @@ import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
+from collections.abc import Callable
 
 from cloudvault.archive.formats import through_archive
 from cloudvault.archive.sparse import Hole
@@ -63,8 +64,9 @@ class _Tally:
 ExtractRequest = namedtuple("ExtractRequest", "entry paths archive dest options")
 
 
-def extract_entry(conn: sqlite3.Connection, request: ExtractRequest, warn_secret=None,
-                  progress_for=None) -> ExtractReport:  # fmt: skip
+def extract_entry(conn: sqlite3.Connection, request: ExtractRequest,
+                  warn_secret: Callable[[str, str], None] | None = None,
+                  progress_for: Callable[[int, int], Progress | None] | None = None) -> ExtractReport:  # fmt: skip
     """`vault extract`: the entry's targets found, each one flagged as holding a secret told to warn_secret(label,
     detail) before a byte is written, then written; progress_for(total bytes, count) may give a Progress."""
     mirror_id, entry_id, _ = catalog_query.resolve_entry(conn, request.entry)
