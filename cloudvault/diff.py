@@ -1,5 +1,6 @@
-"""What changed between two index generations, as `restic diff` shows it between snapshots: files and archive
-members added, removed and modified, and what a run found changed in place or damaged (the recorded version kept).
+"""`vault log` and `vault diff`: the index generations kept, and what changed between two of them, as `restic diff`
+shows it between snapshots: files and archive members added, removed and modified, and what a run found changed in
+place or damaged (the recorded version kept).
 
 A version of a path is known by the generation that recorded it, so two generations holding the same version of
 a file (or archive) need no member compared; an archive in two versions is compared member by member.
@@ -8,26 +9,60 @@ a file (or archive) need no member compared; an archive in two versions is compa
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from cloudvault.catalog import generations
 from cloudvault.catalog.generations import Held
 from cloudvault.errors import GenerationNotFound
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class GenerationDiff:
+    """What changed from generation before to generation after: the typed result of `vault diff`, and its --json."""
+
     before: int | None  # None: compared with nothing (the first generation)
     after: int
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    modified: tuple[str, ...]
+    changed_in_place: tuple[str, ...]
+    damaged: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"from": self.before, "to": self.after, "added": list(self.added), "removed": list(self.removed),
+                "modified": list(self.modified), "changed_in_place": list(self.changed_in_place),
+                "damaged": list(self.damaged)}  # fmt: skip
+
+
+@dataclass
+class _Changes:
+    """The paths found changed so far; frozen into a GenerationDiff at the end."""
+
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     changed_in_place: list[str] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
 
+
+@dataclass(frozen=True, slots=True)
+class IndexLog:
+    """Every index generation, oldest first: the typed result of `vault log`, and its --json."""
+
+    generations: tuple[generations.Generation, ...]
+
     def to_json(self) -> dict:
-        doc = asdict(self)
-        return {"from": doc.pop("before"), "to": doc.pop("after"), **doc}
+        return {"generations": [g.to_json() for g in self.generations]}
+
+
+def index_log(conn: sqlite3.Connection) -> IndexLog:
+    """`vault log`: the generations the catalog keeps."""
+    return IndexLog(tuple(generations.all_generations(conn)))
+
+
+def diff_generations(conn: sqlite3.Connection, first: int | None, second: int | None) -> GenerationDiff:
+    """`vault diff`: none given, the last two generations; one, it and the latest; both, those two."""
+    return generation_diff(conn, *pick_generations(conn, first, second))
 
 
 def pick_generations(conn: sqlite3.Connection, first: int | None, second: int | None) -> tuple[int | None, int]:
@@ -45,7 +80,7 @@ def pick_generations(conn: sqlite3.Connection, first: int | None, second: int | 
 
 def generation_diff(conn: sqlite3.Connection, before: int | None, after: int) -> GenerationDiff:
     """Every file and member that differs between what generation before held and what after held."""
-    diff = GenerationDiff(before, after)
+    diff = _Changes()
     old_state = generations.held(conn, before) if before is not None else {}
     new_state = generations.held(conn, after)
     names = generations.mirror_names(conn)
@@ -71,14 +106,15 @@ def generation_diff(conn: sqlite3.Connection, before: int | None, after: int) ->
             target = diff.changed_in_place if kind == "changed_in_place" else diff.damaged
             if label(mirror_id, path) not in target:
                 target.append(label(mirror_id, path))
-    return diff
+    return GenerationDiff(before, after, tuple(diff.added), tuple(diff.removed), tuple(diff.modified),
+                          tuple(diff.changed_in_place), tuple(diff.damaged))  # fmt: skip
 
 
 def _members(conn: sqlite3.Connection, version: Held, name: str) -> list[str]:
     return [f"{name}/{path}" for path in generations.members_held(conn, version)] if version.archive else []
 
 
-def _member_changes(conn: sqlite3.Connection, old: Held, new: Held, name: str, diff: GenerationDiff) -> None:
+def _member_changes(conn: sqlite3.Connection, old: Held, new: Held, name: str, diff: _Changes) -> None:
     before, after = generations.members_held(conn, old), generations.members_held(conn, new)
     for path in sorted(before.keys() | after.keys()):
         if path not in before:

@@ -7,10 +7,13 @@ import posixpath
 import sqlite3
 import sys
 from collections import namedtuple
+from collections.abc import Callable
 
 from cloudvault.archive.formats import through_archive
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
+from cloudvault.catalog import query as catalog_query  # resolve_entry looked up at the call
+from cloudvault.catalog.flagged import secret_flags
 from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.errors import (
     AmbiguousMember,
@@ -30,20 +33,60 @@ Written = namedtuple("Written", "path dest size blake3 archive status")
 LINK_HINT = " (--allow-outside-links to create it anyway)"
 
 
-class ExtractReport:
-    """What was written, and how much was decompressed to write it (the measure of a good seek)."""
+class ExtractReport(namedtuple("ExtractReport", "written not_written frames_read bytes_decompressed without_pieces")):
+    """What was written, and how much was decompressed to write it (the measure of a good seek): the typed result
+    of `vault extract`, and its --json. not_written: --salvage's (member label, why) of what did not verify;
+    without_pieces: members indexed before piece hashes, held back whole until verified."""
 
-    def __init__(self) -> None:
-        self.written: list[Written] = []
-        self.not_written: list[tuple[str, str]] = []  # --salvage: (member label, why) of what did not verify
-        self.frames_read = 0
-        self.bytes_decompressed = 0
-        self.without_pieces: list[str] = []  # indexed before piece hashes: held back whole until verified
+    __slots__ = ()
 
     def to_json(self) -> dict:
         return {"written": [w._asdict() for w in self.written], "frames_read": self.frames_read,
-                "bytes_decompressed": self.bytes_decompressed, "without_pieces": self.without_pieces,
+                "bytes_decompressed": self.bytes_decompressed, "without_pieces": list(self.without_pieces),
                 "not_written": [{"path": label, "why": why} for label, why in self.not_written]}  # fmt: skip
+
+
+class _Tally:
+    """What an extract has written so far; frozen into an ExtractReport at its end."""
+
+    def __init__(self) -> None:
+        self.written: list[Written] = []
+        self.not_written: list[tuple[str, str]] = []
+        self.without_pieces: list[str] = []
+
+    def report(self, reader: MemberReader) -> ExtractReport:
+        return ExtractReport(tuple(self.written), tuple(self.not_written), reader.frames_read,
+                             reader.bytes_decompressed, tuple(self.without_pieces))  # fmt: skip
+
+
+# What `vault extract` is asked: PATHs of one entry (globs, folders, x.tar.zst/inner), only from one archive or
+# any, written under dest (None: stdout) as options say.
+ExtractRequest = namedtuple("ExtractRequest", "entry paths archive dest options")
+
+
+def extract_entry(conn: sqlite3.Connection, request: ExtractRequest,
+                  warn_secret: Callable[[str, str], None] | None = None,
+                  progress_for: Callable[[int, int], Progress | None] | None = None) -> ExtractReport:  # fmt: skip
+    """`vault extract`: the entry's targets found, each one flagged as holding a secret told to warn_secret(label,
+    detail) before a byte is written, then written; progress_for(total bytes, count) may give a Progress."""
+    mirror_id, entry_id, _ = catalog_query.resolve_entry(conn, request.entry)
+    targets = entry_targets(conn, mirror_id, entry_id, request.paths, request.archive)
+    for label, detail in secret_flags(conn, targets):
+        if warn_secret:
+            warn_secret(label, detail)
+    progress = progress_for(sum(t.size for t in targets), len(targets)) if progress_for else None
+    return extract(conn, targets, request.dest, request.options, progress)
+
+
+def entry_targets(conn: sqlite3.Connection, mirror_id: int, entry_id: str, paths: list[str],
+                  archive: str | None) -> list[Member]:  # fmt: skip
+    """The members and files the paths name, once each; a file read as an archive gives way to its members."""
+    found: dict = {}
+    for path in paths:
+        found.update({(t.file_id, t.path, t.data_offset): t for t in find_targets(conn, mirror_id, entry_id, path,
+                                                                                  archive)})  # fmt: skip
+    read_as_archives = {t.file_id for t in found.values() if t.archive}  # its members, not its compressed bytes
+    return [t for t in found.values() if t.archive or t.file_id not in read_as_archives]
 
 
 # -- finding what to extract -------------------------------------------------------------------------------------
@@ -125,7 +168,7 @@ def extract(
     member that fails ends the extract, unless options.salvage."""
     options = options or ExtractOptions()
     keep_path, force, allow_outside_links = options.keep_path, options.force, options.allow_outside_links
-    report = ExtractReport()
+    report = _Tally()
     progress = progress or Progress()
     if dest is not None and not keep_path:
         _refuse_name_clash(targets)
@@ -159,14 +202,12 @@ def extract(
         raise
     finally:
         reader.close()
-        report.frames_read = reader.frames_read
-        report.bytes_decompressed = reader.bytes_decompressed
         progress.finish()
-    return report
+    return report.report(reader)
 
 
 def _extract_one(reader: MemberReader, member: Member, where: Landing | None, force: bool,
-                 report: ExtractReport) -> Written:  # fmt: skip
+                 report: _Tally) -> Written:  # fmt: skip
     if where is None:
         if member.type == "symlink":
             raise UnsafeMember(path=member.path, why="a symlink has no data to write to stdout")
@@ -182,7 +223,7 @@ def _extract_one(reader: MemberReader, member: Member, where: Landing | None, fo
     return _written(member, out, stream, report)
 
 
-def _written(member: Member, dest: str, stream: MemberStream, report: ExtractReport) -> Written:
+def _written(member: Member, dest: str, stream: MemberStream, report: _Tally) -> Written:
     if stream.withheld:
         report.without_pieces.append(member.label)
     return Written(member.path, dest, stream.size, stream.blake3,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from cloudvault.archive.scan import ArchiveScan
+from cloudvault.catalog import query  # query.resolve_entry looked up at the call
 from cloudvault.catalog.db import catalog_file
 from cloudvault.catalog.integrity import (
     Flagged,
@@ -35,7 +36,7 @@ from cloudvault.models import Member
 from cloudvault.tools.mirrorfs import open_mirror
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Mismatch:
     path: str
     archive: str | None
@@ -44,24 +45,53 @@ class Mismatch:
     why: str
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class VerifyReport:
-    checked_files: int = 0
-    checked_members: int = 0
-    bytes_hashed: int = 0
-    unchecked: int = 0  # files and members the catalog holds no hash for: nothing to compare with
-    unchecked_examples: list[str] = field(default_factory=list)
-    mismatches: list[Mismatch] = field(default_factory=list)
-    flagged: list[Flagged] = field(default_factory=list)  # changed in place or damaged as `vault index` found them
+    """What a check found: the typed result of `vault verify`, and its --json."""
+
+    checked_files: int
+    checked_members: int
+    bytes_hashed: int
+    unchecked: int  # files and members the catalog holds no hash for: nothing to compare with
+    unchecked_examples: tuple[str, ...]
+    mismatches: tuple[Mismatch, ...]
+    flagged: tuple[Flagged, ...]  # changed in place or damaged as `vault index` found them
 
     @property
     def ok(self) -> bool:
         return not self.mismatches and not self.unchecked and not self.flagged
 
     def to_json(self) -> dict:
-        return {**{k: v for k, v in asdict(self).items() if k not in ("mismatches", "flagged")}, "ok": self.ok,
+        return {"checked_files": self.checked_files, "checked_members": self.checked_members,
+                "bytes_hashed": self.bytes_hashed, "unchecked": self.unchecked,
+                "unchecked_examples": list(self.unchecked_examples), "ok": self.ok,
                 "mismatches": [asdict(m) for m in self.mismatches],
                 "flagged": [f._asdict() for f in self.flagged]}  # fmt: skip
+
+
+@dataclass
+class _Tally:
+    """The counts and findings of a check as it goes; frozen into a VerifyReport at its end."""
+
+    checked_files: int = 0
+    checked_members: int = 0
+    bytes_hashed: int = 0
+    unchecked: int = 0
+    unchecked_examples: list[str] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    flagged: list[Flagged] = field(default_factory=list)
+
+    def report(self) -> VerifyReport:
+        return VerifyReport(self.checked_files, self.checked_members, self.bytes_hashed, self.unchecked,
+                            tuple(self.unchecked_examples), tuple(self.mismatches), tuple(self.flagged))  # fmt: skip
+
+
+def verify(conn: sqlite3.Connection, entry: str | None = None, sample: float | None = None,
+           seed: int | None = None) -> VerifyReport:  # fmt: skip
+    """`vault verify`: a seeded sample across the mirror, or every file of one entry (or of all of them)."""
+    if sample is not None:
+        return verify_sample(conn, sample, seed)
+    return verify_entries(conn, query.resolve_entry(conn, entry)[:2] if entry else None)
 
 
 def check_catalog(conn: sqlite3.Connection) -> None:
@@ -71,13 +101,13 @@ def check_catalog(conn: sqlite3.Connection) -> None:
         raise CatalogDamaged(path=catalog_file(conn), detail=f"it fails SQLite's integrity check: {problem}")
 
 
-def _count_unchecked(conn: sqlite3.Connection, report: VerifyReport, scope: tuple[int, str] | None) -> None:
+def _count_unchecked(conn: sqlite3.Connection, report: _Tally, scope: tuple[int, str] | None) -> None:
     never = unhashed_files(conn, scope)
     report.unchecked = len(never) + unhashed_member_count(conn, scope)
     report.unchecked_examples = never[:5]
 
 
-def _check_file(report: VerifyReport, f: HashedFile) -> bool:
+def _check_file(report: _Tally, f: HashedFile) -> bool:
     report.checked_files += 1
     try:
         found = open_mirror(f.root).hash(f.path, f.raw_path)
@@ -94,7 +124,7 @@ def _check_file(report: VerifyReport, f: HashedFile) -> bool:
     return True
 
 
-def _check_archive_members(conn: sqlite3.Connection, report: VerifyReport, f: HashedFile) -> None:
+def _check_archive_members(conn: sqlite3.Connection, report: _Tally, f: HashedFile) -> None:
     """Scan the changed archive; compare its member records by data offset; read the members past the point
     where the scan stopped through the frame table."""
     with open_mirror(f.root).open(f.path, f.raw_path) as fh:
@@ -117,7 +147,7 @@ def _as_check(exc: Exception) -> str:
     return str(exc).replace("; nothing was written", "")
 
 
-def _read_members(conn: sqlite3.Connection, report: VerifyReport, members: list[Member]) -> None:
+def _read_members(conn: sqlite3.Connection, report: _Tally, members: list[Member]) -> None:
     """Each member read and hashed through MemberReader (the mirror's archive, entered at the member's frame);
     a changed or unreadable archive is named for its members and the check goes on."""
     broken: dict[int, str] = {}  # file id -> why its archive cannot be read at all
@@ -152,7 +182,7 @@ def verify_entries(
 ) -> VerifyReport:
     """Every plain file and archive of the scope re-hashed; a damaged archive's members are checked one by one."""
     check_catalog(conn)
-    report = VerifyReport(flagged=flagged_objects(conn, scope))
+    report = _Tally(flagged=flagged_objects(conn, scope))
     _count_unchecked(conn, report, scope)
     for f in hashed_files(conn, scope):
         if on_file:
@@ -164,7 +194,7 @@ def verify_entries(
             report.checked_members += hashed_member_count(conn, f.archive_id)
         elif open_mirror(f.root).stat(f.path, f.raw_path) is not None:
             _check_archive_members(conn, report, f)
-    return report
+    return report.report()
 
 
 def in_sample(seed: int, key: str, fraction: float) -> bool:
@@ -178,11 +208,11 @@ def verify_sample(conn: sqlite3.Connection, fraction: float, seed: int | None = 
     """A seeded fraction of plain files and of archive members across every mirror, members read by seeking."""
     check_catalog(conn)
     seed = random.SystemRandom().getrandbits(63) if seed is None else seed
-    report = VerifyReport()
+    report = _Tally()
     _count_unchecked(conn, report, None)
     for f in hashed_files(conn, None):
         if f.archive_id is None and in_sample(seed, f.path, fraction):
             _check_file(report, f)
     picked = [m for m in all_hashed_members(conn) if in_sample(seed, f"{m.archive}\0{m.path}", fraction)]
     _read_members(conn, report, picked)
-    return report
+    return report.report()

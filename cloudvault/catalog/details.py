@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import namedtuple
 from typing import NamedTuple
 
 from cloudvault.catalog import records
 from cloudvault.catalog.query import Hit
+
+EntryFlag = namedtuple("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
 
 
 class EntryDetails(NamedTuple):
@@ -19,7 +22,7 @@ class EntryDetails(NamedTuple):
     node_gpu: str
     measured: str
     size_text: str
-    key_files: list[str]
+    key_files: tuple[str, ...]
     caution: str
     settings: dict
     present: bool
@@ -28,12 +31,14 @@ class EntryDetails(NamedTuple):
     members: int
     bytes_on_disk: int
     environment: str | None
-    flags: list[dict]
-    restores: list[dict]
-    runs: list[dict]
+    flags: tuple[EntryFlag, ...]
+    restores: tuple[records.Restore, ...]  # detail parsed
+    runs: tuple[records.Run, ...]  # summary parsed
 
     def to_json(self) -> dict:
-        return self._asdict()
+        return self._asdict() | {"key_files": list(self.key_files), "flags": [f._asdict() for f in self.flags],
+                                 "restores": [r._asdict() for r in self.restores],
+                                 "runs": [r._asdict() for r in self.runs]}  # fmt: skip
 
 
 def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> EntryDetails:
@@ -54,24 +59,24 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
         "SELECT d.body FROM docs d JOIN files f ON f.id = d.file_id WHERE f.mirror_id = ? AND f.path = ?",
         (mirror_id, f"{entry_id}/ENVIRONMENT.md"),
     ).fetchone()
-    flags = [
-        {"kind": k, "path": p, "member": mem, "detail": d}
+    flags = tuple(
+        EntryFlag(k, p, mem, d)
         for k, p, mem, d in conn.execute(
             "SELECT fl.kind, f.path, fl.member, fl.detail FROM flags fl LEFT JOIN files f ON f.id = fl.file_id "
             "WHERE fl.mirror_id = ? AND fl.entry_id = ? ORDER BY fl.kind, f.path, fl.member",
             (mirror_id, entry_id),
         )
-    ]
+    )
     name, what, node, measured, size_text, key_files, caution, settings, present = row
     return EntryDetails(
         mirror=name, entry=entry_id, what=what, node_gpu=node, measured=measured, size_text=size_text,
-        key_files=[k for k in key_files.split("; ") if k], caution=caution, settings=json.loads(settings),
+        key_files=tuple(k for k in key_files.split("; ") if k), caution=caution, settings=json.loads(settings),
         present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
         environment=env[0] if env else None, flags=flags,
-        restores=[r._asdict() | {"detail": json.loads(r.detail)} for r in records.restores(conn, mirror_id=mirror_id,
-                                                                                           entry_id=entry_id)],
-        runs=[r._asdict() | {"summary": json.loads(r.summary)} for r in records.runs(conn, mirror_id=mirror_id,
-                                                                                     entry_id=entry_id)],
+        restores=tuple(r._replace(detail=json.loads(r.detail)) for r in records.restores(conn, mirror_id=mirror_id,
+                                                                                         entry_id=entry_id)),
+        runs=tuple(r._replace(summary=json.loads(r.summary)) for r in records.runs(conn, mirror_id=mirror_id,
+                                                                                   entry_id=entry_id)),
     )  # fmt: skip
 
 

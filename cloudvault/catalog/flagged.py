@@ -4,6 +4,7 @@ place or damaged since they were recorded (no read path hands out their bytes)."
 from __future__ import annotations
 
 import sqlite3
+from collections import namedtuple
 
 
 def secret_holders(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> set[tuple[int, str | None]]:
@@ -27,7 +28,11 @@ def secret_flags(conn: sqlite3.Connection, targets) -> list[tuple[str, str]]:
     return found
 
 
-def all_flags(conn: sqlite3.Connection, kind: str | None = None) -> list[dict]:
+# One flag of the catalog, where it is and why: `archive` is its file's path when that file is an archive.
+Flag = namedtuple("Flag", "entry path archive member kind detail")
+
+
+def all_flags(conn: sqlite3.Connection, kind: str | None = None) -> list[Flag]:
     """Every flag of the catalog (or of one kind), by entry and path: where it is, its kind and detail (never a
     value: flags hold none)."""
     sql = ("SELECT fl.entry_id AS entry, f.path AS file, a.id IS NOT NULL AS is_archive, fl.member AS member, "
@@ -39,8 +44,8 @@ def all_flags(conn: sqlite3.Connection, kind: str | None = None) -> list[dict]:
     flags = []
     for row in cursor:
         flag = dict(zip(names, row, strict=True))
-        flags.append({"entry": flag["entry"], "path": flag["file"], "archive": flag["file"] if flag["is_archive"]
-                      else None, "member": flag["member"], "kind": flag["kind"], "detail": flag["detail"]})  # fmt: skip
+        flags.append(Flag(flag["entry"], flag["file"], flag["file"] if flag["is_archive"] else None, flag["member"],
+                          flag["kind"], flag["detail"]))  # fmt: skip
     return flags
 
 

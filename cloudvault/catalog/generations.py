@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from cloudvault.catalog.rows import record_of, records_of
 
 COUNTS = ("seen", "read", "added", "modified", "removed", "changed_in_place", "newly_damaged")
+Counts = namedtuple("Counts", COUNTS)  # what one index run counted
 
 Recorded = namedtuple("Recorded", "file_id kind size mtime_ns link_target blake3 generation archive_id status")
 # one version of a path as a generation held it: history_id None for the files row (still current)
@@ -33,12 +34,12 @@ class Generation:
     number: int
     started_at: str
     finished_at: str | None
-    mirrors: list[str]
-    counts: dict[str, int]
+    mirrors: tuple[str, ...]
+    counts: Counts
 
     def to_json(self) -> dict:
         return {"generation": self.number, "started_at": self.started_at, "finished_at": self.finished_at,
-                "mirrors": self.mirrors, **self.counts}  # fmt: skip
+                "mirrors": list(self.mirrors), **self.counts._asdict()}  # fmt: skip
 
 
 def _now() -> str:
@@ -61,7 +62,7 @@ def finish(conn: sqlite3.Connection, number: int, mirrors: list[str], counts: di
 
 def _generation(row: sqlite3.Row | tuple) -> Generation:
     number, started, finished, mirrors, *counts = row
-    return Generation(number, started, finished, json.loads(mirrors), dict(zip(COUNTS, counts, strict=True)))
+    return Generation(number, started, finished, tuple(json.loads(mirrors)), Counts(*counts))
 
 
 def all_generations(conn: sqlite3.Connection) -> list[Generation]:

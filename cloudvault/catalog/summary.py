@@ -74,3 +74,22 @@ def catalog_summary(conn: sqlite3.Connection) -> CatalogSummary:
         runs=count("runs"),
         seekable_copies=count("seekable"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogInfo:
+    """`vault info`: which catalog answers (its path, what named it: --catalog, $VAULT_CATALOG, default, demo) and
+    what it holds (None: no catalog there yet)."""
+
+    path: str
+    named_by: str
+    summary: CatalogSummary | None
+
+    def to_json(self) -> dict:
+        catalog = {"path": self.path, "named_by": self.named_by, "exists": self.summary is not None}
+        return {"catalog": catalog, **(self.summary.to_json() if self.summary else {"mirrors": []})}
+
+
+def catalog_info(conn: sqlite3.Connection | None, path: str, named_by: str) -> CatalogInfo:
+    """The catalog at path, as conn reads it (None: there is none there yet)."""
+    return CatalogInfo(path, named_by, catalog_summary(conn) if conn is not None else None)

@@ -22,19 +22,13 @@ def add_arguments(parser) -> None:
 @with_catalog(readonly=True)
 def run(args, conn) -> int:
     from cloudvault.cli.ui import UI
-    from cloudvault.diff import generation_diff, pick_generations
+    from cloudvault.cli.views import diff as view
+    from cloudvault.diff import diff_generations
 
+    diff = diff_generations(conn, args.first, args.second)
     ui = UI(as_json=args.json)
-    before, after = pick_generations(conn, args.first, args.second)
-    diff = generation_diff(conn, before, after)
     if args.json:
         ui.emit(diff.to_json())
-        return errors.OK
-    ui.line(f"comparing generation {'(none)' if before is None else before} to generation {after}")
-    for mark, paths in (("+", diff.added), ("-", diff.removed), ("M", diff.modified),
-                        ("C", diff.changed_in_place), ("D", diff.damaged)):  # fmt: skip
-        for path in paths:
-            ui.line(f"{mark}    {path}")
-    ui.line(f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.modified)} modified, "
-            f"{len(diff.changed_in_place)} changed in place, {len(diff.damaged)} damaged")  # fmt: skip
+    else:
+        view.show(ui, diff)
     return errors.OK

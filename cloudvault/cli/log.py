@@ -18,20 +18,14 @@ def add_arguments(parser) -> None:
 
 @with_catalog(readonly=True)
 def run(args, conn) -> int:
-    from cloudvault.catalog.generations import all_generations
     from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import log as view
+    from cloudvault.diff import index_log
 
+    log = index_log(conn)
     ui = UI(as_json=args.json)
-    found = all_generations(conn)
     if args.json:
-        ui.emit({"generations": [g.to_json() for g in found]})
-        return errors.OK if found else errors.NOTHING_FOUND
-    for g in found:
-        c = g.counts
-        when = g.finished_at or f"{g.started_at} (stopped before its end)"
-        ui.line(f"generation {g.number}  {when}  {', '.join(g.mirrors) or '-'}: {c['seen']} seen, {c['read']} read, "
-                f"{c['added']} added, {c['modified']} modified, {c['removed']} removed, "
-                f"{c['changed_in_place']} changed in place, {c['newly_damaged']} newly damaged")  # fmt: skip
-    if not found:
-        ui.warn("no index generations yet: `vault index MIRROR` makes the first")
-    return errors.OK if found else errors.NOTHING_FOUND
+        ui.emit(log.to_json())
+    else:
+        view.show(ui, log)
+    return errors.OK if log.generations else errors.NOTHING_FOUND

@@ -17,20 +17,14 @@ def add_arguments(parser) -> None:
 
 @with_catalog(readonly=True)
 def run(args, conn) -> int:
-    from cloudvault.catalog.details import list_entry
-    from cloudvault.catalog.query import resolve_entry
-    from cloudvault.cli.ui import UI, human_size
+    from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import ls as view
+    from cloudvault.listing import list_files
 
-    mirror_id, entry_id, _ = resolve_entry(conn, args.entry)
-    hits = list_entry(conn, mirror_id, entry_id, args.pattern)
+    listing = list_files(conn, args.entry, args.pattern)
     ui = UI(as_json=args.json)
     if args.json:
-        ui.emit({"entry": entry_id, "pattern": args.pattern, "results": [h.to_json() for h in hits]})
-    for h in hits:
-        digest = (h.blake3 or "-")[:16]
-        where = f"  in {h.archive}" if h.archive else ""
-        ui.line(f"{h.kind:<7} {human_size(h.size):>10}  {digest:<16}  {h.path}{where}")
-    if not hits and not args.json:
-        what = f"matches {args.pattern!r}; `vault ls {args.entry}` lists everything" if args.pattern else "is indexed"
-        ui.warn(f"nothing in {entry_id} {what}")
-    return errors.OK if hits else errors.NOTHING_FOUND
+        ui.emit(listing.to_json())
+    else:
+        view.show(ui, listing, args.entry)
+    return errors.OK if listing.hits else errors.NOTHING_FOUND

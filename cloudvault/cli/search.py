@@ -10,9 +10,6 @@ from cloudvault import errors
 from cloudvault.catalog.query import KINDS
 from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
 
-HEADINGS = {"entry": "entries", "doc": "docs", "file": "files", "member": "archive members", "restore": "restores",
-            "run": "runs"}
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("terms", nargs="*", metavar="TERM", type=catalog_name,
@@ -26,83 +23,27 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from cloudvault.catalog.flagged import searched_documents
-    from cloudvault.catalog.query import resolve_entry, search
     from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import search as view
+    from cloudvault.search import SearchRequest, flags, search_catalog
 
     if args.limit < 0:
         raise errors.UsageError(detail="--limit must be 0 (no limit) or more")
     limit = 0 if args.limit >= 1 << 63 else args.limit  # more than SQLite can count: no limit
-    if args.flagged is not None:
-        return _flagged(args)
     terms = [t for t in args.terms if t.strip()]
-    if not terms:
+    if args.flagged is None and not terms:
         raise errors.UsageError(detail="give a search term")
-    with opened_catalog(args, readonly=True) as conn:
-        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
-        result = search(conn, terms, scope=scope, kinds=tuple(args.kind) or KINDS, limit=limit)
-        documents = searched_documents(conn, scope)
     ui = UI(as_json=args.json)
+    with opened_catalog(args, readonly=True) as conn:
+        if args.flagged is not None:
+            result = flags(conn, args.flagged or None)
+        else:
+            result = search_catalog(conn, SearchRequest(terms, args.entry, args.kind, limit))
     if args.json:
         ui.emit(result.to_json())
+    elif args.flagged is not None:
+        view.show_flags(ui, result)
     else:
-        _print(ui, result, args.catalog)
-        ui.line(f"searched names, and the text of {documents} documents; `vault grep` searches inside files")
-    return errors.OK if result.found else errors.NOTHING_FOUND
-
-
-def _flagged(args) -> int:
-    """`vault search --flagged [KIND]`: every flag of the catalog, one line each."""
-    from cloudvault.catalog.flagged import all_flags
-    from cloudvault.cli.ui import UI
-
-    with opened_catalog(args, readonly=True) as conn:
-        flags = all_flags(conn, args.flagged or None)
-    ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit({"flags": flags})
-    else:
-        for flag in flags:
-            path = _in_entry(flag["entry"], flag["path"] or "").removeprefix(f"{flag['entry']}/")
-            where = f"{flag['entry']}:{path}" if flag["entry"] else path
-            where = f"{where}::{flag['member']}" if flag["member"] else where
-            ui.line(f"{where}  {flag['kind']}: {flag['detail']}")
-    return errors.OK if flags else errors.NOTHING_FOUND
-
-
-def _print(ui, result, catalog: str | None) -> None:
-    from cloudvault.cli.ui import human_size
-
-    if not result.found:
-        from cloudvault import config
-
-        path, origin = config.catalog_origin(catalog)
-        ui.line(f"nothing matches {' '.join(result.query)!r} in {path} ({config.NAMED_BY[origin]}; "
-                "`vault info` says what it holds)")  # fmt: skip
-        return
-    for kind, hits in result.hits.items():
-        if not hits:
-            continue
-        total = result.totals[kind]
-        ui.heading(f"{HEADINGS[kind]} ({len(hits)} of {total})" if total > len(hits) else f"{HEADINGS[kind]} ({total})")
-        for h in hits:
-            if kind == "entry":
-                ui.line(f"  {h.entry:<40} {h.text}")
-            elif kind == "doc":
-                ui.line(f"  {h.path}")
-                ui.line(f"      {' '.join(h.text.split())}")
-            elif kind == "file":
-                ui.line(f"  {_in_entry(h.entry, h.path)}  {human_size(h.size)}")
-            elif kind == "member":
-                ui.line(f"  {h.path}  {human_size(h.size)}  in {_in_entry(h.entry, h.archive)}")
-            else:
-                ui.line(f"  {h.entry or '-'}  {h.path}  {h.text}")
-    if result.cautions:
-        ui.heading("cautions")
-        for entry, notes in result.cautions.items():
-            ui.line(f"  ! {entry}: {'; '.join(notes)}")
-
-
-def _in_entry(entry: str | None, path: str) -> str:
-    """A mirror path, with its entry named in front only where the path does not already start with it."""
-    return path if not entry or path == entry or path.startswith(f"{entry}/") else f"{entry}: {path}"
+        view.show(ui, result, args.catalog)
+    found = result.flags if args.flagged is not None else result.found
+    return errors.OK if found else errors.NOTHING_FOUND

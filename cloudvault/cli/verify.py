@@ -32,36 +32,16 @@ def add_arguments(parser) -> None:
 
 @with_catalog(readonly=True)
 def run(args, conn) -> int:
-    from cloudvault.catalog.query import resolve_entry
-    from cloudvault.cli.ui import UI, human_size
-    from cloudvault.verify import verify_entries, verify_sample
+    from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import verify as view
+    from cloudvault.verify import verify
 
+    if args.sample is not None and args.entry:
+        raise errors.UsageError(detail="--sample checks the whole mirror; leave out the entry ID")
+    report = verify(conn, args.entry, args.sample, args.seed)
     ui = UI(as_json=args.json)
-    if args.sample is not None:
-        if args.entry:
-            raise errors.UsageError(detail="--sample checks the whole mirror; leave out the entry ID")
-        report = verify_sample(conn, args.sample, args.seed)
-    else:
-        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
-        report = verify_entries(conn, scope)
     if args.json:
         ui.emit(report.to_json())
     else:
-        for m in report.mismatches:
-            where = f"{m.archive} :: {m.path}" if m.archive else m.path
-            ui.line(f"MISMATCH {where}: {m.why}; expected {m.expected or '-'}, found {m.found or '-'}")
-        for f in report.flagged:
-            ui.line(f"FLAGGED {f.path}{f' :: {f.member}' if f.member else ''}: {f.kind.replace('_', ' ')}: {f.detail}")
-        ui.line(f"verified {report.checked_files} files and {report.checked_members} archive members "
-                f"({human_size(report.bytes_hashed)} hashed): {_verdict(report)}")  # fmt: skip
+        view.show(ui, report)
     return errors.OK if report.ok else errors.INTEGRITY
-
-
-def _verdict(report) -> str:
-    parts = [f"{len(report.mismatches)} mismatch(es)"] if report.mismatches else []
-    if report.flagged:
-        parts.append(f"{len(report.flagged)} flagged changed in place or damaged by `vault index`")
-    if report.unchecked:
-        examples = f" (e.g. {', '.join(report.unchecked_examples)})" if report.unchecked_examples else ""
-        parts.append(f"{report.unchecked} never hashed, so not checked{examples}; re-index to hash them")
-    return "; ".join(parts) or "all match"

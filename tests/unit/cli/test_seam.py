@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
-RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare"]
+RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare",
+            "verify", "extract", "search", "ls", "show", "info", "log", "diff"]  # fmt: skip
 
 
 @pytest.mark.parametrize("module", RESHAPED)
