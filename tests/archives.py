@@ -130,3 +130,16 @@ def flip_byte(path: Path, offset: int) -> None:
         fh.write(bytes([byte[0] ^ 0x01]))  # text stays text
     subprocess.run(["touch", "-r", str(keep), str(path)], check=True)
     keep.unlink()
+
+
+def assert_same_tree(ref: Path, out: Path) -> None:
+    """Every file and symlink another tool extracted into ref is in out alike: bytes, mode, whole-second mtime,
+    link target."""
+    for path in ref.rglob("*"):
+        mine = out / path.relative_to(ref)
+        if path.is_symlink():
+            assert os.readlink(mine) == os.readlink(path), path
+        elif path.is_file():
+            assert mine.read_bytes() == path.read_bytes(), path
+            assert (mine.stat().st_mode & 0o777) == (path.stat().st_mode & 0o777), path
+            assert int(mine.stat().st_mtime) == int(path.stat().st_mtime), path

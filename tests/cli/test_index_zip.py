@@ -13,6 +13,7 @@ from pathlib import Path
 
 import blake3
 import pytest
+from archives import assert_same_tree
 from conftest import require
 from zips import conda_package, info_zip, unzip_hash, unzip_names, zip_tree
 
@@ -66,14 +67,7 @@ def test_zip_members_are_found_listed_extracted_and_verified(tmp_path, vault):
     assert r.code == 0, r.err
     ref = tmp_path / "ref"
     subprocess.run(["unzip", "-q", str(archive), "-d", str(ref)], check=True)
-    for path in ref.rglob("*"):
-        mine = out / path.relative_to(ref)
-        if path.is_symlink():
-            assert os.readlink(mine) == os.readlink(path)
-        elif path.is_file():
-            assert mine.read_bytes() == path.read_bytes(), path
-            assert (mine.stat().st_mode & 0o777) == (path.stat().st_mode & 0o777), path
-            assert int(mine.stat().st_mtime) == int(path.stat().st_mtime), path
+    assert_same_tree(ref, out)
     one = vault("--catalog", str(db), "extract", "018", "logs/run.log", "-o", "-")
     assert one.code == 0 and one.out == "step 1\nstep 2\n"
     named = vault("--catalog", str(db), "extract", "018", "logs/run.log", "--archive", "bundle.zip", "-o", "-")

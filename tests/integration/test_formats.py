@@ -115,11 +115,8 @@ def test_lists_what_tar_lists(formats, name):
     assert [_listed(m) for m in members] == gnu
 
 
-@pytest.mark.parametrize("name", sorted(MAKERS))
-def test_extracts_the_bytes_tar_extracts(formats, name):
-    db, truth, entries, _ = formats
-    _, (x_rc, extracted) = truth[name]
-    _, _, members = _members(db, entries[name])
+def _read_back(db, members, name=lambda path: path) -> dict[bytes, str]:
+    """name(path) -> BLAKE3 of each file or hardlink member as vault's reader hands it out, each verified."""
     conn = sqlite3.connect(db)
     got = {}
     with MemberReader(conn) as reader:
@@ -128,10 +125,18 @@ def test_extracts_the_bytes_tar_extracts(formats, name):
                 stream = reader.open(m)
                 for _ in stream:
                     pass
-                assert stream.verified
-                got[m.path.encode()] = stream.blake3
+                assert stream.verified, m.path
+                got[name(m.path.encode())] = stream.blake3
     conn.close()
-    assert x_rc == 0 and got == extracted
+    return got
+
+
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_extracts_the_bytes_tar_extracts(formats, name):
+    db, truth, entries, _ = formats
+    _, (x_rc, extracted) = truth[name]
+    _, _, members = _members(db, entries[name])
+    assert x_rc == 0 and _read_back(db, members) == extracted
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))
@@ -221,14 +226,4 @@ def test_other_projects_compressed_archives_are_read_as_tar_reads_them(shipped, 
     if status != "ok":  # flagged damaged: its members are refused, as a damaged .tar.zst's are
         assert status == "corrupt_stream"
         return
-    conn = sqlite3.connect(db)
-    got = {}
-    with MemberReader(conn) as reader:
-        for m in members:
-            if m.type in ("file", "hardlink"):
-                stream = reader.open(m)
-                for _ in stream:
-                    pass
-                got[safer_name(m.path.encode())] = stream.blake3
-    conn.close()
-    assert x_rc == 0 and got == extracted
+    assert x_rc == 0 and _read_back(db, members, safer_name) == extracted
