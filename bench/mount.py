@@ -122,19 +122,21 @@ def turn(tools: dict[str, tuple[list[str], str]], work: Path, mirror: Path, rows
     return out
 
 
-def prepare(work: Path, vault: str, ratarmount: list[str]) -> tuple[Path, Path, float]:
-    """The mirror, its catalog and ratarmount's index in work (made once); ratarmount's first mount's seconds."""
-    mirror, db = work / "mirror", work / "catalog.db"
+def prepare(work: Path, vaults: list[str], ratarmount: list[str]) -> tuple[Path, list[Path], float]:
+    """The mirror, each vault's catalog of it (its own: a newer vault would migrate a shared one out of an older's
+    reach) and ratarmount's index in work (made once); ratarmount's first mount's seconds."""
+    mirror, dbs = work / "mirror", [work / f"catalog{i}.db" for i in range(len(vaults))]
     if not mirror.exists():
         t = time.perf_counter()
         lab_mirror(work)
         print(f"built 3 archives of ~{RAW_MB} MiB raw in {time.perf_counter() - t:.0f} s")
-    if not db.exists():
-        subprocess.run([vault, "--catalog", str(db), "index", "-q", str(mirror)], check=True)
+    for vault, db in zip(vaults, dbs, strict=True):
+        if not db.exists():
+            subprocess.run([vault, "--catalog", str(db), "index", "-q", str(mirror)], check=True)
     (work / "ridx").mkdir(exist_ok=True)
     m = Mount([*ratarmount, str(work / "point-r")], work / "point-r", work / "point-r" / PROBE)
     m.close()
-    return mirror, db, m.seconds
+    return mirror, dbs, m.seconds
 
 
 def main() -> None:
@@ -149,8 +151,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         ratarmount = [rat, "-f", "--recursive", "--index-folders", str(work / "ridx"), str(work / "mirror")]
-        mirror, db, first = prepare(work, vaults[0], ratarmount)
-        tools = {v: ([v, "--catalog", str(db), "mount", "--foreground"], mirror.name) for v in vaults}
+        mirror, dbs, first = prepare(work, vaults, ratarmount)
+        tools = {v: ([v, "--catalog", str(db), "mount", "--foreground"], mirror.name)
+                 for v, db in zip(vaults, dbs, strict=True)}  # fmt: skip
         tools["ratarmount"] = (ratarmount, "")
         rows = targets(mirror / "018_bench")
         print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {REPEAT} turns, medians (spread min-max)")
