@@ -79,3 +79,21 @@ def test_the_redactor_sees_every_line_shown():
     search.feed(b"HF_TOKEN=hf_secret\nline TOKEN\n")
     search.finish()
     assert [h.text for h in search.hits] == [b"[redacted]", b"[redacted]"]
+
+
+def test_lines_held_past_the_limit_go_to_a_temp_file_and_come_back_in_order(monkeypatch):
+    """Hits past HOLD_MAX bytes are pickled to an unnamed temp file (a member whose every line matches stays
+    small), and batches() gives every line back once, in order, the held ones after the spilled ones."""
+    from cloudvault.grep import lines
+
+    monkeypatch.setattr(lines, "HOLD_MAX", 4096)
+    data = b"".join(b"match %06d %s\n" % (i, b"x" * (i % 50)) for i in range(3000))
+    search = LineSearch(Pattern("match"), Shape(), lambda text: text)
+    for at in range(0, len(data), 7000):
+        search.feed(data[at : at + 7000])
+    search.finish()
+    assert search._spill is not None  # it did go to disk
+    batches = list(search.batches())
+    assert len(batches) > 2 and max(sum(len(h.text) + 64 for h in b) for b in batches) <= 4096 + 200
+    got = [h.text for b in batches for h in b]
+    assert got == data.splitlines() and [h.line for b in batches for h in b] == list(range(1, 3001))
