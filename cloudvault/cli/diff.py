@@ -27,8 +27,5 @@ def run(args, conn) -> int:
 
     diff = diff_generations(conn, args.first, args.second)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(diff.to_json())
-    else:
-        view.show(ui, diff)
+    ui.present(diff, view.show)
     return errors.OK

@@ -44,10 +44,7 @@ def run(args) -> int:
     with opened_catalog(args, readonly=True) as conn:
         report = extract_entry(conn, request, view.warn_secret, _progress_for(ui))
     view.note_without_pieces(report)
-    if ui.as_json:
-        ui.emit(report.to_json())
-    else:
-        view.show(ui, report, to_stdout=dest is None)
+    ui.present(report, view.show, to_stdout=dest is None)
     if args.salvage:
         view.show_salvage(report)
     return errors.INTEGRITY if args.salvage and report.not_written else errors.OK

@@ -26,8 +26,5 @@ def run(args) -> int:
     with opened_catalog(args, readonly=True, optional=True) as conn:
         info = catalog_info(conn, path, origin)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(info.to_json())
-    else:
-        view.show(ui, info)
+    ui.present(info, view.show)
     return errors.OK if info.summary else errors.NOT_FOUND

@@ -24,8 +24,5 @@ def run(args, conn) -> int:
 
     log = index_log(conn)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(log.to_json())
-    else:
-        view.show(ui, log)
+    ui.present(log, view.show)
     return errors.OK if log.generations else errors.NOTHING_FOUND

@@ -23,8 +23,5 @@ def run(args, conn) -> int:
 
     listing = list_files(conn, args.entry, args.pattern)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(listing.to_json())
-    else:
-        view.show(ui, listing, args.entry)
+    ui.present(listing, view.show, args.entry)
     return errors.OK if listing.hits else errors.NOTHING_FOUND

@@ -39,11 +39,9 @@ def run(args) -> int:
             result = flags(conn, args.flagged or None)
         else:
             result = search_catalog(conn, SearchRequest(terms, args.entry, args.kind, limit))
-    if args.json:
-        ui.emit(result.to_json())
-    elif args.flagged is not None:
-        view.show_flags(ui, result)
+    if args.flagged is not None:
+        ui.present(result, view.show_flags)
     else:
-        view.show(ui, result, args.catalog)
+        ui.present(result, view.show, args.catalog)
     found = result.flags if args.flagged is not None else result.found
     return errors.OK if found else errors.NOTHING_FOUND

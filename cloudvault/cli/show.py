@@ -19,8 +19,5 @@ def run(args, conn) -> int:
 
     details = describe_entry(conn, args.entry)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(details.to_json())
-    else:
-        view.show(ui, details)
+    ui.present(details, view.show)
     return errors.OK

@@ -49,6 +49,13 @@ class UI:
 
         sys.stdout.write(printable(json.dumps(document, ensure_ascii=False, indent=2, default=str)) + "\n")
 
+    def present(self, result, show, *args, **kw) -> None:
+        """A command's typed result: its to_json() under --json, else show(self, result, ...), its view."""
+        if self.as_json:
+            self.emit(result.to_json())
+        else:
+            show(self, result, *args, **kw)
+
     def progress(self, label: str = "indexing"):
         """A rich progress bar on a terminal; silent otherwise or with --quiet."""
         from cloudvault.progress import Progress

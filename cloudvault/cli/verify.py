@@ -40,8 +40,5 @@ def run(args, conn) -> int:
         raise errors.UsageError(detail="--sample checks the whole mirror; leave out the entry ID")
     report = verify(conn, args.entry, args.sample, args.seed)
     ui = UI(as_json=args.json)
-    if args.json:
-        ui.emit(report.to_json())
-    else:
-        view.show(ui, report)
+    ui.present(report, view.show)
     return errors.OK if report.ok else errors.INTEGRITY
