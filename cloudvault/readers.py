@@ -1,6 +1,6 @@
 """One validating reader per file format that vault reads and a person or a crash can damage.
 
-A run's per_request.csv and requests.jsonl, a run folder's provenance.json, `vault index --slurm`'s plan.json,
+A run's per_request.csv and requests.jsonl, a run folder's provenance.json, `vault index slurm plan`'s plan.json,
 jobs.json and merged.json: each is parsed here and checked for the shape vault relies on (types, columns, finite
 numbers, UTF-8). What does not fit is DamagedFile (exit 5), one line naming the file and the first thing wrong,
 never a traceback from deep inside the code that trusted it.

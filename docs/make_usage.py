@@ -17,7 +17,7 @@ SHARED_PAGES = {("umount",): "mount"}  # a command documented on another command
 
 def commands() -> list[tuple[str, ...]]:
     """Every command a user can run, as its words: ('index',), ('restore', 'env') ..., in `vault --help` order."""
-    from cloudvault.cli.main import build_parser
+    from cloudvault.cli.main import SUB_VERBS, build_parser
 
     found = []
 
@@ -30,17 +30,26 @@ def commands() -> list[tuple[str, ...]]:
                 walk(sub, (*words, name))
 
     walk(build_parser(), ())
+    for name, verbs in SUB_VERBS.items():  # `vault index slurm ...`: a grammar of its own, after the command's
+        for verb in verbs if (name,) in found else ():
+            walk(_sub(_sub(build_parser(only=name, verb=verb), name), verb), (name, verb))
     return found
+
+
+def _sub(parser, word: str):
+    """The parser of a sub-command word under parser."""
+    group = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return group.choices[word]
 
 
 def help_text(words: tuple[str, ...]) -> str:
     """`vault WORDS --help` as a terminal of WIDTH columns prints it."""
-    from cloudvault.cli.main import build_parser
+    from cloudvault.cli.main import SUB_VERBS, build_parser
 
-    parser = build_parser(only=words[0])
+    verb = words[1] if words[1:] and words[1] in SUB_VERBS.get(words[0], {}) else None
+    parser = build_parser(only=words[0], verb=verb) if verb else build_parser(only=words[0])
     for word in words:
-        group = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-        parser = group.choices[word]
+        parser = _sub(parser, word)
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:

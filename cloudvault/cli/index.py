@@ -6,12 +6,18 @@ corrupt, unreadable, changed while read, unsafe member paths, listing mismatch),
 vanished, is empty or lost over half its files (unmounted?) and --prune was not given; with --prune a root
 that is gone is dropped from the catalog (as `vault mirrors rm` does). Indexing a folder with no files warns.
 Secrets found are flagged, never stored. With --quiet, no summary either.
+
+Across a Slurm cluster, `slurm` as the first word after `index` is a sub-verb (`vault index slurm --help`):
+`vault index slurm plan --tasks N [MIRROR ...]` submits a job array of N tasks and a merge job (--dry-run: the
+plan only); `slurm status`, `slurm resume` and `slurm merge` follow it, resubmit the tasks without a good shard,
+and merge by hand. A mirror folder named slurm is given as ./slurm. The old spellings (--slurm N, --status,
+--resume, --merge) still work in this release, with a note.
 """
 
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options
 
 MAX_WORKERS = 256
 
@@ -28,6 +34,8 @@ positive_int.__name__ = f"worker count (1 to {MAX_WORKERS})"
 
 
 def add_arguments(parser) -> None:
+    import argparse  # imported by the grammar already
+
     parser.add_argument("mirrors", nargs="*", metavar="MIRROR", help="mirror roots; none: the known ones")
     parser.add_argument("--mirror", dest="definition", help="a mirror definition TOML or a built-in name")
     parser.add_argument(
@@ -41,121 +49,45 @@ def add_arguments(parser) -> None:
     parser.add_argument("--accept", nargs="+", default=[], metavar="PATH",
                         help="files changed in place (same size and mtime, other bytes): take their new bytes as a "
                         "new version instead of keeping the recorded hash")  # fmt: skip
-    slurm = parser.add_argument_group("across a Slurm cluster (see README: vault index --slurm)")
-    slurm.add_argument("--slurm", type=positive_int, metavar="N", help="submit an N-task job array and a merge job")
-    slurm.add_argument("--partition", help="Slurm partition for the jobs (default: the cluster's)")
-    slurm.add_argument("--dry-run", action="store_true",
-                       help="print the cores and memory a local run would use; with --slurm: the plan, scripts, "
-                       "simulated time")  # fmt: skip
-    slurm.add_argument("--fs-gbps", type=float, help="with --dry-run: the filesystem's read bandwidth, GB/s")
-    slurm.add_argument("--status", action="store_true", help="per task: archives and bytes done, MB/s, state")
-    slurm.add_argument("--resume", action="store_true", help="resubmit the tasks whose shards are missing or bad")
-    slurm.add_argument("--merge", action="store_true", help="merge the finished plan's shards into the catalog")
+    parser.add_argument("--dry-run", action="store_true", help="print the cores and memory a run here would use")
+    # the old spellings of `vault index slurm plan|status|resume|merge`: one more release, not in --help
+    hidden = argparse.SUPPRESS
+    parser.add_argument("--slurm", type=positive_int, help=hidden)
+    parser.add_argument("--partition", help=hidden)
+    parser.add_argument("--fs-gbps", type=float, help=hidden)
+    for mode in ("--status", "--resume", "--merge"):
+        parser.add_argument(mode, action="store_true", help=hidden)
     add_output_options(parser, quiet=True)
 
 
 def run(args) -> int:
-    import shlex
-    from pathlib import Path
-
-    from cloudvault import config
-    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
-    from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.cli.ui import UI
-    from cloudvault.index.roots import roots_to_index
-    from cloudvault.index.run import IndexOptions, index_mirrors
+    from cloudvault.cli.views import index as view
+    from cloudvault.index.local import index_catalog, local_budget
+
+    request = _request(args)
+    if args.slurm or args.status or args.resume or args.merge:
+        from cloudvault.cli.index_slurm import old_spelling
+
+        return old_spelling(args)
+    ui = UI(as_json=args.json, quiet=args.quiet)
+    if args.dry_run:
+        ui.present(local_budget(request), view.show_budget)
+        return errors.OK
+    indexed = index_catalog(request, progress=ui.progress())
+    view.warn_empty(ui, indexed)
+    ui.present(indexed, view.show)
+    return errors.INTEGRITY if indexed.damaged else errors.OK
+
+
+def _request(args):
+    """What was asked, the mirror paths checked once."""
+    from cloudvault.index.local import LocalIndex
 
     if any(not m.strip() for m in args.mirrors):
         raise errors.UsageError(detail="an empty mirror path was given")
-    local = [m for m in args.mirrors if "://" not in m]
-    refuse_catalog_inside_mirror(config.catalog_path(args.catalog, writing=True), local)
-    if args.dry_run and not (args.slurm or args.status or args.resume or args.merge):
-        return _dry_run(args)
-    if args.slurm or args.status or args.resume or args.merge:
-        from cloudvault.cli.index_slurm import run_slurm
-
-        return run_slurm(args)
-    ui = UI(as_json=args.json, quiet=args.quiet)
-    where, origin = config.catalog_origin(args.catalog, writing=True)
-    path = Path(where)
-    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
-    with writer_lock(path, wait=args.wait):
-        existed, indexing = path.exists(), False
-        try:
-            with opened_catalog(path=path, readonly=False, create=True, origin=origin) as conn:
-                cache = config.cache_dir(path) if args.optimize else None
-                roots = roots_to_index(conn, args.mirrors, args.definition)
-                options = IndexOptions(workers=args.workers, copy_cache=cache, prune=args.prune,
-                                       accept=tuple(args.accept))  # fmt: skip
-                indexing = True
-                report = index_mirrors(conn, roots, options, progress=ui.progress())
-        except BaseException:
-            if not (existed or indexing):  # a run that failed before indexing anything leaves no (empty) catalog
-                _remove_new_catalog(path)
-            raise
-    for name in report.empty:  # an empty or temporary folder indexed by mistake: say how to undo it
-        ui.warn(f"warning: mirror {name}: its root holds no files, so it was indexed with nothing in it; "
-                f"if that was a mistake: vault mirrors rm {shlex.quote(name)}")  # fmt: skip
-    if args.json:
-        ui.emit({"catalog": str(path), **report.__dict__, "damaged": report.damaged})
-    elif not args.quiet:
-        _summary(ui, path, report)
-    return errors.INTEGRITY if report.damaged else errors.OK
-
-
-def _remove_new_catalog(path) -> None:
-    import contextlib
-
-    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + ".lock"):
-        with contextlib.suppress(FileNotFoundError):
-            path.with_name(name).unlink()
-
-
-def _dry_run(args) -> int:
-    """The local run's budget: its cores, and the memory each worker may hold, with one archive per core and
-    with one archive decoded on all of them."""
-    from cloudvault.cli.ui import UI, human_size
-    from cloudvault.index.budget import plan_budget
-
-    ui = UI(as_json=args.json, quiet=args.quiet)
-    budget = plan_budget(args.workers)
-    doc = budget.as_dict(budget.cores)
-    if args.json:
-        ui.emit(doc)
-        return errors.OK
-    memory = human_size(budget.memory) if budget.memory is not None else "unknown"
-    bound = ", bounded by memory" if budget.bounded_by_memory else ""
-    ui.line(f"cores: {budget.cores} of {budget.cores_present} present{bound}; memory available {memory}")
-    many, each = budget.processes(budget.cores), budget.worker_memory(budget.cores)
-    ui.line(f"  {budget.cores} or more archives: {many} worker processes, each {budget.decoders(budget.cores)} "
-            f"decoding thread(s) and at most {human_size(each)} ({human_size(many * each)} in all)")  # fmt: skip
-    ui.line(f"  one archive left: {budget.decoders(1)} decoding threads, at most {human_size(budget.worker_memory(1))}")
-    return errors.OK
-
-
-def _summary(ui, catalog, r) -> None:
-    from cloudvault.cli.ui import human_size
-
-    rate = r.bytes_read / r.seconds if r.seconds else 0
-    ui.line(
-        f"indexed {', '.join(r.mirrors)} into {catalog}: {r.files_seen} files seen, {r.files_read} read "
-        f"({human_size(r.bytes_read)}, {human_size(int(rate))}/s), {r.files_unchanged} unchanged, "
-        f"{r.files_deleted} removed; {r.archives_read} archives, {r.members_indexed} members, {r.seconds:.2f} s"
-    )
-    ui.line(f"  generation {r.generation}: {r.added} added, {r.modified} modified, {r.files_deleted} removed, "
-            f"{r.changed_in_place} changed in place, {r.newly_damaged} newly damaged")  # fmt: skip
-    for name in r.dropped:
-        ui.line(f"  dropped {name}: its root is gone (--prune)")
-    if r.not_opened:
-        counts = ", ".join(f"{label} x{n}" for label, n in sorted(r.not_opened.items()))
-        ui.line(f"  {sum(r.not_opened.values())} archives in formats vault does not open: {counts}")
-    for line in r.missing_extras:
-        ui.line(f"  {line}")
-    for kind, n in sorted(r.flags.items()):
-        ui.line(f"  flagged: {n} {kind.replace('_', ' ')}")
-    if r.still_flagged:
-        ui.line(f"  {r.still_flagged} still flagged changed in place or damaged by an earlier run")
-    if r.changed_in_place or r.newly_damaged or r.still_flagged:
-        ui.line(f"  {r.changed_in_place} changed in place (same size and mtime, other bytes: suspected corruption), "
-                f"{r.newly_damaged} newly damaged: their recorded hashes and members are kept. `vault verify` shows "
-                "them; `vault index --accept PATH...` takes a file's new bytes as a new version")  # fmt: skip
+    if "slurm" in args.mirrors:  # the sub-verb's word, never a mirror: no run means the one or the other by chance
+        raise errors.UsageError(detail="`slurm` is the sub-verb of `vault index slurm plan|status|resume|merge`, "
+                                "first after `index`; give a mirror folder named slurm as ./slurm")  # fmt: skip
+    return LocalIndex(args.catalog, tuple(args.mirrors), args.definition, args.workers, args.wait, args.optimize,
+                      args.prune, tuple(args.accept))  # fmt: skip

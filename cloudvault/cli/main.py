@@ -37,6 +37,9 @@ COMMANDS = {
     "info": "cloudvault.cli.info",
 }
 
+# command -> {word: module}: a sub-verb, parsed by its own grammar when it is the first word after the command
+SUB_VERBS = {"index": {"slurm": "cloudvault.cli.index_slurm"}}
+
 DESCRIPTION = "cloudvault: search, extract from, restore and re-run a research group's cloud backup mirror."
 
 
@@ -133,8 +136,9 @@ def summary(module) -> str:
     return (module.__doc__ or "").strip().splitlines()[0]
 
 
-def build_parser(only: str | None = None) -> VaultParser:
-    """The whole grammar; with only (a command named in argv), just that command's part of it."""
+def build_parser(only: str | None = None, verb: str | None = None) -> VaultParser:
+    """The whole grammar; with only (a command named in argv), just that command's part of it; with verb (its
+    sub-verb, SUB_VERBS), the sub-verb's grammar in place of the command's own."""
     from cloudvault import __version__
 
     parser = VaultParser(prog="vault", description=DESCRIPTION, epilog="exit codes:\n" + errors.exit_code_table())
@@ -148,13 +152,33 @@ def build_parser(only: str | None = None) -> VaultParser:
         module = command_module(name)
         doc = (module.__doc__ or "").strip()
         cmd = sub.add_parser(name, help=summary(module).replace("%", "%%"), description=doc, prog=f"vault {name}")
+        if verb is not None:
+            _add_sub_verb(cmd, name, verb)
+            continue
         module.add_arguments(cmd)
         cmd.set_defaults(run=module.run, parser=cmd)
     return parser
 
 
+def _add_sub_verb(cmd: VaultParser, name: str, verb: str) -> None:
+    """`vault NAME VERB ...`: the sub-verb's module defines its grammar (and its runs) under cmd."""
+    __import__(SUB_VERBS[name][verb])
+    module = sys.modules[SUB_VERBS[name][verb]]
+    words = cmd.add_subparsers(dest="sub_verb", metavar=verb, parser_class=VaultParser, prog=f"vault {name}")
+    part = words.add_parser(verb, help=summary(module).replace("%", "%%"), description=(module.__doc__ or "").strip(),
+                            prog=f"vault {name} {verb}")  # fmt: skip
+    part.set_defaults(parser=part)
+    module.add_arguments(part)
+
+
 def _command_name(argv: list[str]) -> str | None:
     """The command word in argv (after the global options), if it is a known one."""
+    at = _command_at(argv)
+    return argv[at] if at is not None and argv[at] in COMMANDS else None
+
+
+def _command_at(argv: list[str]) -> int | None:
+    """Where argv's first word after the global options is."""
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -164,13 +188,21 @@ def _command_name(argv: list[str]) -> str | None:
         if arg.startswith("-"):
             i += 1
             continue
-        return arg if arg in COMMANDS else None
+        return i
     return None
+
+
+def _sub_verb(argv: list[str], name: str | None) -> str | None:
+    """The command's sub-verb, when the word right after the command is one (`vault index slurm ...`)."""
+    at = _command_at(argv)
+    following = argv[at + 1] if at is not None and at + 1 < len(argv) else None
+    return following if following in SUB_VERBS.get(name, {}) else None
 
 
 def run_command(argv: list[str]) -> int:
     """Parse argv and run the command; VaultErrors pass through to the caller."""
-    parser = build_parser(only=_command_name(argv))
+    name = _command_name(argv)
+    parser = build_parser(only=name, verb=_sub_verb(argv, name))
     try:
         args, rest = parser.parse_known_args(argv)
     except errors.UsageError:  # a mistyped option makes argparse take its value for the command: name the option

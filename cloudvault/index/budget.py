@@ -66,6 +66,10 @@ class Budget:
     def worker_memory(self, archives_left: int) -> int:
         return worker_memory(self.decoders(archives_left))
 
+    def to_json(self) -> dict:
+        """`vault index --dry-run --json`: the run's budget with one archive per core."""
+        return self.as_dict(self.cores)
+
     def as_dict(self, archives: int) -> dict:
         return {"cores": self.cores, "cores_present": self.cores_present, "memory_available": self.memory,
                 "bounded_by_memory": self.bounded_by_memory, "archives": archives,

@@ -1,4 +1,4 @@
-"""`vault index --merge`: a Slurm index plan's shards into the catalog, then the rest of the mirror indexed
+"""`vault index slurm merge`: a Slurm index plan's shards into the catalog, then the rest of the mirror indexed
 locally, leaving the catalog as a local `vault index` of the same mirror would.
 
 Under the writer lock, every task's shard is checked against the plan (plan hash, task, archives, bytes, member

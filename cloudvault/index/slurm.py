@@ -1,11 +1,11 @@
-"""`vault index --slurm N`: index a mirror's archives across a Slurm cluster, with Slurm itself as the engine.
+"""`vault index slurm plan`: index a mirror's archives across a Slurm cluster, with Slurm itself as the engine.
 
 The plan bin-packs the archives that need reading by compressed size, largest first, into N tasks and is written
 with its hash beside the catalog (`catalog.db.slurm/plan.json`). One sbatch job array runs one task per bin
 (`python -m cloudvault.index.slurm_task PLAN TASK`): each scans its archives into one self-contained shard on
 node-local scratch and renames it into `catalog.db.slurm/shards/`, never opening the catalog. A merge job
 (`python -m cloudvault.index.slurm_merge CATALOG`, `--dependency=afterok:ARRAY --kill-on-invalid-dep=yes`; or
-`vault index --merge` by hand) takes the writer lock, checks every shard against the plan, commits each archive
+`vault index slurm merge` by hand) takes the writer lock, checks every shard against the plan, commits each archive
 from its shard with the same code a local `vault index` uses, then indexes the rest of the mirror (plain files,
 anything changed since the plan) locally.
 """
@@ -52,21 +52,21 @@ TASK_MEM = "1G"  # a task holds one archive's decoding buffers (~60 MB) and Pyth
 
 
 class NoPlan(errors.NotFound):
-    """no Slurm index plan for {catalog}; start one with `vault index --slurm N MIRROR`"""
+    """no Slurm index plan for {catalog}; start one with `vault index slurm plan --tasks N MIRROR`"""
 
 
 class SlurmBusy(errors.EnvironmentProblem):
-    """Slurm job {job} of this catalog's index is still {state}; `vault index --status` follows it (scancel {job} \
+    """Slurm job {job} of this catalog's index is still {state}; `vault index slurm status` follows it (scancel {job} \
 stops it)"""
 
 
 class ShardsMissing(errors.EnvironmentProblem):
-    """task(s) {tasks} of plan {plan} have no shard yet (running, failed or cancelled: `vault index --status`; \
-`vault index --resume` runs them again); nothing was merged"""
+    """task(s) {tasks} of plan {plan} have no shard yet (running, failed or cancelled: `vault index slurm status`; \
+`vault index slurm resume` runs them again); nothing was merged"""
 
 
 class ShardRefused(errors.IntegrityError):
-    """shard {shard} refused: {why}; nothing was merged (`vault index --resume` scans its task again)"""
+    """shard {shard} refused: {why}; nothing was merged (`vault index slurm resume` scans its task again)"""
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,8 @@ def render_array(lay: Layout, plan: dict, partition: str | None) -> str:
 
 
 def render_merge(lay: Layout, plan: dict, partition: str | None) -> str:
-    """The merge job: the private entry point index/slurm_merge.py (what `vault index --merge` does), waiting for any
-    other writer of the catalog; never the public grammar, which a later vault may spell otherwise."""
+    """The merge job: the private entry point index/slurm_merge.py (what `vault index slurm merge` does), waiting for
+    any other writer of the catalog; never the public grammar, which a later vault may spell otherwise."""
     name = f"vault-index-merge-{plan['hash'][:8]}"
     head = _sbatch_head(name, lay.folder / "logs" / "merge-%j.out", partition, lay.folder)
     command = [sys.executable, "-P", "-m", "cloudvault.index.slurm_merge", str(lay.catalog)]
@@ -286,7 +286,7 @@ def read_json(path: Path) -> dict:
 # -- plan and submit, resume, status -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SlurmOptions:
-    """`vault index --slurm N`'s options: the mirrors (roots or names) and definition, the tasks, the partition,
+    """`vault index slurm plan`'s options: the mirrors (roots or names) and definition, the tasks, the partition,
     --dry-run and the filesystem bandwidth the simulation assumes (--fs-gbps)."""
 
     mirrors: tuple[str, ...]
@@ -306,8 +306,10 @@ def plan_and_submit(catalog: Path, options: SlurmOptions) -> SlurmDryRun | Submi
 
     from cloudvault.catalog import files as catalog_files
     from cloudvault.catalog.db import open_catalog
+    from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror
     from cloudvault.index.roots import roots_to_index
 
+    refuse_catalog_inside_mirror(catalog, [m for m in options.mirrors if "://" not in m])
     definition = options.definition
     if definition and definition.endswith(".toml"):  # the merge job resolves it from another folder
         definition = str(Path(definition).resolve())

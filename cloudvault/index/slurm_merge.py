@@ -1,8 +1,8 @@
-"""The merge job of `vault index --slurm`: `python -P -m cloudvault.index.slurm_merge CATALOG`.
+"""The merge job of `vault index slurm plan`: `python -P -m cloudvault.index.slurm_merge CATALOG`.
 
 A private entry point, as slurm_task is: the job script names this module and the catalog, never vault's public
 grammar, so a queued merge job runs whatever a later vault calls its options. It waits for any other writer of the
-catalog, then merges the plan's shards (index/merge.py); `vault index --merge` by hand does the same.
+catalog, then merges the plan's shards (index/merge.py); `vault index slurm merge` by hand does the same.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ USAGE = "usage: python -P -m cloudvault.index.slurm_merge CATALOG"
 
 
 def merge_plan(catalog: Path, *, wait: bool, progress=None) -> Merged:
-    """The catalog's Slurm plan merged (waiting for another writer when wait): what `vault index --merge` and the
+    """The catalog's Slurm plan merged (waiting for another writer when wait): what `vault index slurm merge` and the
     merge job both do."""
     from cloudvault.index.merge import merge
 

@@ -1,4 +1,4 @@
-"""What `vault index --slurm N | --status | --resume | --merge` hand the command line: frozen, typed results whose
+"""What `vault index slurm plan|status|resume|merge` hand the command line: frozen, typed results whose
 to_json() is the mode's --json (docs/commands/index.md says their fields); jobs.json is a Submitted's document."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class SimulatedWall(Document):
 
 @dataclass(frozen=True)
 class SlurmDryRun(Document):
-    """`--slurm N --dry-run`: the plan (its file's document), both job scripts, the measured rate, the simulation."""
+    """`slurm plan --dry-run`: the plan (its file's document), both job scripts, the measured rate, the simulation."""
 
     plan: dict
     array_script: str | None

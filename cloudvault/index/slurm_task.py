@@ -1,4 +1,4 @@
-"""One task of `vault index --slurm`: `python -m cloudvault.index.slurm_task PLAN TASK_ID`.
+"""One task of `vault index slurm plan`: `python -m cloudvault.index.slurm_task PLAN TASK_ID`.
 
 It never opens the catalog. Its archives are scanned into one shard on node-local scratch ($TMPDIR), with the
 same code a local index's workers use; the finished shard is copied beside the catalog under a temp name and

@@ -1,6 +1,6 @@
 """Slurm's command-line client as vault uses it: run a command, submit a script, read a job's array tasks.
 
-`vault index --slurm` and the repro Slurm executor both go through here. Accounting (`sacct`) is optional on many
+`vault index slurm plan` and the repro Slurm executor both go through here. Accounting (`sacct`) is optional on many
 clusters, so a job's tasks are read from `scontrol`, which keeps ended jobs for MinJobAge.
 """
 

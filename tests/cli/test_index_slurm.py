@@ -207,7 +207,7 @@ def test_a_stale_shard_from_an_older_plan_is_refused(tmp_path, vault):
     assert catalog_rows(db)["archives"] == []  # nothing merged
     Layout(db).shard(1).unlink()
     r = vault("--catalog", str(db), "index", "--merge")
-    assert r.code == 6 and "task(s) 1 of plan" in r.err and "--resume" in r.err
+    assert r.code == 6 and "task(s) 1 of plan" in r.err and "vault index slurm resume" in r.err
 
 
 def test_a_shard_missing_member_rows_is_refused(tmp_path, vault):

@@ -1,4 +1,4 @@
-"""`vault index --slurm N | --status | --resume | --merge` on a terminal: each mode's result said in lines."""
+"""`vault index slurm plan|status|resume|merge` on a terminal: each mode's result said in lines."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _show_submitted(ui, s: Submitted, verb: str) -> None:
     tasks = f"array job {s.array} (tasks {','.join(map(str, s.tasks))})" if s.array else "no tasks"
     depend = f", afterok:{s.array}" if s.array else ""
     ui.line(f"{verb} plan {s.plan[:12]}: {tasks}; merge job {s.merge}{depend}")
-    ui.line("follow it with `vault index --status`")
+    ui.line("follow it with `vault index slurm status`")
 
 
 def _show_dry_run(ui, lay, d: SlurmDryRun) -> None:
