@@ -14,7 +14,6 @@ from cloudvault.cli.common import add_output_options
 
 KINDS = ("file", "member")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-COLOURS = {"path": "\033[35m", "line": "\033[32m", "match": "\033[1;31m", "sep": "\033[36m", "off": "\033[0m"}
 
 
 def add_arguments(parser) -> None:
@@ -42,44 +41,22 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import os
-    import sys
-
-    from cloudvault import config
-    from cloudvault.cli.common import opened_catalog
     from cloudvault.cli.ui import UI
-    from cloudvault.grep.run import Failure, grep
+    from cloudvault.cli.views import grep as view
+    from cloudvault.grep.run import GrepRequest, grep_catalog
 
-    options = _options(args)
-    colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not args.json)
-    out = sys.stdout.buffer
-    found = failed = wrote = False
-    progress = UI(as_json=args.json, quiet=args.quiet).progress("searching")
-    if args.json:
-        out.write(b'{"matches": [')  # one document, written as the matches come
-    with opened_catalog(args, readonly=True) as conn:
-        catalog = os.path.abspath(config.catalog_path(args.catalog))
-        for result in grep(conn, catalog, options, args.scopes, progress=progress):
-            if isinstance(result, Failure):
-                failed = True
-                sys.stderr.write(f"vault: {result.label}: {result.message}\n")
-                continue
-            if args.quiet:
-                found = True
-                break
-            found = True
-            if args.json:
-                chunk = _json(result, args, first=not wrote)
-                wrote = wrote or bool(chunk)
-            else:
-                chunk = _text(result, args, options, colour)
-            out.write(chunk)
-            out.flush()
-    if args.json:
-        out.write(b"\n]}\n" if wrote else b"]}\n")
-    if found and args.quiet:
+    request = GrepRequest(args.catalog, _options(args), tuple(args.scopes), first_settles=args.quiet)
+    ui = UI(as_json=args.json, quiet=args.quiet)
+    counted = args.count or args.files_with_matches
+    if args.json:  # one document, written as the matches come
+        shown = view.JsonLines(counted)
+    else:
+        shown = view.Lines(request.options, files_only=args.files_with_matches, count=args.count, color=args.color)
+    outcome = grep_catalog(request, shown.found, view.failed, progress=ui.progress("searching"))
+    shown.end()
+    if outcome.found and args.quiet:
         return errors.OK
-    return 2 if failed else errors.OK if found else errors.NOTHING_FOUND
+    return 2 if outcome.failed else errors.OK if outcome.found else errors.NOTHING_FOUND
 
 
 def _options(args):
@@ -114,71 +91,3 @@ def _size(text: str | None) -> int | None:
     if not number.isdigit():
         raise errors.UsageError(detail=f"--max-filesize {text!r}: give a size such as 500K, 10M or 2G")
     return int(number) * UNITS[unit]
-
-
-def _text(result, args, options, colour: bool) -> bytes:
-    label = result.label.encode("utf-8", "surrogateescape")
-    if colour:
-        label = COLOURS["path"].encode() + label + COLOURS["off"].encode()
-    if args.files_with_matches:
-        return label + b"\n"
-    if args.count:
-        return label + b":%d\n" % result.count
-    pattern = _pattern(options) if colour else None
-    out = []
-    for hit in result.hits:
-        if hit.kind == "--":
-            out.append((COLOURS["sep"] + "--" + COLOURS["off"] + "\n").encode() if colour else b"--\n")
-            continue
-        number = str(hit.line).encode()
-        text = hit.text
-        if colour:
-            number = COLOURS["line"].encode() + number + COLOURS["off"].encode()
-            if hit.kind == ":" and not args.invert_match:
-                text = _painted(text, pattern)
-        sep = hit.kind.encode()
-        out.append(label + sep + number + sep + text + b"\n")
-    return b"".join(out)
-
-
-_compiled: list = []
-
-
-def _pattern(options):
-    if not _compiled:
-        from cloudvault.grep.pattern import Pattern
-
-        _compiled.append(Pattern(options.pattern, fixed=options.fixed, ignore_case=options.ignore_case,
-                                 word=options.word))  # fmt: skip
-    return _compiled[0]
-
-
-def _painted(text: bytes, pattern) -> bytes:
-    spans = pattern.spans(text)
-    if not spans:
-        return text
-    out, at = [], 0
-    on, off = COLOURS["match"].encode(), COLOURS["off"].encode()
-    for start, end in spans:
-        out += [text[at:start], on, text[start:end], off]
-        at = end
-    return b"".join([*out, text[at:]])
-
-
-def _json(result, args, first: bool) -> bytes:
-    """The result's objects of the one --json document, each on its own line, after a comma unless first."""
-    import json
-
-    base = {"entry": result.entry, "path": result.path, "archive": result.archive, "member": result.member}
-    if args.files_with_matches or args.count:
-        docs = [{"type": "count", **base, "count": result.count}]
-    else:
-        docs = [
-            {"type": "match" if hit.kind == ":" else "context", **base, "line": hit.line, "offset": hit.offset,
-             "text": hit.text.decode("utf-8", "replace")}
-            for hit in result.hits if hit.kind != "--"
-        ]  # fmt: skip
-    if not docs:
-        return b""
-    text = ",\n".join(json.dumps(doc, ensure_ascii=False) for doc in docs)
-    return (b"\n" if first else b",\n") + text.encode()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options
 
 
 class NotRemoved(errors.UsageError):
@@ -37,82 +37,29 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from cloudvault import config
     from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import mirrors as view
+    from cloudvault.known_mirrors import known_mirrors, remove_mirror
 
     ui = UI(as_json=args.json)
-    catalog = config.catalog_path(args.catalog)
     if args.action == "rm":
-        return _remove(args, ui, catalog)
-    from cloudvault.catalog.mirrors import known_everywhere
-
-    with opened_catalog(path=catalog, readonly=True, optional=True) as conn:
-        known = known_everywhere(conn, catalog)
-    if args.json:
-        ui.emit([k.to_json() for k in known])
-    elif known:
-        _show(ui, known)
-    else:
-        ui.line("no mirrors known; index one: vault index /path/to/mirror")
-    return errors.OK if known else errors.NOTHING_FOUND
-
-
-def _show(ui, known) -> None:
-    def count(n: int | None) -> str:
-        return "-" if n is None else str(n)
-
-    width = max(len("NAME"), *(len(k.name) for k in known))
-    ui.line(f"{'NAME':<{width}}  {'ENTRIES':>7}  {'FILES':>7}  {'MEMBERS':>9}  {'LAST INDEXED':<25}  STATE    ROOT")
-    for k in known:
-        state = {True: "present", False: "missing", None: "remote"}[k.present]
-        row = k.to_json()
-        other = "" if k.in_active_catalog else f"  (catalog {k.catalog})"
-        ui.line(
-            f"{k.name:<{width}}  {count(row['entries']):>7}  {count(row['files']):>7}  "
-            f"{count(row['members']):>9}  {k.indexed_at or '-':<25}  {state:<7}  {k.root}{other}"
+        removed = remove_mirror(
+            args.catalog, args.name, lambda targets, catalog: _confirm(args, ui, view.what_goes(targets, catalog))
         )
-
-
-def _remove(args, ui, catalog: str) -> int:
-    """Under the catalog's writer lock (no index runs meanwhile): say what goes, confirm, remove."""
-    import contextlib
-    import os
-
-    from cloudvault.catalog.db import writer_lock
-    from cloudvault.catalog.mirrors import known_everywhere, mirrors_named, remove_known
-
-    lock = writer_lock(catalog) if os.path.isfile(catalog) else contextlib.nullcontext()
-    with lock, opened_catalog(path=catalog, readonly=False, optional=True) as conn:
-        targets = mirrors_named(known_everywhere(conn, catalog), args.name, catalog)
-        what = _what_goes(targets, catalog)
-        _confirm(args, ui, what)
-        lost = remove_known(conn, targets)
-    done = targets[0]
-    if args.json:
-        ui.emit({"removed": done.name, "root": done.root, "catalog": done.catalog,
-                 "lost": None if lost is None else lost.__dict__, "registry_only": lost is None})  # fmt: skip
-    else:
-        ui.line(f"removed mirror {done.name} from {'catalog ' + catalog if lost else 'the registry'}; "
-                f"its files at {done.root} are untouched")  # fmt: skip
-    return errors.OK
-
-
-def _what_goes(targets, catalog: str) -> str:
-    k = targets[0]
-    if not k.in_active_catalog:
-        return (f"mirror {k.name} ({k.root}) is only in the registry (its catalog {k.catalog} no longer holds "
-                "it): forgetting it lets vault write there again")  # fmt: skip
-    holds = k.holds
-    kept = f"{holds.runs} run{'s' * (holds.runs != 1)} and {holds.restores} restore{'s' * (holds.restores != 1)}"
-    return (f"mirror {k.name} ({k.root}) in catalog {catalog}: removing it loses {holds.lost()} "
-            f"({kept} recorded against it are kept)")  # fmt: skip
+        ui.present(removed, view.show_removed)
+        return errors.OK
+    known = known_mirrors(args.catalog)
+    ui.present(known, view.show)
+    return errors.OK if known.mirrors else errors.NOTHING_FOUND
 
 
 def _confirm(args, ui, what: str) -> None:
     """--yes, or a yes typed on the terminal; never a guess when stdin is not a terminal."""
+    from cloudvault.cli.views import mirrors as view
+
     if args.yes:
         if not args.json:
-            ui.line(what)
+            view.going(ui, what)
         return
     if not sys.stdin.isatty():
         raise NotRemoved(what=what, why="pass --yes to remove it (stdin is not a terminal to ask on)")

@@ -7,7 +7,7 @@ same BLAKE3, and falls back to the original archive if a copy is gone.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, catalog_name, opened_catalog
+from cloudvault.cli.common import add_output_options, catalog_name
 
 
 def gib(text: str) -> float:
@@ -32,67 +32,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from cloudvault import config
-    from cloudvault.catalog.db import refuse_non_catalog, writer_lock
-    from cloudvault.catalog.query import resolve_entry
     from cloudvault.cli.ui import UI
-    from cloudvault.optimize import optimize
+    from cloudvault.cli.views import optimize as view
+    from cloudvault.optimize import OptimizeRequest, copies_status, optimize_catalog
 
-    where, origin = config.catalog_origin(args.catalog)
-    path = Path(where)
-    refuse_non_catalog(path, config.NAMED_BY[origin])  # before the lock: a wrong --catalog gets nothing beside it
-    if not path.exists():
-        raise errors.CatalogMissing(path=path)
-    cache = Path(args.to) if args.to else config.cache_dir(path)
+    max_bytes = int(args.max_gb * 2**30) if args.max_gb is not None else None
+    request = OptimizeRequest(args.catalog, args.entry, args.to, max_bytes)
     ui = UI(as_json=args.json)
-    with writer_lock(path), opened_catalog(path=path, readonly=False, origin=origin) as conn:
-        if args.status:
-            return _status(ui, conn, cache)
-        scope = resolve_entry(conn, args.entry)[:2] if args.entry else None
-        max_bytes = int(args.max_gb * 2**30) if args.max_gb is not None else None
-        report = optimize(conn, cache, scope, max_bytes, on_archive=lambda p: ui.warn(f"writing seekable copy of {p}"))
-    if args.json:
-        ui.emit(report.to_json())
+    if args.status:
+        ui.present(copies_status(request), view.show_status)
     else:
-        from cloudvault.cli.ui import human_size
-
-        for w in report.written:
-            ui.line(f"{w['archive']} -> {w['copy']} ({human_size(w['bytes'])}, {w['frames']} frames)")
-        for s in report.skipped:
-            ui.line(f"skipped {s['archive']}: {s['why']}")
-        if not report.written and not report.skipped:
-            ui.line(f"nothing written: {_why_none(report)}")
-        if report.written or cache.exists():  # never a figure for a folder that was not made
-            ui.line(f"{len(report.written)} copies written; {human_size(report.bytes_used)} used in {cache}")
-    return errors.OK
-
-
-def _why_none(report) -> str:
-    """One line on why optimize had nothing to copy (and so created no cache folder)."""
-    from cloudvault.archive.seekable import FRAME_RAW
-    from cloudvault.cli.ui import human_size
-
-    reasons = []
-    if report.multi_frame:
-        reasons.append(f"{report.multi_frame} archive(s) already multi-frame (seekable)")
-    if report.small:
-        reasons.append(f"{report.small} archive(s) with no frame over {human_size(2 * FRAME_RAW)} (read whole)")
-    if not reasons:
-        return "no archive in scope lacks a seekable copy"
-    return "; ".join(reasons) + ": no copy needed"
-
-
-def _status(ui, conn, cache) -> int:
-    from cloudvault.catalog.copies import copy_bytes_used, copy_status
-    from cloudvault.cli.ui import human_size
-
-    rows = copy_status(conn)
-    if ui.as_json:
-        ui.emit({"cache": str(cache), "bytes_used": copy_bytes_used(conn), "copies": rows})
-    for r in rows:
-        ui.line(f"{r['archive']}: {human_size(r['archive_bytes'])} -> copy {human_size(r['copy_bytes'])}, "
-                f"{r['frames']} frames{'' if r['present'] else ' (MISSING)'}")  # fmt: skip
-    ui.line(f"{len(rows)} seekable copies, {human_size(copy_bytes_used(conn))} used in {cache}")
+        ui.present(optimize_catalog(request, on_archive=lambda path: view.writing(ui, path)), view.show)
     return errors.OK

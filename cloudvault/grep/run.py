@@ -53,12 +53,38 @@ class Found(NamedTuple):
         where = f"{self.path}::{self.member}" if self.member is not None else self.path
         return f"{self.entry}:{where}" if self.entry else where
 
+    def to_json(self, counted: bool = False) -> list[dict]:
+        """Its objects of the `{"matches": [...]}` document: one per line shown (a `--` break is none), or with
+        counted (-c, -l) one count (docs/commands/grep.md says the fields)."""
+        base = {"entry": self.entry, "path": self.path, "archive": self.archive, "member": self.member}
+        if counted:
+            return [{"type": "count", **base, "count": self.count}]
+        return [{"type": "match" if hit.kind == ":" else "context", **base, "line": hit.line, "offset": hit.offset,
+                 "text": hit.text.decode("utf-8", "replace")} for hit in self.hits if hit.kind != "--"]  # fmt: skip
+
 
 class Failure(NamedTuple):
     """A file, member or archive that could not be searched, and why (one line)."""
 
     label: str
     message: str
+
+
+class GrepRequest(NamedTuple):
+    """What `vault grep` was asked: the catalog as named (None: $VAULT_CATALOG or the default), the options, the
+    scopes (none: the whole catalog), and whether the first match settles it (-q)."""
+
+    catalog: str | None
+    options: GrepOptions
+    scopes: tuple[str, ...] = ()
+    first_settles: bool = False
+
+
+class Grepped(NamedTuple):
+    """How a search ended: whether a line was selected, and whether a file or member could not be searched."""
+
+    found: bool
+    failed: bool
 
 
 class Matching(NamedTuple):
@@ -236,6 +262,32 @@ def grep(conn: sqlite3.Connection, catalog: str, options: GrepOptions, scopes: l
         messages.close()
         if progress is not None:
             progress.finish()
+
+
+def grep_catalog(request: GrepRequest, on_found, on_failure, progress=None) -> Grepped:
+    """Search the catalog: on_found(Found) and on_failure(Failure) as they come (with first_settles: stop at the
+    first Found, not handed on)."""
+    import os
+
+    from cloudvault import config
+    from cloudvault.catalog.db import open_catalog
+
+    where, origin = config.catalog_origin(request.catalog)
+    conn = open_catalog(where, readonly=True, named_by=config.NAMED_BY[origin])
+    found = failed = False
+    try:
+        for result in grep(conn, os.path.abspath(where), request.options, list(request.scopes), progress):
+            if isinstance(result, Failure):
+                failed = True
+                on_failure(result)
+                continue
+            found = True
+            if request.first_settles:
+                break
+            on_found(result)
+    finally:
+        conn.close()
+    return Grepped(found, failed)
 
 
 def _in_process(conn: sqlite3.Connection, tasks: list[Task], options: GrepOptions) -> Iterator:

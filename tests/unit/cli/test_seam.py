@@ -11,7 +11,7 @@ import pytest
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
 RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare",
             "verify", "extract", "search", "ls", "show", "info", "log", "diff",
-            "index"]  # fmt: skip
+            "index", "grep", "mirrors", "optimize"]  # fmt: skip
 
 
 @pytest.mark.parametrize("module", RESHAPED)
@@ -21,7 +21,7 @@ def test_a_reshaped_command_module_reads_no_result_by_string_key(module):
     assert reads == [], f"cli/{module}.py reads results by string key: {reads[:10]}"
 
 
-SHORT_RUN = ["index", "index_slurm"]
+SHORT_RUN = ["index", "index_slurm", "grep", "mirrors", "optimize"]
 
 
 @pytest.mark.parametrize("module", SHORT_RUN)
