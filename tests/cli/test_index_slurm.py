@@ -127,14 +127,15 @@ def test_simulated_wall_time_stops_falling_at_the_filesystem_bandwidth():
 def test_dry_run_prints_the_plan_scripts_and_simulation_and_submits_nothing(tmp_path, vault):
     mirror = _mirror(tmp_path)
     db = tmp_path / "c.db"
-    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--dry-run", "--fs-gbps", "0.01",
-              str(mirror))  # fmt: skip
+    r = vault("--catalog", str(db), "index", "slurm", "plan", "--tasks", "3", "--partition", "debug", "--dry-run",
+              "--fs-gbps", "0.01", str(mirror))  # fmt: skip
     assert r.code == 0, r.err
     assert "3 tasks, 5 archives" in r.out and "#SBATCH --array=0-2" in r.out and "#SBATCH --partition=debug" in r.out
     assert "cloudvault.index.slurm_task" in r.out and "-m cloudvault.index.slurm_merge" in r.out
     assert "filesystem 0.01 GB/s" in r.out and "scanned by one task's code" in r.out
     assert not Layout(db).plan.exists() and not db.exists()  # nothing written, not even an empty catalog
-    doc = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--dry-run", "--json", str(mirror)).out)
+    plan = ["index", "slurm", "plan", "--tasks", "3", "--dry-run", "--json", str(mirror)]
+    doc = json.loads(vault("--catalog", str(db), *plan).out)
     assert [len(t["archives"]) for t in doc["plan"]["tasks"]] == [1, 2, 2]
     assert [row["tasks"] for row in doc["simulation"]] == [1, 2, 3] and doc["measured"]["bytes_per_s"] > 0
     alone = vault("--catalog", str(db), "index", "--dry-run")  # without --slurm: the local run's budget
@@ -153,7 +154,7 @@ def test_tasks_and_merge_give_the_catalog_a_local_index_gives(tmp_path, vault):
     assert sorted(p.name for p in (Layout(db).folder / "shards").glob("*.db")) == [
         "task-0000.db", "task-0001.db", "task-0002.db"]  # fmt: skip
     assert list(scratch.iterdir()) == []  # the scratch shards were renamed away
-    r = vault("--catalog", str(db), "index", "--merge", "--json")
+    r = vault("--catalog", str(db), "index", "slurm", "merge", "--json")
     doc = json.loads(r.out)
     assert r.code == 5 and doc["from_shards"] == 5 and doc["flags"]["list_mismatch"] >= 1
     assert {**catalog_rows(db), "flag counts": doc["flags"]} == local
@@ -162,7 +163,7 @@ def test_tasks_and_merge_give_the_catalog_a_local_index_gives(tmp_path, vault):
     assert len(rows) == 5 and all(count >= 9 for _, _, _, count, _, _ in rows)
     assert [frames > 1 for path, _, _, _, frames, _ in rows] == ["e2/" in path for path, *_ in rows]  # python's
     assert sum(kind == "non_utf8_name" for *_, kind, _ in local["flags"]) == 3
-    again = vault("--catalog", str(db), "index", "--merge")
+    again = vault("--catalog", str(db), "index", "slurm", "merge")
     assert again.code == 0 and "nothing to do" in again.out and catalog_rows(db) == _rows(local)
 
 
@@ -202,11 +203,11 @@ def test_a_stale_shard_from_an_older_plan_is_refused(tmp_path, vault):
     assert new["hash"] != old["hash"]
     _run_tasks(db, new)
     shutil.copy(stale, Layout(db).shard(0))
-    r = vault("--catalog", str(db), "index", "--merge")
+    r = vault("--catalog", str(db), "index", "slurm", "merge")
     assert r.code == 5 and f"made for plan {old['hash'][:12]}, not the current plan {new['hash'][:12]}" in r.err
     assert catalog_rows(db)["archives"] == []  # nothing merged
     Layout(db).shard(1).unlink()
-    r = vault("--catalog", str(db), "index", "--merge")
+    r = vault("--catalog", str(db), "index", "slurm", "merge")
     assert r.code == 6 and "task(s) 1 of plan" in r.err and "vault index slurm resume" in r.err
 
 
@@ -218,7 +219,7 @@ def test_a_shard_missing_member_rows_is_refused(tmp_path, vault):
     conn.execute("DELETE FROM members WHERE rowid = (SELECT max(rowid) FROM members)")
     conn.commit()
     conn.close()
-    r = vault("--catalog", str(db), "index", "--merge")
+    r = vault("--catalog", str(db), "index", "slurm", "merge")
     assert r.code == 5 and "member rows missing" in r.err
 
 
@@ -231,7 +232,7 @@ def test_two_merges_at_once_one_waits_and_merges_nothing_twice(tmp_path, vault):
     _run_tasks(db, _write_plan(db, mirror, 2))
     fd = os.open(tmp_path / "c.db.lock", os.O_CREAT | os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a running merge holds it
-    base = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "--merge"]
+    base = [sys.executable, "-m", "cloudvault", "--catalog", str(db), "index", "slurm", "merge"]
     busy = subprocess.run(base, capture_output=True, text=True)
     assert busy.returncode == 6 and "--wait" in busy.stderr
     procs = [subprocess.Popen([*base, "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -252,7 +253,7 @@ def test_an_archive_changed_after_its_task_read_it_is_read_again_by_the_merge(tm
     changed = mirror / "019_e1/data/part1.tar.zst"
     shutil.copy(mirror / "020_e2/data/part2.tar.zst", changed)  # another archive's bytes since the plan
     local = _local_catalog(vault, mirror, tmp_path / "local.db")
-    doc = json.loads(vault("--catalog", str(db), "index", "--merge", "--json").out)
+    doc = json.loads(vault("--catalog", str(db), "index", "slurm", "merge", "--json").out)
     assert doc["from_shards"] == 4 and doc["archives_read"] == 5
     assert catalog_rows(db) == _rows(local)
 
@@ -276,13 +277,13 @@ def test_a_merge_killed_half_way_commits_only_the_rest_next_time(tmp_path, vault
     local = _local_catalog(vault, mirror, tmp_path / "local.db")
     db = tmp_path / "c.db"
     _run_tasks(db, _write_plan(db, mirror, 2))
-    killed = subprocess.run([sys.executable, "-c", KILLED_MERGE, "--catalog", str(db), "index", "--merge"])
+    killed = subprocess.run([sys.executable, "-c", KILLED_MERGE, "--catalog", str(db), "index", "slurm", "merge"])
     assert killed.returncode == -9
     assert (
         len(catalog_rows(db)["archives"]) == 1
         and sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     )
-    doc = json.loads(vault("--catalog", str(db), "index", "--merge", "--json").out)
+    doc = json.loads(vault("--catalog", str(db), "index", "slurm", "merge", "--json").out)
     assert doc["from_shards"] == 4 and catalog_rows(db) == _rows(local)
 
 
@@ -346,6 +347,6 @@ def test_tasks_and_merge_keep_other_formats_and_their_seek_points_as_a_local_ind
     db = tmp_path / "c.db"
     plan = _write_plan(db, root, 2)
     _run_tasks(db, plan)
-    r = vault("--catalog", str(db), "index", "--merge", "--json")
+    r = vault("--catalog", str(db), "index", "slurm", "merge", "--json")
     assert r.code == 0 and json.loads(r.out)["from_shards"] == 3, r.err
     assert {**catalog_rows(db), "formats": sqlite3.connect(db).execute(formats).fetchall()} == local

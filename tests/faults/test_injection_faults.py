@@ -87,7 +87,7 @@ def test_a_shard_whose_flag_rows_are_gone_is_refused_at_merge(demo_mirror, tmp_p
         conn.close()
     assert lost > 0  # the demo mirror's archives carry flags (unsafe members, secrets)
     tally("corruption")
-    r = vault("--catalog", str(db), "index", "--merge")
+    r = vault("--catalog", str(db), "index", "slurm", "merge")
     merged = sqlite3.connect(db).execute("SELECT count(*) FROM archives").fetchone()[0] if db.exists() else 0
     tally("rows_lost", lost if merged else 0)
     assert r.code == 5 and "flags" in r.err, r.err
@@ -106,11 +106,11 @@ def test_the_index_job_scripts_run_from_a_folder_that_shadows_the_package(demo_m
     monkeypatch.chdir(clone)
     db = tmp_path / "c.db"
     tally("hostile_input")
-    r = vault("--catalog", str(db), "index", "--slurm", "2", "--json", str(demo_mirror))
+    r = vault("--catalog", str(db), "index", "slurm", "plan", "--tasks", "2", "--json", str(demo_mirror))
     assert r.code == 0, r.err
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        status = json.loads(vault("--catalog", str(db), "index", "--status", "--json").out)
+        status = json.loads(vault("--catalog", str(db), "index", "slurm", "status", "--json").out)
         if status["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL", "TIMEOUT")):
             break
         time.sleep(1)

@@ -108,8 +108,8 @@ def test_a_damaged_slurm_index_file_is_one_line_naming_it(tmp_path, vault, name,
     else:
         lay.plan.write_text(text)
     tally("corruption")
-    readers = ["--status", "--resume"] + (["--merge"] if name != "jobs.json" else [])  # a merge needs no jobs.json
-    for argv in (["index", option] for option in readers):
+    readers = ["status", "resume"] + (["merge"] if name != "jobs.json" else [])  # a merge needs no jobs.json
+    for argv in (["index", "slurm", verb] for verb in readers):
         r = vault("--catalog", str(db), *argv)
         _one_line(r, tally)
         assert f"{lay.folder / name}:" in r.err, (argv, r.err)

@@ -29,7 +29,7 @@ def _slurm() -> None:
 
 
 def _status(vault, db: Path) -> dict:
-    r = vault("--catalog", str(db), "index", "--status", "--json")
+    r = vault("--catalog", str(db), "index", "slurm", "status", "--json")
     assert r.code == 0, r.err
     return json.loads(r.out)
 
@@ -52,21 +52,22 @@ def test_slurm_3_tasks_then_the_merge_job_give_the_local_catalog_of_the_demo_mir
     local = catalog_rows(tmp_path / "local.db")
     assert r.code == 0 and len(local["archives"]) >= 10 and json.loads(r.out)["flags"]["secret"] >= 1
     db = tmp_path / "c.db"
-    r = vault("--catalog", str(db), "index", "--slurm", "3", "--partition", "debug", "--json", *named, str(mirror))
+    plan = ["index", "slurm", "plan", "--tasks", "3", "--partition", "debug", "--json"]
+    r = vault("--catalog", str(db), *plan, *named, str(mirror))
     assert r.code == 0, r.err
     jobs = json.loads(r.out)
     assert jobs["tasks"] == [0, 1, 2] and jobs["array"].isdigit() and jobs["merge"].isdigit()
     running = _status(vault, db)  # while it runs: the merge waits on the array
     assert len(running["tasks"]) == 3 and running["merge_state"].startswith(("PENDING", "RUNNING", "merged"))
-    text = vault("--catalog", str(db), "index", "--status").out
+    text = vault("--catalog", str(db), "index", "slurm", "status").out
     assert f"array job {jobs['array']}, merge job {jobs['merge']}" in text
-    busy = vault("--catalog", str(db), "index", "--resume")  # nothing to resume while it runs; its merge is kept
+    busy = vault("--catalog", str(db), "index", "slurm", "resume")  # nothing to resume while it runs; its merge is kept
     assert busy.code == 6 and f"Slurm job {jobs['array']} of this catalog's index is still" in busy.err
     doc = _wait_for(vault, db, lambda d: d["merge_state"].startswith(("merged", "COMPLETED", "FAILED", "CANCEL")))
     assert doc["merge_state"].startswith("merged"), doc
     assert all(t["state"] == "merged" for t in doc["tasks"])
     assert catalog_rows(db) == local
-    again = vault("--catalog", str(db), "index", "--slurm", "3", str(mirror))
+    again = vault("--catalog", str(db), "index", "slurm", "plan", "--tasks", "3", str(mirror))
     assert again.code == 0 and "nothing for Slurm" in again.out
 
 
@@ -75,7 +76,7 @@ def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_pa
     mirror = _mirror(tmp_path)
     local = _local_catalog(vault, mirror, tmp_path / "local.db")
     db = tmp_path / "c.db"
-    jobs = json.loads(vault("--catalog", str(db), "index", "--slurm", "3", "--json", str(mirror)).out)
+    jobs = json.loads(vault("--catalog", str(db), "index", "slurm", "plan", "--tasks", "3", "--json", str(mirror)).out)
     # 2 cores, one per task: one task is still pending now; cancel it
     pending = subprocess.run(["squeue", "-h", "-r", "-t", "PD", "-j", jobs["array"], "-o", "%K"],
                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
@@ -87,7 +88,7 @@ def test_a_cancelled_task_leaves_the_merge_undone_and_resume_completes_it(tmp_pa
     assert not doc["merge_state"].startswith(("merged", "COMPLETED")), doc
     assert [t["state"] for t in doc["tasks"] if t["task"] == victim][0] != "done"
     assert catalog_rows(db)["archives"] == []  # the merge never ran
-    r = vault("--catalog", str(db), "index", "--resume", "--json")
+    r = vault("--catalog", str(db), "index", "slurm", "resume", "--json")
     assert r.code == 0, r.err
     resumed = json.loads(r.out)
     assert resumed["tasks"] == [victim] and resumed["merge"] != jobs["merge"]
