@@ -18,6 +18,20 @@ OLD_SPELLINGS = {"slurm": ("--slurm N", "plan --tasks N"), "status": ("--status"
                  "resume": ("--resume", "resume"), "merge": ("--merge", "merge")}  # fmt: skip
 
 
+MAX_TASKS = 256
+
+
+def task_count(text: str) -> int:
+    """Tasks of the job array: 1 up to MAX_TASKS."""
+    value = int(text)
+    if not 1 <= value <= MAX_TASKS:
+        raise ValueError(text)
+    return value
+
+
+task_count.__name__ = f"task count (1 to {MAX_TASKS})"
+
+
 def bandwidth(text: str) -> float:
     """A filesystem's read bandwidth in GB/s: more than 0."""
     import math
@@ -32,8 +46,6 @@ bandwidth.__name__ = "bandwidth in GB/s (more than 0)"
 
 
 def add_arguments(parser) -> None:
-    from cloudvault.cli.index import positive_int
-
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=type(parser),
                                   prog="vault index slurm")  # fmt: skip
 
@@ -47,7 +59,7 @@ def add_arguments(parser) -> None:
                 "bin-packed\nby compressed size, then submit an N-task job array and a merge job that depends on it.",
                 run_plan)  # fmt: skip
     plan.add_argument("mirrors", nargs="*", metavar="MIRROR", help="mirror roots; none: the known ones")
-    plan.add_argument("--tasks", type=positive_int, required=True, metavar="N", help="tasks of the job array")
+    plan.add_argument("--tasks", type=task_count, required=True, metavar="N", help="tasks of the job array")
     plan.add_argument("--mirror", dest="definition", help="a mirror definition TOML or a built-in name")
     plan.add_argument("--partition", help="Slurm partition for the jobs (default: the cluster's)")
     plan.add_argument("--dry-run", action="store_true", help="print the plan, both scripts and a simulated wall time")

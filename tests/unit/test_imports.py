@@ -83,7 +83,7 @@ def test_no_cycle_counting_the_imports_inside_functions():
 
 # docs/architecture.md's layers, highest first: cli -> operations -> io / catalog / archive -> tools -> base
 LAYERS = {"cli": 4, "index": 3, "extract": 3, "verify": 3, "diff": 3, "optimize": 3, "restore": 3, "repro": 3,
-          "search": 3, "listing": 3, "browse": 3, "mount": 3, "grep": 3, "demo": 3,
+          "search": 3, "listing": 3, "known_mirrors": 3, "browse": 3, "mount": 3, "grep": 3, "demo": 3,
           "catalog": 2, "archive": 2, "io": 2, "tools": 1}  # fmt: skip
 
 
