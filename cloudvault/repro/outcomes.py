@@ -1,10 +1,12 @@
-"""What `vault repro` hands the command line: frozen, typed results of a run (judged, or queued), of a --repeat
-batch, of a dry run and of --list; each one's to_json() is its --json (docs/commands/repro.md says the fields)."""
+"""What `vault repro` and `vault runs` hand the command line: frozen, typed results of a run (judged, or queued), of
+a --repeat batch, of a dry run and of --list, and the runs recorded; each one's to_json() is its --json
+(docs/commands/repro.md and runs.md say the fields)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cloudvault import errors
 from cloudvault.documents import SHOWN_ONLY, Document
 
 
@@ -87,3 +89,36 @@ class DryRun(Document):
     @property
     def failed(self) -> set[str]:
         return {c["name"] for c in self.preflight if not c["ok"]}
+
+
+@dataclass(frozen=True)
+class RunsListed(Document):
+    """`vault runs`: the catalog's runs rows (all, or entry's), each one's job label when its executor queues
+    (Slurm), and how many detached runs a listing left queued or running (0 after a collect)."""
+
+    runs: tuple  # catalog/records.py Run rows
+    job_labels: tuple[str | None, ...] = field(default=(), metadata=SHOWN_ONLY)
+    entry: str | None = field(default=None, metadata=SHOWN_ONLY)
+    uncollected: int = field(default=0, metadata=SHOWN_ONLY)
+
+    def to_json(self) -> list:
+        return [r._asdict() for r in self.runs]
+
+    @property
+    def exit_code(self) -> int:
+        return errors.OK if self.runs else errors.NOTHING_FOUND
+
+
+@dataclass(frozen=True)
+class RunRequests(Document):
+    """`vault runs --requests RUN_ID`: the run's per-request verdicts (request, verdict, first divergence, detail)."""
+
+    run_id: str
+    requests: tuple[tuple[str, str, int | None, dict], ...]
+
+    def to_json(self) -> list:
+        return [{"request": r, "verdict": v, "first_divergence": i, "detail": d} for r, v, i, d in self.requests]
+
+    @property
+    def exit_code(self) -> int:
+        return errors.OK if self.requests else errors.NOTHING_FOUND

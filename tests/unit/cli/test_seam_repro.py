@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
-STILL_ORCHESTRATING = {"repro": "the mode choice and the repeat loop", "runs": "the listing and the collect"}
+STILL_ORCHESTRATING = {"repro": "the mode choice and the repeat loop"}
 MODULES = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=STILL_ORCHESTRATING[m]))
            if m in STILL_ORCHESTRATING else m for m in ("repro", "runs", "compare")]  # fmt: skip
 RUN_LINES = 25
