@@ -39,6 +39,8 @@ class RunQueued(Document):
     status: str = "queued"
     entry: str = field(default="", metadata=SHOWN_ONLY)
 
+    exit_code = errors.OK
+
 
 @dataclass(frozen=True)
 class RunBatch(Document):
@@ -52,6 +54,13 @@ class RunBatch(Document):
         docs = [r.to_json() for r in self.runs]
         return {"runs": docs, "verdicts": [d["verdict"] for d in docs]}
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every run reproduced the record, else 10."""
+        from cloudvault.repro.compare import PASSING
+
+        return errors.OK if all(r.verdict in PASSING for r in self.runs) else errors.REPRO_MISMATCH
+
 
 @dataclass(frozen=True)
 class RecipeListed(Document):
@@ -64,6 +73,18 @@ class RecipeListed(Document):
     last_run: str | None
     status: str | None
     verdict: str | None
+
+
+@dataclass(frozen=True)
+class RecipesListed(Document):
+    """`--list`: every repro recipe and its last run."""
+
+    recipes: tuple[RecipeListed, ...]
+
+    exit_code = errors.OK
+
+    def to_json(self) -> list:
+        return [r.to_json() for r in self.recipes]
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,7 @@ class DryRun(Document):
     executor: str = field(default="local", metadata=SHOWN_ONLY)
     elsewhere: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)  # the executor's lines, when not processes
     pins: tuple[tuple[int, ...], ...] = field(default=(), metadata=SHOWN_ONLY)
+    forced: bool = field(default=False, metadata=SHOWN_ONLY)  # --force-preflight
 
     def to_json(self) -> dict:
         return {**self.plan, "settings": self.settings, "preflight": list(self.preflight),
@@ -89,6 +111,14 @@ class DryRun(Document):
     @property
     def failed(self) -> set[str]:
         return {c["name"] for c in self.preflight if not c["ok"]}
+
+    @property
+    def exit_code(self) -> int:
+        """The exit the run would have: 7 when the runner's Python lacks a module (checked first, never forced), 6
+        when another check fails and --force-preflight is not given, else 0."""
+        if "python" in self.failed:
+            return errors.PREREQUISITE
+        return errors.ENVIRONMENT if self.failed and not self.forced else errors.OK
 
 
 @dataclass(frozen=True)

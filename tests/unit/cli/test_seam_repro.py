@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
-STILL_ORCHESTRATING = {"repro": "the mode choice and the repeat loop"}
-MODULES = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=STILL_ORCHESTRATING[m]))
-           if m in STILL_ORCHESTRATING else m for m in ("repro", "runs", "compare")]  # fmt: skip
+MODULES = ["repro", "runs", "compare"]
 RUN_LINES = 25
 
 
@@ -83,7 +81,20 @@ def test_the_command_module_holds_no_orchestration_beside_run(module):
     assert calling == [], f"cli/{module}.py: {calling} call operations beside run()"
 
 
-@pytest.mark.parametrize("module", ["repro", "runs", "compare"])
+@pytest.mark.parametrize("module", MODULES)
+def test_no_operation_the_command_module_calls_returns_a_dict(module):
+    """From any of its functions (the parsing of options included), as test_seam.py's _dict_returns checks."""
+    tree = ast.parse((CLI / f"{module}.py").read_text())
+    problems = []
+    for function in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        for name, operation in _operations_called(tree, function).items():
+            returns = inspect.signature(operation).return_annotation
+            if returns is inspect.Signature.empty or re.search(r"\b(dict|Dict|Mapping)\b", str(returns)):
+                problems.append(f"{function.name}: {name}() returns {returns}")
+    assert problems == [], f"cli/{module}.py"
+
+
+@pytest.mark.parametrize("module", MODULES)
 def test_the_command_module_reads_no_result_by_string_key(module):
     text = (CLI / f"{module}.py").read_text()
     reads = re.findall(r"\b\w+\[[\"']\w+[\"']\]", text)
