@@ -140,14 +140,25 @@ class RunsListed(Document):
 
 
 @dataclass(frozen=True)
+class RequestVerdict(Document):
+    """One request of a run as the catalog recorded it compared: its verdict, where its output first diverged,
+    and the detail (the comparison's per-request fields)."""
+
+    request: str
+    verdict: str
+    first_divergence: int | None
+    detail: dict
+
+
+@dataclass(frozen=True)
 class RunRequests(Document):
-    """`vault runs --requests RUN_ID`: the run's per-request verdicts (request, verdict, first divergence, detail)."""
+    """`vault runs --requests RUN_ID`: the run's per-request verdicts."""
 
     run_id: str
-    requests: tuple[tuple[str, str, int | None, dict], ...]
+    requests: tuple[RequestVerdict, ...]
 
     def to_json(self) -> list:
-        return [{"request": r, "verdict": v, "first_divergence": i, "detail": d} for r, v, i, d in self.requests]
+        return [r.to_json() for r in self.requests]
 
     @property
     def exit_code(self) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cloudvault.errors import NotFound, VaultError
-from cloudvault.repro.outcomes import RunRequests, RunsListed
+from cloudvault.repro.outcomes import RequestVerdict, RunRequests, RunsListed
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def recorded_runs(conn: sqlite3.Connection, options: RunsOptions,
         rows = run_requests(conn, options.requests)
         if not rows and not runs(conn, run_id=options.requests):
             raise NotFound(detail=f"no run {options.requests!r} is recorded; `vault runs` lists the runs")
-        return RunRequests(options.requests, tuple(rows))
+        return RunRequests(options.requests, tuple(RequestVerdict(*row) for row in rows))
     scope = {}
     if options.entry:
         mirror_id, entry_id, _ = resolve_entry(conn, options.entry)

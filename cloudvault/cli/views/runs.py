@@ -7,7 +7,10 @@ from cloudvault.repro.outcomes import RunRequests, RunsListed
 
 
 def show(ui, result: RunsListed | RunRequests) -> None:
-    show_requests(ui, result) if isinstance(result, RunRequests) else show_runs(ui, result)
+    if isinstance(result, RunRequests):
+        show_requests(ui, result)
+    else:
+        show_runs(ui, result)
 
 
 def show_runs(ui, listed: RunsListed) -> None:
@@ -21,8 +24,8 @@ def show_runs(ui, listed: RunsListed) -> None:
 
 
 def show_requests(ui, listed: RunRequests) -> None:
-    for request, verdict, index, _ in listed.requests:
-        ui.line(f"{verdict:<17} {'' if index is None else index:>7}  {request}")
+    for r in listed.requests:
+        ui.line(f"{r.verdict:<17} {'' if r.first_divergence is None else r.first_divergence:>7}  {r.request}")
 
 
 def warn(ui, result: RunsListed | RunRequests) -> None:
