@@ -1,6 +1,7 @@
 """The one compare-and-report pipeline: run A judged against run B (settings compared, outputs exactly, timings
 against the noise of A's kind), and the report written beside it (compare.csv, timings.png, REPORT.md). `vault
-compare` and `vault repro` both go through here; the terminal's view of it is cli/views/compare.py."""
+compare` (compare_named_runs, its one call) and `vault repro` both go through here; the terminal's view of it is
+cli/views/compare.py."""
 
 from __future__ import annotations
 
