@@ -18,7 +18,9 @@ rep2, is still exactly what it was). See docs/repro.md.
 
 from __future__ import annotations
 
-from cloudvault import errors
+import contextlib
+from collections.abc import Callable, Iterator
+
 from cloudvault.cli.common import add_output_options, opened_catalog
 
 VERDICTS = ("REPRODUCED", "OUTPUTS_DIVERGED", "TIMINGS_CHANGED", "NOT_COMPARABLE", "DIVERGED")  # DIVERGED: alias
@@ -37,83 +39,30 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import contextlib
-
     from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import compare as view
+    from cloudvault.repro.judge import CompareOptions, compare_named_runs
 
-    ui = UI(as_json=args.json)
-    with contextlib.ExitStack() as opened:  # the catalog, opened only when a run names an entry or a run id
+    options = CompareOptions(args.run_a, args.run_b, tuple(args.baseline), args.recipe, args.out or None)
+    with _catalog_when_asked(args) as connect:
+        judged = compare_named_runs(options, connect)
+    UI(as_json=args.json).present(judged, view.show_judged, all_rows=args.all_rows)
+    return judged.exit_code(args.expect)
+
+
+@contextlib.contextmanager
+def _catalog_when_asked(args) -> Iterator[Callable]:
+    """connect(): the catalog, opened read-only the first time a run named is an entry or a run id, closed when the
+    block ends; connect(optional=True): None when there is no catalog."""
+    with contextlib.ExitStack() as opened:
         conns = []
 
-        def connect():
+        def connect(optional: bool = False):
             if not conns:
-                conns.append(opened.enter_context(opened_catalog(args, readonly=True)))
+                conn = opened.enter_context(opened_catalog(args, readonly=True, optional=optional))
+                if conn is None:
+                    return None
+                conns.append(conn)
             return conns[0]
 
-        return _compare(args, ui, connect)
-
-
-def _compare(args, ui, connect) -> int:
-    import os
-    from pathlib import Path
-
-    from cloudvault import config
-    from cloudvault.cli.views import compare as view
-    from cloudvault.repro import compare, sources
-    from cloudvault.repro.judge import judge
-
-    a = sources.resolve(args.run_a, connect)
-    b = sources.resolve(args.run_b, connect)
-    baselines = tuple(sources.resolve(text, connect) for text in args.baseline)
-    compare.check_baselines(a, b, baselines)
-    judged = judge(a, b, _config(args.recipe, a), baselines=baselines)
-    if args.out:
-        from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
-
-        known = os.path.exists(config.catalog_path(args.catalog))
-        refuse_write_into_mirror(connect() if known else None, args.out, "compare --out")
-        _write(Path(args.out), judged)
-    if args.json:
-        ui.emit(judged.to_json())
-    else:
-        ui.line(f"A {a.where}")
-        ui.line(f"B {b.where}")
-        for r in baselines:
-            ui.line(f"  baseline {r.where}")
-        view.show(ui, judged.comparison, all_rows=args.all_rows)
-        view.show_totals(ui, judged.totals)
-    if args.expect:
-        return errors.OK if judged.verdict == compare.ALIASES.get(args.expect, args.expect) else errors.REPRO_MISMATCH
-    return errors.OK if judged.verdict in compare.PASSING else errors.REPRO_MISMATCH
-
-
-def _config(name, a):
-    """The compare rules, the settings compared, the near-tie margin and the timing noise floors: --recipe, else
-    RUN_A's entry's recipe."""
-    from cloudvault.repro import sources
-    from cloudvault.repro.compare import DEFAULT_NEAR_TIE, DEFAULT_RULES
-    from cloudvault.repro.judge import CompareConfig
-    from cloudvault.repro.recipe import load
-
-    recipe = load(name) if name else None
-    if recipe is None and a.entry:
-        recipe = next((r for r in sources.recipes_for(a.entry) if r.kind == "harness"), None)
-    if recipe is None:
-        return CompareConfig(dict(DEFAULT_RULES), None, DEFAULT_NEAR_TIE, {})
-    return CompareConfig(*recipe.compare_config(), recipe.noise_floors())
-
-
-def _write(out, judged) -> None:
-    from cloudvault.repro.judge import write_report
-
-    if out.exists() and not out.is_dir():
-        raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
-    held = [n for n in ("compare.csv", "REPORT.md") if (out / n).exists()]
-    if held:  # compare has no --force: name what the user can do instead
-        raise errors.UsageError(detail=f"{out} already holds a comparison ({', '.join(held)}); "
-                                "name a new --out folder, or remove those files first")  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    a, b = judged.a, judged.b
-    write_report(out, judged.comparison, title="vault compare", labels=(a.where, b.where), totals=judged.totals,
-                 baselines=tuple(r.where for r in judged.baselines),
-                 plotted=((a.where, a.rows), (b.where, b.rows)))  # fmt: skip
+        yield connect

@@ -60,71 +60,36 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from cloudvault import config
     from cloudvault.cli.ui import UI
     from cloudvault.cli.views import repro as view
+    from cloudvault.repro.actions import LIST, RUN, repro
 
     ui = UI(as_json=args.json)
-    if args.list:
-        from cloudvault.repro.dry_run import list_recipes
+    options = _options(args)
+    with opened_catalog(args, readonly=options.mode != RUN, optional=options.mode == LIST) as conn:
+        result = repro(conn, options, view.feedback(ui, options, all_rows=args.all_rows))
+    ui.present(result, view.show)
+    return result.exit_code
 
-        with opened_catalog(args, readonly=True, optional=True) as conn:
-            listed = list_recipes(conn)
-        ui.emit([r.to_json() for r in listed]) if args.json else view.show_list(ui, listed)
-        return errors.OK
-    if not args.name:
-        raise errors.UsageError(detail="vault repro: name a recipe, or --list (see `vault repro --help`)")
+
+def _options(args):
+    """The mode the flags name and, unless it is --list, the recipe (loaded) and how to run it."""
     from pathlib import Path
 
+    from cloudvault import config
+    from cloudvault.repro.actions import DRY_RUN, LIST, RUN, ExecutorChoice, ReproOptions
     from cloudvault.repro.plan import RunOptions
     from cloudvault.repro.recipe import load
 
+    if args.list:
+        return ReproOptions(LIST)
+    if not args.name:
+        raise errors.UsageError(detail="vault repro: name a recipe, or --list (see `vault repro --help`)")
     recipe = load(args.name)
     base = Path(args.out).expanduser().resolve() if args.out else config.data_home() / "cloudvault" / "runs"
-    options = RunOptions(base, bool(args.out), args.standin, dict(_pair(t) for t in args.env), args.force_preflight)
-    with opened_catalog(args, readonly=args.dry_run) as conn:
-        if args.dry_run:
-            from cloudvault.repro.dry_run import dry_run
-
-            planned = dry_run(conn, recipe, _executor(args), options)
-            ui.emit(planned.to_json()) if args.json else view.show_dry_run(ui, planned)
-            return _dry_run_exit(planned.failed, args.force_preflight)
-        chosen = _executor(args)
-        if args.detach and not chosen.queues:
-            raise errors.UsageError(detail="--detach needs --executor slurm (a local or docker run ends with vault)")
-        if args.repeat > 1 and args.detach:
-            raise errors.UsageError(detail="a detached run is one run: --detach takes no --repeat")
-        return _runs(conn, recipe, chosen, options, args, ui)
-
-
-def _runs(conn, recipe, chosen, options, args, ui) -> int:
-    """--repeat N runs (1 by default), each compared with the record and said as it ends."""
-    from cloudvault.cli.views import repro as view
-    from cloudvault.repro.compare import PASSING
-    from cloudvault.repro.outcomes import RunQueued
-    from cloudvault.repro.run import Feedback, reproduce_batch
-
-    def judged(i, one) -> None:
-        if not args.json:
-            view.show_judged(ui, one, i, args.repeat, all_rows=args.all_rows)
-
-    feedback = Feedback((lambda text: None) if args.json else ui.warn, ui.progress("staging"), judged)
-    done = reproduce_batch(conn, recipe, lambda i: _executor(args) if i else chosen, options, feedback,
-                           repeat=args.repeat, detach=args.detach)  # fmt: skip
-    if args.json:
-        ui.emit(done.to_json())
-    if isinstance(done, RunQueued):
-        view.show_queued(ui, done)
-        return errors.OK
-    return errors.OK if all(r.verdict in PASSING for r in done.runs) else errors.REPRO_MISMATCH
-
-
-def _executor(args):
-    """The executor --executor names, with its own options."""
-    from cloudvault.repro.executors import executor
-
-    own = {"docker": {"image": args.image, "catalog": args.catalog}, "slurm": {"partition": args.partition}}
-    return executor(args.executor, **own.get(args.executor, {}))
+    how = RunOptions(base, bool(args.out), args.standin, dict(_pair(t) for t in args.env), args.force_preflight)
+    where = ExecutorChoice(args.executor, args.image, args.catalog, args.partition)
+    return ReproOptions(DRY_RUN if args.dry_run else RUN, recipe, how, where, args.repeat, args.detach)
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -132,11 +97,3 @@ def _pair(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise errors.UsageError(detail=f"--env wants KEY=VALUE, not {text!r}")
     return key, value
-
-
-def _dry_run_exit(failed: set[str], forced: bool) -> int:
-    """The exit the run would have: 7 when the runner's Python lacks a module (checked first, never forced),
-    6 when another check fails and --force-preflight is not given, else 0."""
-    if "python" in failed:
-        return errors.PREREQUISITE
-    return errors.ENVIRONMENT if failed and not forced else errors.OK

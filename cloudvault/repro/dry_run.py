@@ -29,7 +29,7 @@ def dry_run(conn: sqlite3.Connection, recipe: Recipe, executor, options: plannin
         no_gpu_here(conn, plan) if executor.runs_here else None,
         tuple(gpus_here(plan)) if executor.runs_here else (),
         processes, executor.name, where if where != processes else (),
-        tuple(tuple(p.cpu_cores) for p in plan.processes if p.cpu_cores),
+        tuple(tuple(p.cpu_cores) for p in plan.processes if p.cpu_cores), options.force_preflight,
     )  # fmt: skip
 
 

@@ -1,13 +1,17 @@
 """The one compare-and-report pipeline: run A judged against run B (settings compared, outputs exactly, timings
 against the noise of A's kind), and the report written beside it (compare.csv, timings.png, REPORT.md). `vault
-compare` and `vault repro` both go through here; the terminal's view of it is cli/views/compare.py."""
+compare` (compare_named_runs, its one call) and `vault repro` both go through here; the terminal's view of it is
+cli/views/compare.py."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections import namedtuple
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudvault import errors
 from cloudvault.repro import report
 from cloudvault.repro.compare import RunComparison, baseline_differences, compare_runs, settings_differences
 from cloudvault.repro.results import Results
@@ -35,6 +39,75 @@ class Judged:
         """The comparison's document (--json, the catalog's summary): report.document, labelled A and B."""
         totals = self.totals if with_totals else None
         return report.document(self.comparison, label_a or self.a.where, label_b or self.b.where, totals)
+
+    def exit_code(self, expect: str | None = None) -> int:
+        """0 when B reproduced A (with expect: when the verdict is that one, aliases allowed), else 10."""
+        from cloudvault.repro.compare import ALIASES, PASSING
+
+        if expect:
+            return errors.OK if self.verdict == ALIASES.get(expect, expect) else errors.REPRO_MISMATCH
+        return errors.OK if self.verdict in PASSING else errors.REPRO_MISMATCH
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """What `vault compare` was asked: RUN_A, RUN_B and the baselines as the user named them, the recipe whose
+    rules to use (None: RUN_A's entry's), the folder for the report (None: nothing written)."""
+
+    run_a: str
+    run_b: str
+    baselines: tuple[str, ...] = ()
+    recipe: str | None = None
+    out: str | None = None
+
+
+def compare_named_runs(options: CompareOptions, connect: Callable[..., sqlite3.Connection | None]) -> Judged:
+    """`vault compare`: the runs named resolved (connect(): the catalog, opened only when one names an entry or a
+    run id; connect(optional=True): None without one), B judged against A by the rules of the recipe, and the
+    report written into options.out when it names a folder (never inside a mirror, never over a comparison)."""
+    from cloudvault.repro import compare, sources
+
+    a = sources.resolve(options.run_a, connect)
+    b = sources.resolve(options.run_b, connect)
+    baselines = tuple(sources.resolve(text, connect) for text in options.baselines)
+    compare.check_baselines(a, b, baselines)
+    judged = judge(a, b, compare_config(options.recipe, a), baselines=baselines)
+    if options.out:
+        from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
+
+        refuse_write_into_mirror(connect(optional=True), options.out, "compare --out")
+        write_compared(Path(options.out), judged)
+    return judged
+
+
+def compare_config(name: str | None, a: Results) -> CompareConfig:
+    """The compare rules, the settings compared, the near-tie margin and the timing noise floors: recipe name's,
+    else RUN_A's entry's recipe's, else the defaults."""
+    from cloudvault.repro import sources
+    from cloudvault.repro.compare import DEFAULT_NEAR_TIE, DEFAULT_RULES
+    from cloudvault.repro.recipe import load
+
+    recipe = load(name) if name else None
+    if recipe is None and a.entry:
+        recipe = next((r for r in sources.recipes_for(a.entry) if r.kind == "harness"), None)
+    if recipe is None:
+        return CompareConfig(dict(DEFAULT_RULES), None, DEFAULT_NEAR_TIE, {})
+    return CompareConfig(*recipe.compare_config(), recipe.noise_floors())
+
+
+def write_compared(out: Path, judged: Judged) -> None:
+    """`vault compare --out`: compare.csv, REPORT.md and timings.png in a new or empty folder."""
+    if out.exists() and not out.is_dir():
+        raise errors.UsageError(detail=f"{out} is not a folder; --out names a folder for compare.csv and REPORT.md")
+    held = [n for n in ("compare.csv", "REPORT.md") if (out / n).exists()]
+    if held:  # compare has no --force: name what the user can do instead
+        raise errors.UsageError(detail=f"{out} already holds a comparison ({', '.join(held)}); "
+                                "name a new --out folder, or remove those files first")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    a, b = judged.a, judged.b
+    write_report(out, judged.comparison, title="vault compare", labels=(a.where, b.where), totals=judged.totals,
+                 baselines=tuple(r.where for r in judged.baselines),
+                 plotted=((a.where, a.rows), (b.where, b.rows)))  # fmt: skip
 
 
 def judge(a: Results, b: Results, config: CompareConfig, *, baselines: tuple[Results, ...] = (),

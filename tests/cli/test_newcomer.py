@@ -133,7 +133,7 @@ def test_compare_out_on_a_used_folder_does_not_suggest_a_force_it_lacks(tmp_path
     # installed tree
     import pytest
 
-    from cloudvault.cli.compare import _write
+    from cloudvault.repro.judge import write_compared as _write
 
     (tmp_path / "compare.csv").write_text("x\n")
     with pytest.raises(errors.UsageError) as raised:

@@ -233,3 +233,17 @@ def test_repeat_is_validated_with_or_without_dry_run_and_its_bound_is_in_help(de
             assert not (tmp_path / "runs").exists()
     helped = vault("repro", "--help")
     assert "1..100 " in " ".join(helped.out.split())
+
+
+def test_a_detach_that_cannot_be_is_one_line_and_runs_nothing(demo_catalog, vault, tmp_path):
+    """--detach needs an executor that queues (Slurm), and is one run: each wrong combination is exit 2, one line,
+    no run folder and no run recorded."""
+    out = tmp_path / "runs"
+    wrong = ((["--detach"], "--detach needs --executor slurm"),
+             (["--executor", "slurm", "--detach", "--repeat", "2"], "--detach takes no --repeat"))  # fmt: skip
+    for flags, said in wrong:
+        result = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--out", str(out), *flags)
+        assert result.code == 2 and result.err.count("\n") == 1 and said in result.err, (flags, result.err)
+        assert not out.exists()
+    listed = vault("--catalog", str(demo_catalog), "runs", "014", "--json")
+    assert str(out) not in listed.out

@@ -63,3 +63,13 @@ def _cells(r) -> list[str]:
 def _cells_file(r) -> list[str]:
     first = "" if r.first_difference is None else str(r.first_difference)
     return [r.name, r.verdict, first, str(r.size_a), str(r.size_b)]
+
+
+def show_judged(ui, judged, *, all_rows: bool = False) -> None:
+    """`vault compare`: the runs compared (A, B, the baselines), the comparison, the measured totals."""
+    ui.line(f"A {judged.a.where}")
+    ui.line(f"B {judged.b.where}")
+    for r in judged.baselines:
+        ui.line(f"  baseline {r.where}")
+    show(ui, judged.comparison, all_rows=all_rows)
+    show_totals(ui, judged.totals)

@@ -4,11 +4,38 @@ as it is judged (the comparison's view, cli/views/compare.py), a queued run."""
 from __future__ import annotations
 
 from cloudvault.cli.views import compare
+from cloudvault.repro.actions import RUN
+from cloudvault.repro.outcomes import DryRun, RecipesListed, RunQueued
 from cloudvault.repro.plan import cores_here, pinnable
+from cloudvault.repro.run import Feedback
+
+
+def show(ui, result) -> None:
+    """What is left to say once the operation returns: the list, the dry run, a queued run (a run's batch was
+    said run by run, as each was judged: feedback)."""
+    if isinstance(result, RecipesListed):
+        show_list(ui, result)
+    elif isinstance(result, DryRun):
+        show_dry_run(ui, result)
+    elif isinstance(result, RunQueued):
+        show_queued(ui, result)
+
+
+def feedback(ui, options, *, all_rows: bool = False) -> Feedback | None:
+    """How a run goes, on the terminal: warnings, the staging bar, each run of the batch as it is judged (with
+    --json: the document at the end alone). None for a list or a dry run."""
+    if options.mode != RUN:
+        return None
+
+    def judged(i, one) -> None:
+        if not ui.as_json:
+            show_judged(ui, one, i, options.repeat, all_rows=all_rows)
+
+    return Feedback((lambda text: None) if ui.as_json else ui.warn, ui.progress("staging"), judged)
 
 
 def show_list(ui, listed) -> None:
-    for r in listed:
+    for r in listed.recipes:
         verdict = f"{r.verdict or r.status} ({r.last_run})" if r.last_run else "never run"
         ui.line(f"{r.recipe:<22} {r.entry:<16} {r.kind:<8} {verdict}")
         ui.line(f"    {r.description}")
