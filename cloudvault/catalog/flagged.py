@@ -67,9 +67,10 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     return found
 
 
-# a zip member whose own records disagree (which bytes does the mirror hold?) or whose data does not check out
+# a zip member whose own records disagree (which bytes does the mirror hold?), whose data does not check out, or
+# which vault does not read (encrypted, or in a compression method it has no decoder for)
 ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header",
-               "zip_header_mismatch", "zip_overlap")  # fmt: skip
+               "zip_header_mismatch", "zip_overlap", "encrypted_member")  # fmt: skip
 
 
 def refuses_any(conn: sqlite3.Connection, file_id: int) -> bool:
