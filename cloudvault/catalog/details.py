@@ -28,6 +28,7 @@ class EntryDetails(NamedTuple):
     present: bool
     files: int
     archives: int
+    archive_formats: dict[str, int]  # archives by the format the index recorded (archive/formats.py's names)
     members: int
     bytes_on_disk: int
     environment: str | None
@@ -50,11 +51,12 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
     files, size = conn.execute(
         "SELECT count(*), coalesce(sum(size), 0) FROM files WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry_id)
     ).fetchone()
-    archives, members = conn.execute(
-        "SELECT count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
-        "WHERE f.mirror_id = ? AND f.entry_id = ?",
+    formats = conn.execute(
+        "SELECT a.format, count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
+        "WHERE f.mirror_id = ? AND f.entry_id = ? GROUP BY a.format ORDER BY count(*) DESC, a.format",
         (mirror_id, entry_id),
-    ).fetchone()
+    ).fetchall()
+    archives, members = sum(n for _, n, _ in formats), sum(m for _, _, m in formats)
     env = conn.execute(
         "SELECT d.body FROM docs d JOIN files f ON f.id = d.file_id WHERE f.mirror_id = ? AND f.path = ?",
         (mirror_id, f"{entry_id}/ENVIRONMENT.md"),
@@ -71,7 +73,8 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
     return EntryDetails(
         mirror=name, entry=entry_id, what=what, node_gpu=node, measured=measured, size_text=size_text,
         key_files=tuple(k for k in key_files.split("; ") if k), caution=caution, settings=json.loads(settings),
-        present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
+        present=bool(present), files=files, archives=archives, archive_formats={fmt: n for fmt, n, _ in formats},
+        members=members, bytes_on_disk=size,
         environment=env[0] if env else None, flags=flags,
         restores=tuple(r._replace(detail=json.loads(r.detail)) for r in records.restores(conn, mirror_id=mirror_id,
                                                                                          entry_id=entry_id)),

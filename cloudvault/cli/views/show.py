@@ -16,7 +16,7 @@ def show(ui, d) -> None:
         ("node/GPU", d.node_gpu),
         ("measured", d.measured),
         ("size", f"{d.size_text} (recorded); {human_size(d.bytes_on_disk)} in {d.files} files on disk"),
-        ("archives", f"{d.archives} .tar.zst holding {d.members} members" if d.archives else ""),
+        ("archives", _archives(d) if d.archives else ""),
         ("key files", "; ".join(d.key_files)),
         ("mirror", d.mirror),
     ]
@@ -28,6 +28,12 @@ def show(ui, d) -> None:
     _cautions(ui, d)
     _records(ui, d)
     _settings(ui, d)
+
+
+def _archives(d) -> str:
+    """How many archives, of which formats (as the index recorded them, most first), holding how many members."""
+    formats = ", ".join(f".{fmt} x{n}" for fmt, n in d.archive_formats.items())
+    return f"{d.archives} archive{'s' * (d.archives > 1)} ({formats}) holding {d.members} members"
 
 
 def _cautions(ui, d) -> None:
