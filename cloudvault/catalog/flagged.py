@@ -94,6 +94,22 @@ def refusal(conn: sqlite3.Connection, member) -> str | None:
     return f"{row[0].replace('_', ' ')}: {row[1]}" if row else None
 
 
+# past this many decompressed bytes, reading a member of a one-block xz says why it is slow: xz decodes about
+# 100-150 MB/s on one core, so reaching the end of 64 MiB costs about half a second, of more a wait one notices
+ONE_BLOCK_NOTE = 64 << 20
+
+
+def one_block_xz(conn: sqlite3.Connection, file_ids: tuple[int, ...], over: int = ONE_BLOCK_NOTE) -> dict[str, int]:
+    """Path -> decompressed bytes of each archive of file_ids flagged xz_one_block (a member of it is decoded from
+    the archive's start) holding more than over bytes."""
+    marks = ",".join("?" * len(file_ids))
+    rows = conn.execute(
+        "SELECT f.path, a.raw_size FROM flags fl JOIN files f ON f.id = fl.file_id JOIN archives a ON a.file_id = f.id "
+        f"WHERE fl.kind = 'xz_one_block' AND fl.member IS NULL AND a.raw_size > ? AND f.id IN ({marks}) "
+        "ORDER BY f.path", (over, *file_ids))  # fmt: skip
+    return {path: raw_size for path, raw_size in rows}
+
+
 def salvaged(conn: sqlite3.Connection, file_id: int) -> bool:
     """Whether the archive, damaged when first indexed, was read past its damaged frames (the index found the
     frames after them again): then each member a damaged frame reaches is flagged damaged_member, and the others

@@ -157,6 +157,10 @@ def _summary(ui, catalog, r) -> None:
         counts = ", ".join(f"{method} x{n}" for method, n in sorted(r.unread_methods.items()))
         members = sum(r.unread_methods.values())
         ui.line(f"  {members} zip member{'s' * (members > 1)} in methods vault does not read: {counts}")
+    if r.one_block_xz:
+        names = ", ".join(sorted(r.one_block_xz))
+        ui.line(f"  {len(r.one_block_xz)} .tar.xz in one xz block, each member decoded from the archive's start "
+                f"(`xz -T0` or `xz --block-size=16MiB` makes one seekable): {names}")  # fmt: skip
     for line in r.missing_extras:
         ui.line(f"  {line}")
     for kind, n in sorted(r.flags.items()):

@@ -273,7 +273,7 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             Path(outcome.copy_tmp).unlink(missing_ok=True)
     ctx.remove_unrecorded(old_copies)
     ctx.report.count(scan.flag_counts)
-    ctx.report.count_unread(st.path, scan.flags)
+    ctx.report.count_limits(st.path, scan.flags)
     if scan.status == "unsupported":  # an encrypted zip: kept whole, named in the summary with .rar and .7z
         label = "encrypted " + (Path(st.path).suffix.lower() or "zip")
         ctx.report.not_opened[label] = ctx.report.not_opened.get(label, 0) + 1

@@ -69,6 +69,7 @@ class IndexReport:
     missing_extras: list[str] = field(default_factory=list)  # one line each: what to install for random access
     encrypted_members: dict[str, int] = field(default_factory=dict)  # zip (partly encrypted) -> its encrypted members
     unread_methods: dict[str, int] = field(default_factory=dict)  # zip members by the method vault does not read
+    one_block_xz: list[str] = field(default_factory=list)  # xz archives of one block: no seek point inside them
 
     @property
     def damaged(self) -> bool:
@@ -80,11 +81,14 @@ class IndexReport:
                 "removed": self.files_deleted, "changed_in_place": self.changed_in_place,
                 "newly_damaged": self.newly_damaged}  # fmt: skip
 
-    def count_unread(self, path: str, flags: list[Flag]) -> None:
-        """A zip's members vault does not read (flagged encrypted_member or unsupported_method), for the summary."""
+    def count_limits(self, path: str, flags: list[Flag]) -> None:
+        """What of an archive vault does not read, or reads slowly, for the summary: a zip's members flagged
+        encrypted_member or unsupported_method; an xz archive of one block."""
         encrypted = sum(1 for f in flags if f.kind == "encrypted_member")
         if encrypted:
             self.encrypted_members[path] = encrypted
+        if any(f.kind == "xz_one_block" for f in flags):
+            self.one_block_xz.append(path)
         for f in flags:
             if f.kind == "unsupported_method":
                 method = unread_method(f.detail)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from cloudvault.cli.ui import human_size
+from cloudvault.cli.views.extract import note_one_xz_block
 
 
 def show(ui, d) -> None:
@@ -23,6 +24,8 @@ def show(ui, d) -> None:
     for label, value in rows:
         if value:
             ui.line(f"  {label:<10} {value}")
+    for path, raw_size in d.one_block_xz.items():
+        note_one_xz_block(path, raw_size)
     if not d.present:
         ui.line("  (listed in the manifest but not found in this mirror)")
     _cautions(ui, d)
