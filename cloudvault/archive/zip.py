@@ -297,6 +297,9 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
         problems.append(f"local header names it {name!r}")
     if method != entry.method:
         problems.append(f"local header says method {method}, the central directory {entry.method}")
+    if (flags ^ entry.flags) & 1:  # which bytes does the mirror hold, plain or encrypted?
+        local, central = ("encrypted", "plain") if flags & 1 else ("plain", "encrypted")
+        problems.append(f"local header says {local}, the central directory {central}")
     if not flags & 8 and (crc, comp, size) != (entry.crc, entry.comp_size, entry.size):
         problems.append(f"local header says {size} bytes ({comp} compressed, CRC {crc:08x}), the central "
                         f"directory {entry.size} ({entry.comp_size}, CRC {entry.crc:08x})")  # fmt: skip
