@@ -94,8 +94,9 @@ def refusal(conn: sqlite3.Connection, member) -> str | None:
     return f"{row[0].replace('_', ' ')}: {row[1]}" if row else None
 
 
-# past this many decompressed bytes, reading a member of a one-block xz says why it is slow: xz decodes about
-# 100-150 MB/s on one core, so reaching the end of 64 MiB costs about half a second, of more a wait one notices
+# past this many decompressed bytes, reading a member of a one-block xz says why it is slow: xz decodes 50-150 MB/s
+# on one core (53-70 MB/s measured on source files on a shared 2-core machine), so reaching the end of 64 MiB costs
+# 0.5-1.3 s; below it a wait goes unnoticed, past it each member read pays for everything before it
 ONE_BLOCK_NOTE = 64 << 20
 
 
