@@ -13,7 +13,7 @@ from cloudvault.archive.formats import through_archive
 from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog import query as catalog_query  # resolve_entry looked up at the call
-from cloudvault.catalog.flagged import secret_flags
+from cloudvault.catalog.flagged import one_block_xz, secret_flags
 from cloudvault.catalog.lookup import EntryMembers
 from cloudvault.errors import (
     AmbiguousMember,
@@ -66,14 +66,19 @@ ExtractRequest = namedtuple("ExtractRequest", "entry paths archive dest options"
 
 def extract_entry(conn: sqlite3.Connection, request: ExtractRequest,
                   warn_secret: Callable[[str, str], None] | None = None,
-                  progress_for: Callable[[int, int], Progress | None] | None = None) -> ExtractReport:  # fmt: skip
+                  progress_for: Callable[[int, int], Progress | None] | None = None,
+                  note_slow: Callable[[str, int], None] | None = None) -> ExtractReport:  # fmt: skip
     """`vault extract`: the entry's targets found, each one flagged as holding a secret told to warn_secret(label,
-    detail) before a byte is written, then written; progress_for(total bytes, count) may give a Progress."""
+    detail) and each large one-block xz archive they are in to note_slow(path, decompressed bytes) before a byte is
+    written, then written; progress_for(total bytes, count) may give a Progress."""
     mirror_id, entry_id, _ = catalog_query.resolve_entry(conn, request.entry)
     targets = entry_targets(conn, mirror_id, entry_id, request.paths, request.archive)
     for label, detail in secret_flags(conn, targets):
         if warn_secret:
             warn_secret(label, detail)
+    archives = tuple({t.file_id for t in targets if t.archive})
+    for path, raw_size in (one_block_xz(conn, archives) if note_slow and archives else {}).items():
+        note_slow(path, raw_size)
     progress = progress_for(sum(t.size for t in targets), len(targets)) if progress_for else None
     return extract(conn, targets, request.dest, request.options, progress)
 

@@ -144,3 +144,37 @@ def sparse_zip64(out: Path, size: int) -> Path:
         fh.seek(cd_at)
         fh.write(central + end64 + locator + end)
     return out
+
+
+def partly_encrypted_zip(src: Path, out: Path, encrypted_first: bool = True) -> Path:
+    """Info-ZIP `zip -P pw` of secret.txt and key.txt, and plain `zip` of plain.txt, into one zip (the encrypted
+    members added first, or last): a zip only part of which is encrypted."""
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "secret.txt").write_text("hidden\n")
+    (src / "key.txt").write_text("also hidden\n")
+    (src / "plain.txt").write_text("for everyone\n")
+    encrypted = ["zip", "-q", "-P", "pw", str(out.resolve()), "secret.txt", "key.txt"]
+    plain = ["zip", "-q", str(out.resolve()), "plain.txt"]
+    for command in (encrypted, plain) if encrypted_first else (plain, encrypted):
+        subprocess.run(command, cwd=src, check=True)
+    return out
+
+
+def with_methods(archive: Path, methods: dict[str, int]) -> Path:
+    """A zip (Python zipfile's, stored) whose named members' method field, in their local header and their central
+    record alike, says another method: what a Deflate64, PPMd or AES member is to a reader that has none of them."""
+    import struct
+
+    data = bytearray(archive.read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    count, _, at = struct.unpack_from("<HLL", data, end + 10)
+    for _ in range(count):
+        n, m, k = struct.unpack_from("<HHH", data, at + 28)
+        name = bytes(data[at + 46 : at + 46 + n]).decode()
+        if name in methods:
+            (local,) = struct.unpack_from("<L", data, at + 42)
+            struct.pack_into("<H", data, at + 10, methods[name])
+            struct.pack_into("<H", data, local + 8, methods[name])
+        at += 46 + n + m + k
+    archive.write_bytes(bytes(data))
+    return archive

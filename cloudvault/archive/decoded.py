@@ -212,6 +212,25 @@ def _xz_blocks(fh) -> list[tuple[int, int, int]]:
 
 
 CHECK_SIZES = {0: 0, 1: 4, 4: 8, 10: 32}
+ONE_BLOCK = ("one xz block: no seek point inside it, so each member is decoded from the archive's start; "
+             "`xz -T0` or `xz --block-size=16MiB` makes it seekable")  # fmt: skip
+
+
+def one_xz_block(fh: BinaryIO) -> bool:
+    """Whether an xz file is one stream of one block, as its index says (plain `xz`, `tar -J` on one thread): the
+    format keeps no restart point inside a block. False when it has several blocks or streams (each is entered
+    where it starts), or its index cannot be read."""
+    try:
+        end = fh.seek(0, 2)
+        blocks = _xz_blocks(fh)
+        fh.seek(end - 12)
+        index_size = (int.from_bytes(fh.read(12)[4:8], "little") + 1) * 4
+    except (ValueError, IndexError, OSError):
+        return False
+    if len(blocks) != 1:
+        return False
+    offset, unpadded, _ = blocks[0]
+    return offset + (unpadded + 3) // 4 * 4 + index_size + 12 == end  # else streams before this one
 
 
 def xz_checks_fail_alone(fh: BinaryIO) -> bool:

@@ -206,6 +206,15 @@ class ArchiveScan:
             self.result.raw_size = max(stream.pos, after[-1].raw_offset + after[-1].raw_size if after else 0)
             self.result.blake3 = archive_hash.hexdigest()
             self.result.pieces = archive_hash.pieces()
+            if self._format == "tar.xz" and self.result.status == "ok":
+                self._note_xz_blocks()
+
+    def _note_xz_blocks(self) -> None:
+        """An xz archive of one block is flagged (not damage): a member of it is decoded from the archive's start."""
+        from cloudvault.archive.decoded import ONE_BLOCK, one_xz_block
+
+        if one_xz_block(self._fh):
+            self.result.flag("xz_one_block", ONE_BLOCK)
 
     def _walk(self, stream: ThreadedFrameStream, resume: bool = False) -> Iterator[MemberRecord]:
         """The records of the members the stream holds, in archive order as their hashes are ready; on damage,

@@ -52,11 +52,17 @@ MAX_LINK = 4096  # a symlink member's data is its target: longer is not a link a
 BOMB_RATIO = 1000  # declared bytes per byte of the archive past which a zip is refused (deflate tops at 1032)
 BOMB_FLOOR = 1 << 30  # a zip declaring less than this is never refused
 METHODS = {0: "stored", 8: "deflate", 12: "bzip2", 14: "lzma", 93: "zstd", 95: "xz"}
+# methods APPNOTE names that vault does not read: a member in one is flagged with its name (`unread_method`)
+UNREAD_METHODS = {1: "Shrink", 2: "Reduce", 3: "Reduce", 4: "Reduce", 5: "Reduce", 6: "Implode", 9: "Deflate64",
+                  10: "PKWARE Implode", 18: "IBM TERSE", 19: "IBM LZ77", 20: "zstd (old)", 94: "MP3", 96: "JPEG",
+                  97: "WavPack", 98: "PPMd", 99: "AES"}  # fmt: skip
 UNIX = 3
 S_IFMT, S_IFDIR, S_IFLNK = 0o170000, 0o040000, 0o120000
 NESTED = ".tar.zst"  # a stored member of this name is read as an archive too (one level)
 # what a member's own data can be flagged with (its hash is then not kept; catalog/flagged.py refuses its bytes)
-MEMBER_DAMAGE = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header")
+MEMBER_DAMAGE = ("bad_crc", "bad_size", "corrupt_data", "zip_no_local_header")
+# what a member vault does not read is flagged with (no damage: encrypted, or a method vault has no decoder for)
+MEMBER_UNREAD = ("encrypted_member", "unsupported_method")
 
 
 class ZipFormatError(Exception):
@@ -291,6 +297,9 @@ def local_data_start(fh: BinaryIO, entry: Entry) -> tuple[int, list[str]]:
         problems.append(f"local header names it {name!r}")
     if method != entry.method:
         problems.append(f"local header says method {method}, the central directory {entry.method}")
+    if (flags ^ entry.flags) & 1:  # which bytes does the mirror hold, plain or encrypted?
+        local, central = ("encrypted", "plain") if flags & 1 else ("plain", "encrypted")
+        problems.append(f"local header says {local}, the central directory {central}")
     if not flags & 8 and (crc, comp, size) != (entry.crc, entry.comp_size, entry.size):
         problems.append(f"local header says {size} bytes ({comp} compressed, CRC {crc:08x}), the central "
                         f"directory {entry.size} ({entry.comp_size}, CRC {entry.crc:08x})")  # fmt: skip
@@ -327,7 +336,18 @@ def _decompressor(method: int, read: Callable[[int], bytes]):
             return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[lzma1])
         except (lzma.LZMAError, ValueError) as exc:
             raise ZipFormatError("corrupt_data", f"LZMA properties not usable: {exc}") from None
-    raise ZipFormatError("unsupported_method", f"compression method {method} is not one vault opens")
+    raise ZipFormatError("unsupported_method", f"{method_name(method)} (method {method}): a compression method "
+                         "vault does not read; its bytes are not handed out")  # fmt: skip
+
+
+def method_name(method: int) -> str:
+    """What a compression method is called: its name, or `method N` for one no one named."""
+    return METHODS.get(method) or UNREAD_METHODS.get(method) or f"method {method}"
+
+
+def unread_method(detail: str) -> str:
+    """The method's name an `unsupported_method` flag's detail begins with (the index summary counts by it)."""
+    return detail.split(" (method ", 1)[0]
 
 
 def member_chunks(fh: BinaryIO, data_start: int, comp_size: int, method: int, size: int) -> Iterator[bytes]:
@@ -488,7 +508,9 @@ class ZipScan:
             for problem in problems:
                 self.result.flag("zip_header_mismatch", f"{problem} (vault lists what the central directory "
                                  "says; its bytes are not handed out)", path)  # fmt: skip
-            if read_data and not problems and entry.flags & 1 == 0 and kind != "dir":
+            if read_data and entry.flags & 1 and kind != "dir":
+                self.result.flag("encrypted_member", _encryption(entry), path)
+            elif read_data and not problems and kind != "dir":
                 if kind == "symlink":
                     link, raw_link = self._link(entry, start, path)
                 else:
@@ -583,16 +605,24 @@ class ZipScan:
 
 
 def _refusal(entries: list[Entry], size: int) -> tuple[str, str] | None:
-    """Why the members' data is not read at all: an encrypted zip (a format vault does not open), or a zip bomb
-    (declared sizes past BOMB_RATIO times the file and BOMB_FLOOR); None to read them."""
+    """Why the members' data is not read at all: a wholly encrypted zip (every member with data is: a format vault
+    does not open; one only partly so is read member by member), or a zip bomb (declared sizes past BOMB_RATIO
+    times the file and BOMB_FLOOR); None to read them."""
     encrypted = sum(1 for e in entries if e.flags & 1)
-    if encrypted:
+    if encrypted and all(e.flags & 1 for e in entries if member_type(e)[0] != "dir"):
         return "unsupported_format", f"encrypted zip ({encrypted} of {len(entries)} members encrypted)"
     declared = sum(e.size for e in entries)
     if declared > max(BOMB_FLOOR, BOMB_RATIO * size):
         return "zip_bomb", (f"zip bomb refused: {declared:,} bytes declared from a {size:,}-byte file (more than "
                             f"{BOMB_RATIO}x and {BOMB_FLOOR >> 30} GiB); no member was decompressed")  # fmt: skip
     return None
+
+
+def _encryption(entry: Entry) -> str:
+    """What an encrypted member's flag says: how it is encrypted, and that vault cannot read it."""
+    how = ("WinZip AES (AE-x)" if entry.method == 99 else "PKWARE strong encryption" if entry.flags & 0x40
+           else "traditional PKWARE (ZipCrypto)")  # fmt: skip
+    return f"encrypted with {how}: vault cannot read it without its password; its bytes are not handed out"
 
 
 class _Window:

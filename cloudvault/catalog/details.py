@@ -8,6 +8,7 @@ from collections import namedtuple
 from typing import NamedTuple
 
 from cloudvault.catalog import records
+from cloudvault.catalog.flagged import one_block_xz
 from cloudvault.catalog.query import Hit
 
 EntryFlag = namedtuple("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
@@ -28,10 +29,12 @@ class EntryDetails(NamedTuple):
     present: bool
     files: int
     archives: int
+    archive_formats: dict[str, int]  # archives by the format the index recorded (archive/formats.py's names)
     members: int
     bytes_on_disk: int
     environment: str | None
     flags: tuple[EntryFlag, ...]
+    one_block_xz: dict[str, int]  # large xz archives of one block (path -> decompressed bytes): read from their start
     restores: tuple[records.Restore, ...]  # detail parsed
     runs: tuple[records.Run, ...]  # summary parsed
 
@@ -50,11 +53,12 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
     files, size = conn.execute(
         "SELECT count(*), coalesce(sum(size), 0) FROM files WHERE mirror_id = ? AND entry_id = ?", (mirror_id, entry_id)
     ).fetchone()
-    archives, members = conn.execute(
-        "SELECT count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
-        "WHERE f.mirror_id = ? AND f.entry_id = ?",
+    formats = conn.execute(
+        "SELECT a.format, count(*), coalesce(sum(a.member_count), 0) FROM archives a JOIN files f ON f.id = a.file_id "
+        "WHERE f.mirror_id = ? AND f.entry_id = ? GROUP BY a.format ORDER BY count(*) DESC, a.format",
         (mirror_id, entry_id),
-    ).fetchone()
+    ).fetchall()
+    archives, members = sum(n for _, n, _ in formats), sum(m for _, _, m in formats)
     env = conn.execute(
         "SELECT d.body FROM docs d JOIN files f ON f.id = d.file_id WHERE f.mirror_id = ? AND f.path = ?",
         (mirror_id, f"{entry_id}/ENVIRONMENT.md"),
@@ -68,11 +72,16 @@ def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> En
         )
     )
     name, what, node, measured, size_text, key_files, caution, settings, present = row
+    file_ids = tuple(file_id for (file_id,) in conn.execute(
+        "SELECT id FROM files WHERE mirror_id = ? AND entry_id = ? AND id IN (SELECT file_id FROM flags WHERE "
+        "kind = 'xz_one_block')", (mirror_id, entry_id)))  # fmt: skip
     return EntryDetails(
         mirror=name, entry=entry_id, what=what, node_gpu=node, measured=measured, size_text=size_text,
         key_files=tuple(k for k in key_files.split("; ") if k), caution=caution, settings=json.loads(settings),
-        present=bool(present), files=files, archives=archives, members=members, bytes_on_disk=size,
+        present=bool(present), files=files, archives=archives, archive_formats={fmt: n for fmt, n, _ in formats},
+        members=members, bytes_on_disk=size,
         environment=env[0] if env else None, flags=flags,
+        one_block_xz=one_block_xz(conn, file_ids) if file_ids else {},
         restores=tuple(r._replace(detail=json.loads(r.detail)) for r in records.restores(conn, mirror_id=mirror_id,
                                                                                          entry_id=entry_id)),
         runs=tuple(r._replace(summary=json.loads(r.summary)) for r in records.runs(conn, mirror_id=mirror_id,

@@ -67,9 +67,10 @@ def secret_rules_in(conn: sqlite3.Connection, file_ids: tuple[int, ...]) -> dict
     return found
 
 
-# a zip member whose own records disagree (which bytes does the mirror hold?) or whose data does not check out
+# a zip member whose own records disagree (which bytes does the mirror hold?), whose data does not check out, or
+# which vault does not read (encrypted, or in a compression method it has no decoder for)
 ZIP_REFUSED = ("bad_crc", "bad_size", "corrupt_data", "unsupported_method", "zip_no_local_header",
-               "zip_header_mismatch", "zip_overlap")  # fmt: skip
+               "zip_header_mismatch", "zip_overlap", "encrypted_member")  # fmt: skip
 
 
 def refuses_any(conn: sqlite3.Connection, file_id: int) -> bool:
@@ -91,6 +92,23 @@ def refusal(conn: sqlite3.Connection, member) -> str | None:
     row = conn.execute(f"SELECT kind, detail FROM flags WHERE file_id = ? AND kind IN ({marks}) AND member IS ? "
                        "LIMIT 1", (member.file_id, *kinds, which)).fetchone()  # fmt: skip
     return f"{row[0].replace('_', ' ')}: {row[1]}" if row else None
+
+
+# past this many decompressed bytes, reading a member of a one-block xz says why it is slow: xz decodes 50-150 MB/s
+# on one core (53-70 MB/s measured on source files on a shared 2-core machine), so reaching the end of 64 MiB costs
+# 0.5-1.3 s; below it a wait goes unnoticed, past it each member read pays for everything before it
+ONE_BLOCK_NOTE = 64 << 20
+
+
+def one_block_xz(conn: sqlite3.Connection, file_ids: tuple[int, ...], over: int = ONE_BLOCK_NOTE) -> dict[str, int]:
+    """Path -> decompressed bytes of each archive of file_ids flagged xz_one_block (a member of it is decoded from
+    the archive's start) holding more than over bytes."""
+    marks = ",".join("?" * len(file_ids))
+    rows = conn.execute(
+        "SELECT f.path, a.raw_size FROM flags fl JOIN files f ON f.id = fl.file_id JOIN archives a ON a.file_id = f.id "
+        f"WHERE fl.kind = 'xz_one_block' AND fl.member IS NULL AND a.raw_size > ? AND f.id IN ({marks}) "
+        "ORDER BY f.path", (over, *file_ids))  # fmt: skip
+    return {path: raw_size for path, raw_size in rows}
 
 
 def salvaged(conn: sqlite3.Connection, file_id: int) -> bool:

@@ -14,6 +14,7 @@ HashedFile = namedtuple("HashedFile", "file_id root path raw_path size blake3 ar
 Flagged = namedtuple("Flagged", "path member kind detail")
 Unhashed = namedtuple("Unhashed", "path")
 KEPT_FLAGS = ("changed_in_place", "damaged_frame", "damaged_member")  # see index/versions.py
+UNREAD_FLAGS = ("encrypted_member", "unsupported_method")  # zip members vault does not read (archive/zip.py)
 
 _MEMBERS = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
@@ -68,11 +69,13 @@ def all_hashed_members(conn: sqlite3.Connection) -> list[Member]:
 def unhashed_member_count(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> int:
     """File members without a BLAKE3 (members of a damaged archive). A hardlink without one links to no earlier
     member: it has no data (GNU tar cannot extract it either; the index flags it). Members of an archive in a
-    format vault does not open (an encrypted zip: status 'unsupported') are listed only, never hashed by design."""
+    format vault does not open (an encrypted zip: status 'unsupported') are listed only, never hashed by design;
+    so are the zip members vault does not read (UNREAD_FLAGS: `flagged_objects` names them)."""
     where, args = entry_filter("f", scope)
     sql = ("SELECT count(*) FROM members mb JOIN archives a ON a.id = mb.archive_id JOIN files f ON f.id = a.file_id "
-           "WHERE mb.type = 'file' AND mb.blake3 IS NULL AND a.status != 'unsupported'")  # fmt: skip
-    return conn.execute(sql + where, args).fetchone()[0]
+           "WHERE mb.type = 'file' AND mb.blake3 IS NULL AND a.status != 'unsupported' AND NOT EXISTS (SELECT 1 "
+           "FROM flags fl WHERE fl.file_id = f.id AND fl.member = mb.path AND fl.kind IN (?, ?))")  # fmt: skip
+    return conn.execute(sql + where, (*UNREAD_FLAGS, *args)).fetchone()[0]
 
 
 def hashed_member_count(conn: sqlite3.Connection, archive_id: int) -> int:
@@ -82,14 +85,16 @@ def hashed_member_count(conn: sqlite3.Connection, archive_id: int) -> int:
 
 def flagged_objects(conn: sqlite3.Connection, scope: tuple[int, str] | None) -> list[Flagged]:
     """Files and members of the scope that `vault index` found changed in place or damaged (their recorded hash
-    kept), and archives it could not read whole (not those in a format vault does not open: their file is checked
-    whole): whatever their bytes hash to now, none of them is "as recorded"."""
+    kept), zip members it does not read (UNREAD_FLAGS), and archives it could not read whole (not those in a format
+    vault does not open: their file is checked whole): whatever their bytes hash to now, none of them is "as
+    recorded"."""
     where, args = entry_filter("f", scope)
-    marks = ",".join("?" * len(KEPT_FLAGS))
+    kinds = KEPT_FLAGS + UNREAD_FLAGS
+    marks = ",".join("?" * len(kinds))
     kept = conn.execute(
         f"SELECT f.path, fl.member, fl.kind, fl.detail FROM flags fl JOIN files f ON f.id = fl.file_id "
         f"WHERE fl.kind IN ({marks}){where} ORDER BY f.path, fl.member IS NOT NULL, fl.member, fl.id",
-        (*KEPT_FLAGS, *args),
+        (*kinds, *args),
     )
     unread = conn.execute(
         "SELECT f.path, NULL AS member, a.status AS kind, "

@@ -42,7 +42,7 @@ def run(args) -> int:
                              allow_outside_links=args.allow_outside_links, salvage=args.salvage)  # fmt: skip
     request = ExtractRequest(args.entry, args.paths or ["*"], args.archive, dest, options)
     with opened_catalog(args, readonly=True) as conn:
-        report = extract_entry(conn, request, view.warn_secret, _progress_for(ui))
+        report = extract_entry(conn, request, view.warn_secret, _progress_for(ui), view.note_one_xz_block)
     view.note_without_pieces(report)
     ui.present(report, view.show, to_stdout=dest is None)
     if args.salvage:

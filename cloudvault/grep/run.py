@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from cloudvault.catalog.flagged import refusal
 from cloudvault.errors import ChangedSinceRecorded, HashMismatch, IntegrityError, UnsafeMember
 from cloudvault.grep.lines import LineSearch, Shape
 from cloudvault.grep.pattern import Pattern
@@ -173,8 +174,9 @@ def _small_members(task: Task, reader: MemberReader, group: Iterable[Member], ho
     """Small members read together and each verified before it is searched: one scan settles most of them."""
     scan, invert = how.pattern.first_end, how.shape.invert
     for n, (member, data) in enumerate(read_together(reader, group), 1):
-        if data is None:
-            yield Failure(_label(task, member), MISMATCH)
+        if data is None:  # refused by what `vault index` flagged (an encrypted zip member ...), or not as recorded
+            why = refusal(reader.conn, member) if member.blake3 is None else None
+            yield Failure(_label(task, member), f"{why}; not searched" if why else MISMATCH)
         elif invert or scan(data) >= 0:
             yield from _search_member(task, member, [data], _for(member, how, withheld))
         if not n & 1023:

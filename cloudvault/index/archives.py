@@ -69,18 +69,22 @@ def _redacted(rec: MemberRecord, rules: SecretRules, scan: ScanResult) -> Member
     return rec._replace(path=rules.redact(rec.path), raw_path=raw, link_target=link, raw_link_target=raw_link)
 
 
-def scan_into(shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, on_bytes=None,
-              writer: SeekableWriter | None = None, decoders: int = 2) -> ScanResult:  # fmt: skip
+def scan_into(  # noqa: PLR0913 (keywords only past rules, each one optional)
+    shard: sqlite3.Connection, root: str, st: FileStat, rules: SecretRules, *, on_bytes=None,
+    writer: SeekableWriter | None = None, decoders: int = 2, fmt: str | None = None,
+) -> ScanResult:  # fmt: skip
     """One archive of the mirror at root scanned into an open shard: its members as they come, then its row
     (signature, outcome, frames, flags). A worker never opens the catalog; `commit_archive` reads this back.
-    decoders: the cores the archive's frames are decoded (and its bytes hashed) on."""
+    decoders: the cores the archive's frames are decoded (and its bytes hashed) on; fmt: its format as the walk's
+    sniff found it (None: its first bytes are read here to find it)."""
     first = shards.last_member(shard) + 1
     try:
         mirror = open_mirror(root)
         opener = None if mirror.remote else partial(mirror.open, st.path, st.raw_path)
         with mirror.open(st.path, st.raw_path) as fh:
-            fmt = archive_format(fh.read(HEAD), st.path) or "tar.zst"
-            fh.seek(0)
+            if fmt is None:
+                fmt = archive_format(fh.read(HEAD), st.path) or "tar.zst"
+                fh.seek(0)
             if fmt == "zip":  # read through its central directory, member by member
                 scan = ZipScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes)
             else:
@@ -111,15 +115,18 @@ def scan_to_shard(
     on_bytes=None,
     copy_tmp: str | None = None,
     decoders: int = 2,
+    fmt: str | None = None,
 ) -> ShardOutcome:
     """One archive (source: mirror root, its walked stat) into a fresh shard file of its own, decoded on decoders
-    cores. With copy_tmp, a seekable copy is written from the same decompressed bytes, kept if needed."""
+    cores; fmt: its format, as the walk found it. With copy_tmp, a seekable copy is written from the same
+    decompressed bytes, kept if needed."""
     shard = shards.open_shard(shard_path)
     copy_fh = open_private(copy_tmp) if copy_tmp and not is_zip_name(source[1].path) else None  # a zip: no copy
     writer = SeekableWriter(copy_fh) if copy_fh else None
     outcome = None
     try:
-        scan = scan_into(shard, *source, SecretRules(rules), on_bytes, writer, decoders)
+        scan = scan_into(shard, *source, SecretRules(rules), on_bytes=on_bytes, writer=writer, decoders=decoders,
+                         fmt=fmt)  # fmt: skip
         shards.finish_shard(shard)
         outcome = ShardOutcome()
         if writer and scan.status == "ok" and needs_copy(scan.frames):
@@ -171,17 +178,22 @@ def _count_bytes(n: int) -> None:
         _shared_counter.value += n
 
 
-def _pool_task(source: tuple, shard_path: str, rules: dict[str, str], copy_tmp: str | None) -> ShardOutcome:
+def _pool_task(source: tuple, shard_path: str, rules: dict[str, str], copy_tmp: str | None,
+               fmt: str | None) -> ShardOutcome:  # fmt: skip
     try:
-        return scan_to_shard(source, shard_path, rules, _count_bytes, copy_tmp, _budget.decoders(_unfinished.value))
+        return scan_to_shard(source, shard_path, rules, _count_bytes, copy_tmp, _budget.decoders(_unfinished.value),
+                             fmt)  # fmt: skip
     finally:
         with _unfinished.get_lock():
             _unfinished.value -= 1
 
 
-def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | None) -> None:
+def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | None,
+                  formats: dict[str, str] | None = None) -> None:  # fmt: skip
     """Every archive scanned and committed, one transaction each; shards live beside the catalog meanwhile.
-    workers: the cores to use (None: those present, as memory allows; see index/budget.py)."""
+    workers: the cores to use (None: those present, as memory allows; see index/budget.py); formats: path -> the
+    format the walk's sniff found (archive/formats.py), so that an archive's first bytes are not read again for it."""
+    formats = formats or {}
     if not archives:
         return
     # a remote mirror's connection cannot be shared by forked processes: one process reads it
@@ -197,16 +209,18 @@ def read_archives(ctx: MirrorContext, archives: list[FileStat], workers: int | N
                 ctx.progress.current(st.path)
                 shard = str(shard_dir / "inline.db")
                 outcome = scan_to_shard((ctx.mirror.root, st), shard, ctx.rules.rules, ctx.progress.advance,
-                                        ctx.copy_tmp(0), budget.decoders(len(archives) - i))  # fmt: skip
+                                        ctx.copy_tmp(0), budget.decoders(len(archives) - i),
+                                        formats.get(st.path))  # fmt: skip
                 commit_archive(ctx, st, outcome, shard)
                 os.unlink(shard)
         else:
-            _read_archives_pool(ctx, archives, budget, shard_dir)
+            _read_archives_pool(ctx, archives, budget, shard_dir, formats)
     finally:
         shutil.rmtree(shard_dir, ignore_errors=True)
 
 
-def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Budget, shard_dir: Path) -> None:
+def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Budget, shard_dir: Path,
+                        formats: dict[str, str]) -> None:  # fmt: skip
     import multiprocessing  # only when there is a pool: the CLI starts faster without it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -223,7 +237,8 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Bu
             try:
                 for i, st in sorted(enumerate(archives), key=lambda pair: -pair[1].size):
                     shard = str(shard_dir / f"{i}.db")
-                    fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i))
+                    fut = pool.submit(_pool_task, (ctx.mirror.root, st), shard, ctx.rules.rules, ctx.copy_tmp(i),
+                                      formats.get(st.path))  # fmt: skip
                     pending[fut] = (st, shard)
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
@@ -273,6 +288,7 @@ def commit_archive(ctx: MirrorContext, st: FileStat, outcome: ShardOutcome, shar
             Path(outcome.copy_tmp).unlink(missing_ok=True)
     ctx.remove_unrecorded(old_copies)
     ctx.report.count(scan.flag_counts)
+    ctx.report.count_limits(st.path, scan.flags)
     if scan.status == "unsupported":  # an encrypted zip: kept whole, named in the summary with .rar and .7z
         label = "encrypted " + (Path(st.path).suffix.lower() or "zip")
         ctx.report.not_opened[label] = ctx.report.not_opened.get(label, 0) + 1

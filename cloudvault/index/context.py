@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cloudvault.archive.seekable import private_folder
+from cloudvault.archive.zip import unread_method
 from cloudvault.catalog.copies import copy_recorded
 from cloudvault.config import seekable_dir
 from cloudvault.index.definition import MirrorDefinition
@@ -37,7 +38,6 @@ DAMAGE = {
     "bad_size",  # this one and those below (and bad_crc): a zip's (archive/zip.py)
     "corrupt_data",
     "not_zip",
-    "unsupported_method",
     "zip_bomb",
     "zip_header_mismatch",
     "zip_no_local_header",
@@ -67,6 +67,9 @@ class IndexReport:
     empty: list[str] = field(default_factory=list)  # mirrors whose root holds no file at all (a mistake?)
     not_opened: dict[str, int] = field(default_factory=dict)  # archives in formats vault does not open: .rar -> n
     missing_extras: list[str] = field(default_factory=list)  # one line each: what to install for random access
+    encrypted_members: dict[str, int] = field(default_factory=dict)  # zip (partly encrypted) -> its encrypted members
+    unread_methods: dict[str, int] = field(default_factory=dict)  # zip members by the method vault does not read
+    one_block_xz: list[str] = field(default_factory=list)  # xz archives of one block: no seek point inside them
 
     @property
     def damaged(self) -> bool:
@@ -77,6 +80,19 @@ class IndexReport:
         return {"seen": self.files_seen, "read": self.files_read, "added": self.added, "modified": self.modified,
                 "removed": self.files_deleted, "changed_in_place": self.changed_in_place,
                 "newly_damaged": self.newly_damaged}  # fmt: skip
+
+    def count_limits(self, path: str, flags: list[Flag]) -> None:
+        """What of an archive vault does not read, or reads slowly, for the summary: a zip's members flagged
+        encrypted_member or unsupported_method; an xz archive of one block."""
+        encrypted = sum(1 for f in flags if f.kind == "encrypted_member")
+        if encrypted:
+            self.encrypted_members[path] = encrypted
+        if any(f.kind == "xz_one_block" for f in flags):
+            self.one_block_xz.append(path)
+        for f in flags:
+            if f.kind == "unsupported_method":
+                method = unread_method(f.detail)
+                self.unread_methods[method] = self.unread_methods.get(method, 0) + 1
 
     def count(self, flags: list[Flag] | dict[str, int]) -> None:
         items = flags.items() if isinstance(flags, dict) else ((f.kind, 1) for f in flags)

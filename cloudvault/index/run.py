@@ -120,7 +120,7 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
     ctx.progress.start(sum(st.size for st in to_read), len(to_read))
     archives = _archives(ctx, to_read)
     read_files(ctx, [st for st in to_read if st.path not in archives])
-    read_archives(ctx, [st for st in to_read if st.path in archives], workers)
+    read_archives(ctx, [st for st in to_read if st.path in archives], workers, archives)
     check_listings(ctx, walked, {st.path for st in to_read})
     count_still_flagged(ctx, {st.path for st in to_read})
     with transaction(ctx.conn):
@@ -129,8 +129,9 @@ def _index_one(ctx: MirrorContext, workers: int | None, prune: bool) -> bool:
     return True
 
 
-def _archives(ctx: MirrorContext, to_read: list[FileStat]) -> set[str]:
-    """The paths of to_read that are archives vault opens (archive/formats.py: by their first bytes)."""
+def _archives(ctx: MirrorContext, to_read: list[FileStat]) -> dict[str, str]:
+    """Path -> format of the files of to_read that are archives vault opens (archive/formats.py: by their first
+    bytes, read here once: the scan is handed the format)."""
     formats = archive_formats(ctx.mirror, to_read)
     for fmt in sorted(formats.values()):
         if fmt in NOT_OPENED:  # read as plain files (hashed, extractable whole); named in the summary
@@ -138,7 +139,7 @@ def _archives(ctx: MirrorContext, to_read: list[FileStat]) -> set[str]:
             ctx.report.not_opened[label] = ctx.report.not_opened.get(label, 0) + 1
         elif (line := missing_library(fmt)) and line not in ctx.report.missing_extras:
             ctx.report.missing_extras.append(line)
-    return {path for path, fmt in formats.items() if fmt in OPENED}
+    return {path: fmt for path, fmt in formats.items() if fmt in OPENED}
 
 
 def _walk(ctx: MirrorContext) -> tuple[list[FileStat], list[WalkProblem]]:

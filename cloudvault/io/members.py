@@ -446,9 +446,11 @@ def read_together(
 ) -> Iterator[tuple[Member, bytes | None]]:
     """Small file members of one archive (at most CHUNK bytes each, no sparse map, in data-offset order) read as
     runs of the decompressed stream of up to span bytes, each checked against its BLAKE3 before it is handed out;
-    one that does not verify (or has no hash to check) comes with None. 200,000 small members cost a few reads,
-    not 200,000 streams (`vault grep`); members are taken from the iterable a run at a time. The next run is
-    decoded in a thread (zstd lets go of the GIL) while this one's members are hashed and handed out."""
+    one that does not verify comes with None, and so does one with no hash to check, its bytes never decoded (a
+    zip member vault does not read, encrypted or in a method it lacks, is not decoded to be thrown away: it would
+    fail, and take its run's other members with it). 200,000 small members cost a few reads, not 200,000 streams
+    (`vault grep`); members are taken from the iterable a run at a time. The next run is decoded in a thread (zstd
+    lets go of the GIL) while this one's members are hashed and handed out."""
     from concurrent.futures import ThreadPoolExecutor
 
     runs = _runs(iter(members), span)
@@ -464,6 +466,10 @@ def read_together(
                 following = next(runs, None)
                 if following is not None:
                     ahead = pool.submit(_decoded, archive, following)
+                if run[0].blake3 is None:  # a run of its own, never decoded
+                    yield run[0], None
+                    run = following
+                    continue
                 start = run[0].data_offset
                 for member in run:
                     piece = data[member.data_offset - start : member.data_offset - start + member.size]
@@ -474,17 +480,23 @@ def read_together(
 
 
 def _runs(members: Iterator[Member], span: int) -> Iterator[list[Member]]:
-    """The members in runs whose bytes span up to span bytes of the stream."""
+    """The members in runs whose bytes span up to span bytes of the stream; a member with no hash is a run of its
+    own (no run spans its bytes)."""
     run: list[Member] = []
     for member in members:
-        if run and member.data_offset + member.size - run[0].data_offset > span:
+        if run and (member.blake3 is None or member.data_offset + member.size - run[0].data_offset > span):
             yield run
             run = []
+        if member.blake3 is None:
+            yield [member]
+            continue
         run.append(member)
     if run:
         yield run
 
 
 def _decoded(archive: ArchiveReader, run: list[Member]) -> bytes:
+    if run[0].blake3 is None:  # nothing to check it against: not decoded
+        return b""
     start, stop = run[0].data_offset, run[-1].data_offset + run[-1].size
     return b"".join(archive.chunks(start, stop - start))

@@ -111,3 +111,37 @@ def test_pzstd_archive_records_a_frame_table_that_resumes_mid_file(tmp_path, vau
     with open(archive, "rb") as fh:
         got = FrameStream(fh, comp_offset=comp, raw_offset=rawoff).read(4096)
     assert got == (tmp_path / "a.tar").read_bytes()[rawoff : rawoff + 4096]
+
+
+def test_a_large_one_block_xz_is_said_in_the_summary_and_once_by_show_and_extract(tmp_path, vault):
+    """Issue 36: one xz block has no seek point inside it, so each member is decoded from the archive's start; the
+    index summary names such archives, and show and extract say it once on stderr for one past 64 MiB. One written
+    by `xz -T2 --block-size` (several blocks) and a small one-block one say nothing there."""
+    require("tar")
+    require("xz")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "small.txt").write_text("small\n")
+    (src / "zeros.bin").write_bytes(bytes(65 << 20))
+    (src / "tiny.txt").write_text("tiny\n")
+    data = tmp_path / "m/018_x/data"
+    data.mkdir(parents=True)
+    for name, xz in (("one.tar.xz", "xz -0 -T1"), ("blocks.tar.xz", "xz -0 -T2 --block-size=16MiB")):
+        subprocess.run(f"tar -cf - small.txt zeros.bin | {xz} > {data / name}", shell=True, cwd=src, check=True)
+    subprocess.run(["tar", "-cJf", str(data / "little.tar.xz"), "tiny.txt"], cwd=src, check=True)
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", str(tmp_path / "m"))
+    assert r.code == 0, r.out + r.err
+    assert (
+        "  2 .tar.xz in one xz block, each member decoded from the archive's start (`xz -T0` or "
+        "`xz --block-size=16MiB` makes one seekable): 018_x/data/little.tar.xz, 018_x/data/one.tar.xz\n"
+    ) in r.out
+    note = ("vault: note: 018_x/data/one.tar.xz is one xz block (65.0 MB decompressed): each member is decoded from "
+            "the archive's start; `xz -T0` or `xz --block-size=16MiB` makes it seekable\n")  # fmt: skip
+    shown = vault("--catalog", db, "show", "018")
+    assert shown.code == 0 and shown.err == note, shown.err
+    one = vault("--catalog", db, "extract", "018", "small.txt", "--archive", "one.tar.xz", "-o", "-")
+    assert one.code == 0 and one.out == "small\n" and one.err.count(note) == 1, one.err
+    for archive, name in (("blocks.tar.xz", "small.txt"), ("little.tar.xz", "tiny.txt")):
+        quiet = vault("--catalog", db, "extract", "018", name, "--archive", archive, "-o", "-")
+        assert quiet.code == 0 and "xz block" not in quiet.err, quiet.err

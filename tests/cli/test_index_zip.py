@@ -15,7 +15,16 @@ import blake3
 import pytest
 from archives import assert_same_tree
 from conftest import require
-from zips import conda_package, info_zip, unzip_hash, unzip_names, zip_tree
+from zips import (
+    conda_package,
+    info_zip,
+    partly_encrypted_zip,
+    python_zip,
+    unzip_hash,
+    unzip_names,
+    with_methods,
+    zip_tree,
+)
 
 
 def _rows(db):
@@ -245,3 +254,55 @@ def test_an_encrypted_zip_is_a_file_vault_does_not_open_verified_whole(tmp_path,
     assert checked.code == 0, checked.out + checked.err
     flip_byte(archive, 40)
     assert vault("--catalog", str(db), "verify", "018").code == 5
+
+
+def test_a_partly_encrypted_zip_is_read_but_for_its_encrypted_members_which_are_named(tmp_path, vault):
+    """Issue 36: the summary counts and names the zips with encrypted members; their plain members are searched,
+    extracted and verified as `unzip -p` gives them; an encrypted one is refused in one line naming it."""
+    require("zip")
+    require("unzip")
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    archive = partly_encrypted_zip(tmp_path / "src", tmp_path / "m/018_x/a.zip")
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", str(tmp_path / "m"))
+    assert r.code == 0, r.out + r.err
+    assert "  1 zip with 2 encrypted members vault cannot read: 018_x/a.zip\n" in r.out, r.out
+    assert "formats vault does not open" not in r.out
+    truth = subprocess.run(["unzip", "-p", str(archive), "plain.txt"], capture_output=True, check=True).stdout
+    plain = vault("--catalog", db, "extract", "018", "plain.txt", "-o", "-")
+    assert plain.code == 0 and plain.out.encode() == truth
+    for name in ("secret.txt", "key.txt"):
+        refused = vault("--catalog", db, "extract", "018", name, "-o", str(tmp_path / "o"))
+        assert refused.code == 5 and refused.err.count("\n") == 1, refused.err
+        assert name in refused.err and "encrypted" in refused.err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    checked = vault("--catalog", db, "verify", "018")
+    assert checked.code == 5, checked.out + checked.err
+    lines = [line for line in checked.out.splitlines() if line.startswith("FLAGGED")]
+    assert sorted(lines) == [f"FLAGGED 018_x/a.zip :: {n}: encrypted member: encrypted with traditional PKWARE "
+                             "(ZipCrypto): vault cannot read it without its password; its bytes are not handed out"
+                             for n in ("key.txt", "secret.txt")], checked.out  # fmt: skip
+    assert "re-index" not in checked.out
+    again = tmp_path / "m/018_x/b.zip"
+    partly_encrypted_zip(tmp_path / "src2", again, encrypted_first=False)
+    doc = json.loads(vault("--catalog", db, "index", "--json", str(tmp_path / "m")).out)
+    assert doc["encrypted_members"] == {"018_x/b.zip": 2} and doc["damaged"] is False
+
+
+def test_zip_members_in_methods_vault_does_not_read_are_counted_by_method(tmp_path, vault):
+    """Deflate64 and PPMd members (their method fields so patched) are flagged, counted by method in the summary,
+    and refused; the zip's other members are read and `vault index` calls nothing damaged."""
+    (tmp_path / "m/018_x").mkdir(parents=True)
+    one = python_zip(tmp_path / "m/018_x/one.zip", {"a.bin": b"a" * 99, "b.bin": b"b" * 99, "ok.txt": b"fine\n"},
+                     zipfile.ZIP_STORED)  # fmt: skip
+    with_methods(one, {"a.bin": 9, "b.bin": 98})
+    two = python_zip(tmp_path / "m/018_x/two.zip", {"c.bin": b"c" * 99, "d.txt": b"d\n"}, zipfile.ZIP_STORED)
+    with_methods(two, {"c.bin": 9})
+    db = str(tmp_path / "c.db")
+    r = vault("--catalog", db, "index", str(tmp_path / "m"))
+    assert r.code == 0, r.out + r.err
+    assert "  3 zip members in methods vault does not read: Deflate64 x2, PPMd x1\n" in r.out, r.out
+    ok = vault("--catalog", db, "extract", "018", "ok.txt", "-o", "-")
+    assert ok.code == 0 and ok.out == "fine\n"
+    refused = vault("--catalog", db, "extract", "018", "a.bin", "-o", "-")
+    assert refused.code == 5 and refused.err.count("\n") == 1 and "a.bin" in refused.err and "Deflate64" in refused.err

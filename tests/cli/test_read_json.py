@@ -140,3 +140,30 @@ def test_the_read_operations_hand_the_cli_frozen_typed_results():
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen and "__slots__" in vars(cls), cls
     for cls in (extract.ExtractReport, search.Searched, search.Flags, listing.Listing, details.EntryDetails):
         assert issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "to_json"), cls
+
+
+def test_show_says_what_formats_the_entrys_archives_are(tmp_path, vault):
+    """Issue 36: an entry holding a .tar.zst, a .tar.gz and a .zip is not "3 .tar.zst": show names each format the
+    catalog recorded (by content: a .tgz that is zstd counts as .tar.zst), in text and in --json."""
+    import subprocess
+
+    from conftest import require
+
+    require("zip")
+    src, data = tmp_path / "src", tmp_path / "m/018_x/data"
+    src.mkdir()
+    data.mkdir(parents=True)
+    for name in ("a.txt", "b.txt"):
+        (src / name).write_text(name)
+    subprocess.run(["tar", "--zstd", "-cf", str(data / "one.tar.zst"), "a.txt", "b.txt"], cwd=src, check=True)
+    subprocess.run(["tar", "--zstd", "-cf", str(data / "zstd_really.tgz"), "a.txt"], cwd=src, check=True)
+    subprocess.run(["tar", "-czf", str(data / "two.tar.gz"), "a.txt", "b.txt"], cwd=src, check=True)
+    subprocess.run(["zip", "-q", str(data / "three.zip"), "a.txt"], cwd=src, check=True)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", "-q", str(tmp_path / "m")).code == 0
+    shown = vault("--catalog", db, "show", "018")
+    assert shown.code == 0, shown.err
+    assert "  archives   4 archives (.tar.zst x2, .tar.gz x1, .zip x1) holding 6 members\n" in shown.out, shown.out
+    doc = json.loads(vault("--catalog", db, "show", "018", "--json").out)
+    assert doc["archive_formats"] == {"tar.zst": 2, "tar.gz": 1, "zip": 1} and doc["archives"] == 4
+    check(doc, "show.md", "show")

@@ -108,3 +108,51 @@ def test_grep_never_shows_the_bytes_of_a_member_the_zip_disagrees_on(tmp_path, v
     assert "report.txt:1:shown" not in r.out and "report.txt" in r.err and r.code == 2  # not searched: said
     good = vault("--catalog", str(db), "grep", "good", "019")
     assert "good.txt:1:good" in good.out
+
+
+def _set_local_flags(archive: Path, name: str, flags: int) -> None:
+    """The general purpose flags of one member's local header (its central record left as it was)."""
+    import struct
+
+    with zipfile.ZipFile(archive) as zf:
+        at = zf.getinfo(name).header_offset
+    data = bytearray(archive.read_bytes())
+    struct.pack_into("<H", data, at + 6, flags)
+    archive.write_bytes(bytes(data))
+
+
+def test_a_member_whose_records_disagree_on_encryption_is_refused_and_its_neighbours_read(tmp_path, vault):
+    """Which bytes does the mirror hold, plain or encrypted? A central record calling a member plain while its local
+    header says encrypted (what unzip asks a password for) is flagged zip_header_mismatch and never handed out."""
+    data = tmp_path / "m/022_x"
+    data.mkdir(parents=True)
+    archive = python_zip(data / "e.zip", {"plain.txt": b"plain\n", "odd.txt": b"looks plain\n"}, zipfile.ZIP_STORED)
+    _set_local_flags(archive, "odd.txt", 1)
+    db = tmp_path / "c.db"
+    r = vault("--catalog", str(db), "index", "-q", str(tmp_path / "m"))
+    assert r.code == 5, r.out + r.err
+    flags = sqlite3.connect(db).execute("SELECT kind, member, detail FROM flags").fetchall()
+    assert [(kind, member) for kind, member, _ in flags] == [("zip_header_mismatch", "odd.txt")]
+    assert "encrypted" in flags[0][2]
+    refused = vault("--catalog", str(db), "extract", "022", "odd.txt", "-o", "-")
+    assert refused.code == 5 and refused.out == "" and refused.err.count("\n") == 1, refused.err
+    plain = vault("--catalog", str(db), "extract", "022", "plain.txt", "-o", "-")
+    assert plain.code == 0 and plain.out == "plain\n"
+
+
+def test_an_encrypted_member_and_one_in_an_unread_method_are_refused_by_grep_too(tmp_path, vault):
+    from zips import partly_encrypted_zip, with_methods
+
+    require("zip")
+    data = tmp_path / "m/023_x"
+    data.mkdir(parents=True)
+    partly_encrypted_zip(tmp_path / "src", data / "a.zip")
+    with_methods(python_zip(data / "d64.zip", {"d.txt": b"hidden words\n"}, zipfile.ZIP_STORED), {"d.txt": 9})
+    db = tmp_path / "c.db"
+    assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
+    r = vault("--catalog", str(db), "grep", "hidden", "023")
+    assert "hidden" not in r.out and r.code == 2, r.out  # not searched: said, one line each
+    said = sorted(line for line in r.err.splitlines() if "not searched" in line)
+    assert len(said) == 3 and all("encrypted member" in line for line in said[:2]) and "Deflate64" in said[2], said
+    found = vault("--catalog", str(db), "grep", "everyone", "023")
+    assert "a.zip::plain.txt:1:for everyone" in found.out, found.out + found.err

@@ -227,3 +227,26 @@ def test_other_projects_compressed_archives_are_read_as_tar_reads_them(shipped, 
         assert status == "corrupt_stream"
         return
     assert x_rc == 0 and _read_back(db, members, safer_name) == extracted
+
+
+def test_an_xz_archive_written_as_one_block_is_flagged_and_a_multi_block_one_is_not(formats):
+    """GNU tar -J, bsdtar -J and tarfile write one xz block (no seek point inside it: each member is decoded from
+    the archive's start); `xz -T2 --block-size` writes several, entered at the block before a member."""
+    db, _, entries, _ = formats
+    conn = sqlite3.connect(db)
+    flagged = {entry for (entry,) in conn.execute(
+        "SELECT f.entry_id FROM flags fl JOIN files f ON f.id = fl.file_id WHERE fl.kind = 'xz_one_block' "
+        "AND fl.member IS NULL")}  # fmt: skip
+    conn.close()
+    one_block = {"gnutar-J.tar.xz", "bsdtar-J.txz", "tarfile-xz.tar.xz"}
+    assert flagged == {entries[name] for name in one_block}
+    for name in one_block | {"xz-blocks.tar.xz"}:  # the truth: what `xz --list` counts
+        listed = subprocess.run(["xz", "--robot", "--list", _archive_path(formats, name)], capture_output=True,
+                                text=True, check=True).stdout  # fmt: skip
+        blocks = int(next(line for line in listed.splitlines() if line.startswith("totals")).split("\t")[2])
+        assert (blocks == 1) == (name in one_block), (name, blocks)
+
+
+def _archive_path(formats, name: str) -> str:
+    _, _, entries, work = formats
+    return str(work / "mirror" / entries[name] / name)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import require, vault_subprocess
-from zips import conda_package, info_zip, zip_tree
+from zips import conda_package, info_zip, partly_encrypted_zip, zip_tree
 
 pytestmark = pytest.mark.fuse
 
@@ -29,6 +29,7 @@ def mirror_mount(tmp_path):
     archive = info_zip(src, tmp_path / "m/018_x/data/bundle.zip")
     pkg = {"lib/foo.py": b"X = 1\n" * 999}
     conda_package(tmp_path / "m/018_x/data/foo-1-0.conda", "foo-1-0", pkg, {"info/a": b"{}"})
+    partly_encrypted_zip(tmp_path / "src_enc", tmp_path / "m/018_x/data/part.zip")
     db = tmp_path / "c.db"
     assert vault_subprocess("--catalog", str(db), "index", "-q", str(tmp_path / "m")).returncode == 0
     point = tmp_path / "mnt"
@@ -57,3 +58,14 @@ def test_zip_members_read_through_the_mount_as_unzip_gives_them(mirror_mount):
         assert fh.read(1000) == truth[3 << 20 : (3 << 20) + 1000]
     nested = next(p for rel, p in found.items() if rel.endswith("pkg-foo-1-0.tar.zst/lib/foo.py"))
     assert nested.read_bytes() == b"X = 1\n" * 999
+
+
+def test_an_encrypted_member_is_refused_by_the_mount_and_its_plain_neighbour_read(mirror_mount):
+    archive, point = mirror_mount
+    found = {p.relative_to(point).as_posix(): p for p in point.rglob("*")}
+    plain = next(p for rel, p in found.items() if rel.endswith("part.zip/plain.txt"))
+    assert plain.read_bytes() == b"for everyone\n"
+    secret = next(p for rel, p in found.items() if rel.endswith("part.zip/secret.txt"))
+    assert secret.stat().st_size == 7  # as the central directory says
+    with pytest.raises(OSError):
+        secret.read_bytes()

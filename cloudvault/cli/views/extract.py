@@ -12,6 +12,13 @@ def warn_secret(label: str, detail: str) -> None:
     sys.stderr.write(f"vault: warning: {label} is flagged as holding a secret ({detail}); keep it private\n")
 
 
+def note_one_xz_block(path: str, raw_size: int) -> None:
+    """Why reading a member of a large one-block xz archive takes a while (said once per archive)."""
+    sys.stderr.write(f"vault: note: {path} is one xz block ({human_size(raw_size)} decompressed): each member "
+                     "is decoded from the archive's start; `xz -T0` or `xz --block-size=16MiB` makes it "
+                     "seekable\n")  # fmt: skip
+
+
 def note_without_pieces(report) -> None:
     if report.without_pieces:
         sys.stderr.write(f"vault: note: {len(report.without_pieces)} file(s) indexed without piece hashes were held "

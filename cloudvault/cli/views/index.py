@@ -33,6 +33,18 @@ def show(ui, indexed) -> None:
     if r.not_opened:
         counts = ", ".join(f"{label} x{n}" for label, n in sorted(r.not_opened.items()))
         ui.line(f"  {sum(r.not_opened.values())} archives in formats vault does not open: {counts}")
+    if r.encrypted_members:
+        zips, members = len(r.encrypted_members), sum(r.encrypted_members.values())
+        ui.line(f"  {zips} zip{'s' * (zips > 1)} with {members} encrypted member{'s' * (members > 1)} vault cannot "
+                f"read: {', '.join(sorted(r.encrypted_members))}")  # fmt: skip
+    if r.unread_methods:
+        counts = ", ".join(f"{method} x{n}" for method, n in sorted(r.unread_methods.items()))
+        members = sum(r.unread_methods.values())
+        ui.line(f"  {members} zip member{'s' * (members > 1)} in methods vault does not read: {counts}")
+    if r.one_block_xz:
+        names = ", ".join(sorted(r.one_block_xz))
+        ui.line(f"  {len(r.one_block_xz)} .tar.xz in one xz block, each member decoded from the archive's start "
+                f"(`xz -T0` or `xz --block-size=16MiB` makes one seekable): {names}")  # fmt: skip
     for line in r.missing_extras:
         ui.line(f"  {line}")
     for kind, n in sorted(r.flags.items()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from cloudvault.cli.ui import human_size
+from cloudvault.cli.views.extract import note_one_xz_block
 
 
 def show(ui, d) -> None:
@@ -16,18 +17,26 @@ def show(ui, d) -> None:
         ("node/GPU", d.node_gpu),
         ("measured", d.measured),
         ("size", f"{d.size_text} (recorded); {human_size(d.bytes_on_disk)} in {d.files} files on disk"),
-        ("archives", f"{d.archives} .tar.zst holding {d.members} members" if d.archives else ""),
+        ("archives", _archives(d) if d.archives else ""),
         ("key files", "; ".join(d.key_files)),
         ("mirror", d.mirror),
     ]
     for label, value in rows:
         if value:
             ui.line(f"  {label:<10} {value}")
+    for path, raw_size in d.one_block_xz.items():
+        note_one_xz_block(path, raw_size)
     if not d.present:
         ui.line("  (listed in the manifest but not found in this mirror)")
     _cautions(ui, d)
     _records(ui, d)
     _settings(ui, d)
+
+
+def _archives(d) -> str:
+    """How many archives, of which formats (as the index recorded them, most first), holding how many members."""
+    formats = ", ".join(f".{fmt} x{n}" for fmt, n in d.archive_formats.items())
+    return f"{d.archives} archive{'s' * (d.archives > 1)} ({formats}) holding {d.members} members"
 
 
 def _cautions(ui, d) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cloudvault.catalog.integrity import UNREAD_FLAGS
 from cloudvault.cli.ui import human_size
 
 
@@ -18,8 +19,11 @@ def show(ui, report) -> None:
 
 def verdict(report) -> str:
     parts = [f"{len(report.mismatches)} mismatch(es)"] if report.mismatches else []
-    if report.flagged:
-        parts.append(f"{len(report.flagged)} flagged changed in place or damaged by `vault index`")
+    unread = sum(1 for f in report.flagged if f.kind in UNREAD_FLAGS)
+    if len(report.flagged) > unread:
+        parts.append(f"{len(report.flagged) - unread} flagged changed in place or damaged by `vault index`")
+    if unread:
+        parts.append(f"{unread} zip member(s) vault does not read (encrypted, or in a method it has no decoder for)")
     if report.unchecked:
         examples = f" (e.g. {', '.join(report.unchecked_examples)})" if report.unchecked_examples else ""
         parts.append(f"{report.unchecked} never hashed, so not checked{examples}; re-index to hash them")

@@ -14,7 +14,7 @@ import pytest
 from conftest import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from zips import conda_package, hand_zip, python_zip, unzip_hash, unzip_names
+from zips import conda_package, hand_zip, partly_encrypted_zip, python_zip, unzip_hash, unzip_names, with_methods
 
 from cloudvault.archive.zip import ZipReader, ZipScan
 
@@ -166,12 +166,68 @@ def test_encrypted_zip_is_a_format_vault_does_not_open(tmp_path):
     assert [r.path for r in records] == ["secret.txt"] and records[0].blake3 is None
 
 
+@pytest.mark.parametrize("encrypted_first", [True, False], ids=["encrypted_first", "plain_first"])
+def test_a_partly_encrypted_zip_is_read_member_by_member(tmp_path, encrypted_first):
+    """Each encrypted member is flagged by name, listed with the size the central directory says and no hash; the
+    zip's other members are hashed as `unzip -p` gives them."""
+    require("zip")
+    require("unzip")
+    archive = partly_encrypted_zip(tmp_path / "src", tmp_path / "a.zip", encrypted_first)
+    records, result = _scan(archive)
+    listed = subprocess.run(["unzip", "-l", str(archive)], capture_output=True, text=True, check=True).stdout
+    assert (
+        sorted(r.path.encode() for r in records)
+        == sorted(unzip_names(archive))
+        == [b"key.txt", b"plain.txt", b"secret.txt"]
+    )
+    by_name = {r.path: r for r in records}
+    assert result.status == "ok"
+    assert _flags(result) == {("encrypted_member", "secret.txt"), ("encrypted_member", "key.txt")}
+    for name in ("secret.txt", "key.txt"):
+        assert by_name[name].blake3 is None and f"{by_name[name].size}  " in listed
+    assert by_name["secret.txt"].size == 7 and by_name["key.txt"].size == 12
+    plain = by_name["plain.txt"]
+    assert plain.blake3 == unzip_hash(archive, b"plain.txt")
+    assert _read_back(archive, result.frames, plain) == b"for everyone\n"
+
+
+def test_a_wholly_encrypted_zip_with_a_folder_is_still_a_format_vault_does_not_open(tmp_path):
+    require("zip")
+    (tmp_path / "src/dir").mkdir(parents=True)
+    (tmp_path / "src/dir/secret.txt").write_text("hidden")
+    archive = tmp_path / "e.zip"
+    subprocess.run(["zip", "-q", "-r", "-P", "pw", str(archive), "dir"], cwd=tmp_path / "src", check=True)
+    records, result = _scan(archive)
+    assert result.status == "unsupported" and [f.kind for f in result.flags] == ["unsupported_format"]
+    assert [r.path for r in records] == ["dir", "dir/secret.txt"]
+
+
+def test_members_in_methods_vault_does_not_read_are_flagged_by_method_and_the_rest_read(tmp_path):
+    """Deflate64 (9), PPMd (98), AES (99) without its encryption bit, and a method no one defined: each member is
+    flagged with the method's name, kept without a hash; the stored member beside them is read."""
+    members = {name: name.encode() * 50 for name in ("d64.bin", "ppmd.bin", "aes.bin", "odd.bin", "plain.txt")}
+    archive = python_zip(tmp_path / "m.zip", members, zipfile.ZIP_STORED)
+    with_methods(archive, {"d64.bin": 9, "ppmd.bin": 98, "aes.bin": 99, "odd.bin": 4711})
+    records, result = _scan(archive)
+    assert result.status == "ok"
+    by_member = {f.member: f for f in result.flags}
+    assert {f.kind for f in result.flags} == {"unsupported_method"} and len(result.flags) == 4
+    from cloudvault.archive.zip import unread_method
+
+    assert {m: unread_method(f.detail) for m, f in by_member.items()} == {
+        "d64.bin": "Deflate64", "ppmd.bin": "PPMd", "aes.bin": "AES", "odd.bin": "method 4711"}  # fmt: skip
+    by_name = {r.path: r for r in records}
+    assert all(by_name[name].blake3 is None for name in by_member)
+    assert by_name["plain.txt"].blake3 == blake3.blake3(members["plain.txt"]).hexdigest()
+
+
 def test_every_kind_a_members_data_is_flagged_with_is_refused_by_the_read_path():
-    from cloudvault.archive.zip import MEMBER_DAMAGE
+    from cloudvault.archive.zip import MEMBER_DAMAGE, MEMBER_UNREAD
     from cloudvault.catalog.flagged import ZIP_REFUSED
     from cloudvault.index.context import DAMAGE
 
-    assert set(MEMBER_DAMAGE) <= set(ZIP_REFUSED) and set(ZIP_REFUSED) <= DAMAGE
+    assert set(MEMBER_DAMAGE) | set(MEMBER_UNREAD) <= set(ZIP_REFUSED)
+    assert set(ZIP_REFUSED) - set(MEMBER_UNREAD) <= DAMAGE and not set(MEMBER_UNREAD) & DAMAGE
 
 
 def test_a_zip_streamed_to_stdout_sizes_after_the_data_is_read_by_its_central_directory(tmp_path):
