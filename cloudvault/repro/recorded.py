@@ -32,7 +32,8 @@ def recorded_runs(conn: sqlite3.Connection, options: RunsOptions,
         rows = run_requests(conn, options.requests)
         if not rows and not runs(conn, run_id=options.requests):
             raise NotFound(detail=f"no run {options.requests!r} is recorded; `vault runs` lists the runs")
-        return RunRequests(options.requests, tuple(RequestVerdict(*row) for row in rows))
+        return RunRequests(options.requests, tuple(RequestVerdict(request=r, verdict=v, first_divergence=i, detail=d)
+                                                         for r, v, i, d in rows))  # fmt: skip
     scope = {}
     if options.entry:
         mirror_id, entry_id, _ = resolve_entry(conn, options.entry)
