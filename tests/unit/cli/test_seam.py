@@ -15,7 +15,7 @@ import pytest
 CLI = Path(__file__).parents[3] / "cloudvault" / "cli"
 RESHAPED = ["restore_env", "index_slurm", "repro", "runs", "compare",
             "verify", "extract", "search", "ls", "show", "info", "log", "diff",
-            "restore_docker", "browse", "mount", "umount"]  # fmt: skip
+            "restore_docker", "browse", "demo", "mount", "umount"]  # fmt: skip
 RUN_LINES = 25  # restore_env's run() (three modes, one call each) is 24 lines
 STILL_ORCHESTRATING = {  # run() not yet options, one call, a view: what the done-when still waits for
     "index_slurm": "run_slurm() checks the mode combinations by hand (vault index slurm plan|status|... to come)",
