@@ -65,6 +65,18 @@ class RecipeListed(Document):
 
 
 @dataclass(frozen=True)
+class GpuHere(Document):
+    """A GPU of this machine that the plan's processes use: its name, compute capability and memory in use."""
+
+    index: int
+    name: str
+    compute_cap: str
+    sm: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+
+
+@dataclass(frozen=True)
 class DryRun(Document):
     """`--dry-run`: the plan (its document, as provenance.json keeps it), the settings from the catalog, each
     preflight check, why a run here could not compare with a GPU record, the GPUs here the plan uses; for the
@@ -74,7 +86,7 @@ class DryRun(Document):
     settings: dict
     preflight: tuple[dict, ...]
     not_comparable_here: str | None
-    gpus_here: tuple[dict, ...]
+    gpus_here: tuple[GpuHere, ...]
     processes: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)
     executor: str = field(default="local", metadata=SHOWN_ONLY)
     elsewhere: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)  # the executor's lines, when not processes
@@ -82,7 +94,8 @@ class DryRun(Document):
 
     def to_json(self) -> dict:
         return {**self.plan, "settings": self.settings, "preflight": list(self.preflight),
-                "not_comparable_here": self.not_comparable_here, "gpus_here": list(self.gpus_here)}  # fmt: skip
+                "not_comparable_here": self.not_comparable_here,
+                "gpus_here": [g.to_json() for g in self.gpus_here]}  # fmt: skip
 
     @property
     def failed(self) -> set[str]:

@@ -37,8 +37,8 @@ def show_dry_run(ui, planned) -> None:
         for line in planned.elsewhere:
             ui.line(f"  {line}")
     for gpu in planned.gpus_here:
-        ui.line(f"  GPU {gpu['index']}: {gpu['name']}, compute capability {gpu['compute_cap']} ({gpu['sm']}), "
-                f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
+        ui.line(f"  GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_cap} ({gpu.sm}), "
+                f"{gpu.memory_used_mib} of {gpu.memory_total_mib} MiB used")  # fmt: skip
     if planned.not_comparable_here:
         ui.line(f"NOT_COMPARABLE here: {planned.not_comparable_here}")
 
