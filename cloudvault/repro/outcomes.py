@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloudvault.documents import SHOWN_ONLY, Document
+from cloudvault.repro.plan import PlanDocument
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class DryRun(Document):
     preflight check, why a run here could not compare with a GPU record, the GPUs here the plan uses; for the
     terminal, the plan's commands as processes, where the executor runs them, and the processes' core pins."""
 
-    plan: dict
+    plan: PlanDocument
     settings: dict
     preflight: tuple[dict, ...]
     not_comparable_here: str | None
@@ -93,7 +94,7 @@ class DryRun(Document):
     pins: tuple[tuple[int, ...], ...] = field(default=(), metadata=SHOWN_ONLY)
 
     def to_json(self) -> dict:
-        return {**self.plan, "settings": self.settings, "preflight": list(self.preflight),
+        return {**self.plan.to_json(), "settings": self.settings, "preflight": list(self.preflight),
                 "not_comparable_here": self.not_comparable_here,
                 "gpus_here": [g.to_json() for g in self.gpus_here]}  # fmt: skip
 

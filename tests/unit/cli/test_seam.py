@@ -95,8 +95,10 @@ def test_the_seam_check_sees_a_long_run_and_an_operation_that_returns_a_dict(tmp
     """The check itself can fail: a run() of 30 lines calling an operation annotated `-> dict`."""
     body = "\n".join(f"    x{i} = {i}" for i in range(28))
     (tmp_path / "fake.py").write_text(
-        "from cloudvault.repro.plan import describe\n\n\ndef run(args):\n" + body + "\n    return describe(args)\n"
+        "from cloudvault.restore.env.meta import torch_version_file\n\n\ndef run(args):\n" + body
+        + "\n    return torch_version_file(args)\n"
     )
     monkeypatch.setattr(f"{__name__}.CLI", tmp_path)
     problems = _seam_problems("fake")
-    assert any("30 lines" in p for p in problems) and any("describe() returns" in p for p in problems), problems
+    assert any("30 lines" in p for p in problems), problems
+    assert any("torch_version_file() returns" in p for p in problems), problems
