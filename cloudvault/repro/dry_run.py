@@ -25,7 +25,7 @@ def dry_run(conn: sqlite3.Connection, recipe: Recipe, executor, options: plannin
     processes = tuple(LocalExecutor().describe(plan))
     where = tuple(executor.describe(plan))
     return DryRun(
-        planning.describe(plan), plan.settings, tuple(c._asdict() for c in checks),
+        planning.describe(plan), plan.settings, tuple(checks),
         no_gpu_here(conn, plan) if executor.runs_here else None,
         tuple(gpus_here(plan)) if executor.runs_here else (),
         processes, executor.name, where if where != processes else (),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from cloudvault.documents import SHOWN_ONLY, Document
 from cloudvault.repro.plan import PlanDocument
+from cloudvault.repro.preflight import Check
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class DryRun(Document):
 
     plan: PlanDocument
     settings: dict
-    preflight: tuple[dict, ...]
+    preflight: tuple[Check, ...]
     not_comparable_here: str | None
     gpus_here: tuple[GpuHere, ...]
     processes: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)
@@ -94,10 +95,10 @@ class DryRun(Document):
     pins: tuple[tuple[int, ...], ...] = field(default=(), metadata=SHOWN_ONLY)
 
     def to_json(self) -> dict:
-        return {**self.plan.to_json(), "settings": self.settings, "preflight": list(self.preflight),
+        return {**self.plan.to_json(), "settings": self.settings, "preflight": [c._asdict() for c in self.preflight],
                 "not_comparable_here": self.not_comparable_here,
                 "gpus_here": [g.to_json() for g in self.gpus_here]}  # fmt: skip
 
     @property
     def failed(self) -> set[str]:
-        return {c["name"] for c in self.preflight if not c["ok"]}
+        return {c.name for c in self.preflight if not c.ok}

@@ -242,16 +242,21 @@ def test_the_plan_document_is_a_frozen_typed_result_its_json_the_dry_runs(demo_c
 
     from cloudvault.catalog.db import open_catalog
     from cloudvault.repro import plan as planning
+    from cloudvault.repro.dry_run import dry_run
+    from cloudvault.repro.executors import executor
     from cloudvault.repro.recipe import load
 
     conn = open_catalog(demo_catalog, readonly=True)
     try:
         options = planning.RunOptions(tmp_path / "runs", True, True)
         described = planning.describe(planning.build(conn, load(RECIPE), tmp_path / "runs/x", options))
+        planned = dry_run(conn, load(RECIPE), executor("local"), options)
     finally:
         conn.close()
     for value in (described, described.record, described.compare, *described.inputs, *described.processes):
         assert dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen, value
+    gpu_check = next(c for c in planned.preflight if c.name == "gpu")  # each preflight check a record, not a dict
+    assert gpu_check.ok is True and planned.to_json()["preflight"][0] == planned.preflight[0]._asdict()
     assert described.processes[0].gpu == 0 and described.record.folder
     dry = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--dry-run", "--json", "--out",
                 str(tmp_path / "runs"))  # fmt: skip

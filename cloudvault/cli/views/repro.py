@@ -33,7 +33,7 @@ def show_dry_run(ui, planned) -> None:
     _show_plan(ui, planned.plan, planned.settings, planned.processes, planned.pins)
     ui.heading("preflight")
     for c in planned.preflight:
-        ui.line(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']:<16} {c['detail']}")
+        ui.line(f"  {'ok  ' if c.ok else 'FAIL'} {c.name:<16} {c.detail}")
     if planned.elsewhere:
         ui.heading(f"{planned.executor} executor")
         for line in planned.elsewhere:
