@@ -86,8 +86,7 @@ def show_one(ui, r) -> None:
         ui.warn(f"{r.name}: not moved: {u['path']}: {u['why']}")
     for c in r.checks:
         ui.line(
-            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
-            + ("" if c["ok"] else f": {c['output'][-200:]}")
+            f"  check {c.name}: {'ok' if c.ok else 'FAILED'} ({c.command})" + ("" if c.ok else f": {c.output[-200:]}")
         )
     for note in r.gpu.notes if r.gpu else ():
         ui.warn(f"{r.name}: {note}")

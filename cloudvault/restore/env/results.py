@@ -95,6 +95,18 @@ class PythonUsed(Document):
 
 
 @dataclass(frozen=True)
+class SmokeCheck(Document):
+    """One smoke check run inside the env: its name and command, whether it passed, its exit code (None: it could
+    not run) and the last of its output."""
+
+    name: str
+    command: str
+    ok: bool
+    exit_code: int | None
+    output: str
+
+
+@dataclass(frozen=True)
 class InstalledTorch(Document):
     """The torch a restored env holds (torch/version.py) and its kernels against the GPUs (None: a CPU build, or
     an arch list that cannot be known); its document is the torch and the fit's fields beside it."""
@@ -148,7 +160,7 @@ class EnvRestored(Document):
     pyc_moved: int
     pyc_note: str
     verified: Verified
-    checks: tuple[dict, ...]  # env/checks.py: {name, command, ok, output}
+    checks: tuple[SmokeCheck, ...]
     gpu: InstalledTorch | None
     pitfalls: tuple[str, ...]
     python: PythonUsed | None
@@ -173,7 +185,7 @@ class EnvMoved(Document):
     pyc_recompiled: int
     pyc_moved: int
     pyc_note: str
-    checks: tuple[dict, ...]
+    checks: tuple[SmokeCheck, ...]
     gpu: InstalledTorch | None
     pitfalls: tuple[str, ...]
 
@@ -206,4 +218,4 @@ class EnvsRestored(Document):
 
     def failed_checks(self) -> list[str]:
         """'env: check' for each smoke check that failed (the envs stay placed)."""
-        return [f"{r.name}: {c['name']}" for r in self.restored for c in r.checks if not c["ok"]]
+        return [f"{r.name}: {c.name}" for r in self.restored for c in r.checks if not c.ok]

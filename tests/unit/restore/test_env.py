@@ -370,3 +370,17 @@ def test_the_gpu_checks_of_env_restore_and_repro_are_frozen_typed_results_whose_
     assert frozen(here) and (here.index, here.sm) == (0, "sm_90")
     assert here.to_json() == {"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "sm": "sm_90",
                               "memory_used_mib": 10, "memory_total_mib": 143771}  # fmt: skip
+
+
+def test_a_smoke_check_is_a_frozen_typed_result_whose_document_is_unchanged(tmp_path):
+    import dataclasses
+
+    from cloudvault.restore.env.checks import run_checks
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/hello").write_text("#!/bin/sh\necho hi\n")
+    (tmp_path / "bin/hello").chmod(0o755)
+    ok, missing = run_checks(tmp_path, {"hello": "hello", "gone": "no-such-program-here"})
+    assert dataclasses.is_dataclass(ok) and ok.__dataclass_params__.frozen
+    assert ok.to_json() == {"name": "hello", "command": "hello", "ok": True, "exit_code": 0, "output": "hi"}
+    assert (missing.name, missing.ok, missing.exit_code) == ("gone", False, None) and missing.output
