@@ -33,9 +33,11 @@ def test_a_reshaped_command_module_reads_no_result_by_string_key(module):
     assert reads == [], f"cli/{module}.py reads results by string key: {reads[:10]}"
 
 
-def _entry(tree: ast.Module) -> ast.FunctionDef:
-    """The command's run() (index_slurm's run_slurm(), which cli/index.py hands --slurm and its modes)."""
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("run", "run_slurm"))
+def _entries(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The command's run(), or the run_MODE() of each of its modes (index_slurm's, which cli/index.py hands on)."""
+    runs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and (n.name == "run" or n.name.startswith("run_"))]
+    assert runs, "no run()"
+    return runs
 
 
 def _operations_called(tree: ast.Module, run: ast.FunctionDef) -> dict[str, object]:
@@ -67,12 +69,12 @@ def _imported(module: str, name: str):
 def _run_problems(module: str) -> list[str]:
     """What keeps the command's run() from being options, one call, a view: its length, or no operation called."""
     tree = ast.parse((CLI / f"{module}.py").read_text())
-    run = _entry(tree)
     problems = []
-    if (lines := run.end_lineno - run.lineno + 1) > RUN_LINES:
-        problems.append(f"{run.name}() is {lines} lines (at most {RUN_LINES}: options, one call, a view)")
-    if not _operations_called(tree, run):
-        problems.append(f"{run.name}() calls no operation")
+    for run in _entries(tree):
+        if (lines := run.end_lineno - run.lineno + 1) > RUN_LINES:
+            problems.append(f"{run.name}() is {lines} lines (at most {RUN_LINES}: options, one call, a view)")
+        if not _operations_called(tree, run):
+            problems.append(f"{run.name}() calls no operation")
     return problems
 
 
