@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import ipaddress
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from cloudvault.errors import EnvironmentProblem, ToolMissing
+from cloudvault.documents import Document
+from cloudvault.errors import EnvironmentProblem, Interrupted, ToolMissing
 
 TEMPLATES = Path(__file__).with_name("templates")
 INSTALL_HINT = "install the browse extra: pip install 'cloudvault[browse]' (in a checkout: pip install -e '.[browse]')"
@@ -71,29 +74,55 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def serve(
-    catalog: Path, *, host: str, port: int, open_browser: bool, say: Callable[[str], None], warn: Callable[[str], None]
-) -> None:
+@dataclass(frozen=True)
+class BrowseOptions:
+    """What to serve and where: the catalog file, the address and port to listen on, whether to open a browser."""
+
+    catalog: Path
+    host: str
+    port: int
+    open_browser: bool = True
+
+
+@dataclass(frozen=True)
+class Serving(Document):
+    """Where the catalog is served, once the socket listens: its URL, the address, and whether only this machine
+    can reach it."""
+
+    catalog: str
+    url: str
+    host: str
+    loopback: bool
+
+
+def browse_catalog(options: BrowseOptions, serving: Callable[[Serving], None]) -> None:
+    """Serve until Ctrl-C, which is how a server is meant to stop (it returns then); serving() is handed where,
+    once the socket listens. Without the browse extra, one line saying how to get it."""
+    require_datasette()
+    with contextlib.suppress(KeyboardInterrupt, Interrupted):
+        serve(options, serving)
+
+
+def serve(options: BrowseOptions, serving: Callable[[Serving], None]) -> None:
     """Serve until Ctrl-C. The catalog is checked first (missing, damaged, too new: the usual one-line errors)."""
     import uvicorn
 
     from cloudvault.catalog.db import open_catalog
 
+    catalog, host = options.catalog, options.host
     open_catalog(catalog, readonly=True).close()
     ds = build_app(catalog)
-    sock = listen(host, port)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    url = f"http://{shown}:{bound_port}/catalog"
-    if not is_loopback(host):
-        warn(f"listening on {host}: anyone who can reach this machine can read the catalog")
-    say(f"serving {catalog} read-only at {url} (Ctrl-C to stop)")
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)
-    server = uvicorn.Server(uvicorn.Config(ds.app(), log_level="warning", lifespan="on"))
+    sock = listen(host, options.port)
     try:
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        url = f"http://{shown}:{bound_port}/catalog"
+        serving(Serving(str(catalog), url, host, is_loopback(host)))
+        if options.open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        server = uvicorn.Server(uvicorn.Config(ds.app(), log_level="warning", lifespan="on"))
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -25,25 +25,23 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import contextlib
-    import sys
+    from cloudvault.browse.server import browse_catalog
+    from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import browse as view
+
+    options = _options(args)
+    ui = UI()
+    browse_catalog(options, lambda serving: view.show_serving(ui, serving))
+    view.show_stopped(ui)
+    return errors.OK
+
+
+def _options(args):
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.browse.server import require_datasette, serve
-    from cloudvault.cli.ui import UI
+    from cloudvault.browse.server import BrowseOptions
 
     if not 0 <= args.port <= 65535:
         raise errors.UsageError(detail=f"--port {args.port}: give 0..65535")
-    require_datasette()
-    ui = UI()
-
-    def say(text: str) -> None:  # flushed: whoever started the server waits for the URL line
-        ui.line(text)
-        sys.stdout.flush()
-
-    with contextlib.suppress(KeyboardInterrupt, errors.Interrupted):  # Ctrl-C is how a server is meant to stop
-        serve(Path(config.catalog_path(args.catalog)), host=args.host, port=args.port, open_browser=not args.no_open,
-              say=say, warn=ui.warn)  # fmt: skip
-    ui.line("stopped")
-    return errors.OK
+    return BrowseOptions(Path(config.catalog_path(args.catalog)), args.host, args.port, not args.no_open)

@@ -12,79 +12,61 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import time
+    from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import demo as view
+    from cloudvault.demo.walk import walk_demo
+
+    options = _options(args)
+    ui = UI(as_json=args.json)
+    walked = walk_demo(options, lambda argv: _walk(ui, str(options.catalog), argv, args.json),
+                       built=lambda built: view.show_built(ui, built))  # fmt: skip
+    ui.present(walked, view.show)
+    return walked.exit_code
+
+
+def _options(args):
+    """Where the demo goes (--dir, else the XDG data dir), its catalog (--catalog, else one beside it) and the
+    journeys every demo walks, as the user would type them."""
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.cli.ui import UI
-    from cloudvault.demo.build import build_demo, demo_parts
+    from cloudvault.demo.walk import MIRROR, DemoOptions
 
     dest = Path(args.directory).expanduser() if args.directory else config.data_home() / "cloudvault" / "demo"
-    db = Path(args.catalog) if args.catalog else dest / "catalog.db"
-    errors.require_tool("zstd", "zstd", "to build the demo's archives as the lab made them")
-    errors.require_tool("pzstd", "zstd", "to build the demo's multi-frame archives")
-    _claim_catalog(db)
-    ui = UI(as_json=args.json)
-    started = time.monotonic()
-    root = build_demo(dest)
     out = str(dest / "extracted")
-    ui.line(f"built the demo mirror at {root} in {time.monotonic() - started:.1f} s")
-    journeys = [
-        ["index", "--mirror", "marvell_cloud", str(root)],
-        ["search", "granite"],
-        ["show", "014"],
-        ["ls", "018", "dumps/*.json"],
-        ["search", "HF_TOKEN", "--limit", "5"],
-        ["extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"],
-        ["optimize", "018"],
-        ["extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"],
-        ["verify", "--sample", "20%", "--seed", "1"],
-    ]
-    for part in demo_parts():
-        if hasattr(part, "journeys"):
-            journeys += part.journeys(dest, root)
-    walked = [_walk(ui, str(db), argv, args.json) for argv in journeys]
-    if args.json:
-        ui.emit({"mirror": str(root), "catalog": str(db), "journeys": walked})
-    ui.line()
-    ui.line(f"try it yourself: export VAULT_CATALOG={db}; vault search b16r64")
-    return walked[0]["exit_code"]  # the index: 5 if the demo's damage flags were not all expected
+    journeys = (
+        ("index", "--mirror", "marvell_cloud", MIRROR),
+        ("search", "granite"),
+        ("show", "014"),
+        ("ls", "018", "dumps/*.json"),
+        ("search", "HF_TOKEN", "--limit", "5"),
+        ("extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"),
+        ("optimize", "018"),
+        ("extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"),
+        ("verify", "--sample", "20%", "--seed", "1"),
+    )
+    return DemoOptions(dest, Path(args.catalog) if args.catalog else dest / "catalog.db", journeys)
 
 
-def _claim_catalog(db) -> None:
-    """The demo writes only into a catalog it created: never into the user's real one."""
-    from cloudvault.catalog.db import meta_value, set_meta_value
-
-    if db.exists():
-        with opened_catalog(path=db, readonly=True) as conn:
-            ours = meta_value(conn, "demo") == "1"
-        if not ours:
-            raise errors.UsageError(detail=f"{db} is a catalog that `vault demo` did not create; refusing to write "
-                                    "the demo into it (leave out --catalog, or name a new file)")  # fmt: skip
-        return
-    with opened_catalog(path=db, readonly=False, create=True) as conn:
-        set_meta_value(conn, "demo", "1")
-
-
-def _walk(ui, db: str, argv: list[str], as_json: bool) -> dict:
+def _walk(ui, db: str, argv: list[str], as_json: bool):
     """Run one journey as the user would type it; with --json its document is collected, not printed."""
     import contextlib
     import io
     import json
-    import shlex
 
     from cloudvault.cli.main import run_command
+    from cloudvault.cli.views import demo as view
+    from cloudvault.demo.walk import JourneyWalked
 
     argv = [_last_member(db) if a == "<last member>" else a for a in argv]
-    ui.line()
-    ui.heading("$ vault --catalog " + shlex.join([db, *argv]))
+    view.show_journey(ui, db, argv)
     if not as_json:
-        return {"argv": argv, "exit_code": _run_one(run_command, db, argv)}
+        return JourneyWalked(tuple(argv), _run_one(run_command, db, argv))
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         code = _run_one(run_command, db, [*argv, "--json"])
     text = captured.getvalue().strip()
-    return {"argv": argv, "exit_code": code, "output": json.loads(text) if text else None}
+    return JourneyWalked(tuple(argv), code, json.loads(text) if text else None)
 
 
 def _run_one(run_command, db: str, argv: list[str]) -> int:

@@ -10,7 +10,7 @@ Needs the mount extra (mfusepy) and fuse3.
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import catalog_name
+from cloudvault.cli.common import add_output_options, catalog_name
 
 DEFAULT_CACHE_MB = 256  # mount.session's too; not imported from there: `vault --help` builds every parser
 
@@ -24,45 +24,29 @@ def add_arguments(parser) -> None:
                              "the mount's peak RSS stays within it and 128 MiB")  # fmt: skip
     parser.add_argument("--allow-flagged", action="store_true", help="let members flagged as secrets be read")
     parser.add_argument("--debug", action="store_true", help="log every FUSE operation (with --foreground)")
+    add_output_options(parser)
 
 
 def run(args) -> int:
-    import sys
-    from pathlib import Path
+    from cloudvault.cli.ui import UI
+    from cloudvault.cli.views import mount as view
+    from cloudvault.mount.actions import mount_catalog
 
-    from cloudvault import config
-    from cloudvault.mount import session
-
-    if args.cache_mb < 1:
-        raise errors.UsageError(detail="--cache-mb must be at least 1")
-    catalog = config.catalog_path(args.catalog)
-    mountpoint = Path(args.mountpoint).expanduser().absolute()
-    session.require_fuse()
-    session.check_mount_point(mountpoint)
-    _check_catalog(catalog, args.entry, mountpoint)  # here, so a missing catalog or entry is its own one line
-    options = session.MountOptions(catalog, mountpoint, args.entry, args.cache_mb, args.allow_flagged, args.debug)
-    if args.foreground:
-        from cloudvault.mount.serve import serve_catalog
-
-        serve_catalog(options)
-        return errors.OK
-    log_path = config.cache_dir(catalog) / "mount.log"
-
-    def announce(pid: int) -> None:  # said while a signal to this process still stops the child: none left mounted
-        sys.stdout.write(f"mounted at {mountpoint} (pid {pid}, log {log_path}); `vault umount {mountpoint}` ends it\n")
-
-    session.start_background(options, log_path, announce)
+    options = _options(args)
+    ui = UI(as_json=args.json)
+    mount_catalog(options, foreground=args.foreground, announce=lambda mounted: ui.present(mounted, view.show))
     return errors.OK
 
 
-def _check_catalog(catalog: str, entry: str | None, mountpoint) -> None:
-    """The catalog opens, the entry resolves, and the mount point is in no mirror (a mount there would hide the
-    mirror's own folder, from which the mount reads, and an index of the mirror would walk into the mount)."""
-    from cloudvault.catalog.mirror_guard import refuse_write_into_mirror
-    from cloudvault.catalog.query import resolve_entry
-    from cloudvault.cli.common import opened_catalog
+def _options(args):
+    """The catalog's path, the mount point made absolute, and the rest as given (a cache under 1 MiB refused)."""
+    from pathlib import Path
 
-    with opened_catalog(path=catalog, readonly=True) as conn:
-        refuse_write_into_mirror(conn, mountpoint, "a mount at")
-        if entry:
-            resolve_entry(conn, entry)
+    from cloudvault import config
+    from cloudvault.mount.session import MountOptions
+
+    if args.cache_mb < 1:
+        raise errors.UsageError(detail="--cache-mb must be at least 1")
+    mountpoint = Path(args.mountpoint).expanduser().absolute()
+    return MountOptions(config.catalog_path(args.catalog), mountpoint, args.entry, args.cache_mb, args.allow_flagged,
+                        args.debug)  # fmt: skip

@@ -73,10 +73,8 @@ def run(args) -> int:
         else:  # each env said as it ends; a smoke check that failed is exit 6 once all are said
             result = actions.restore_envs(conn, recipe, options, ui.progress, lambda one: view.show_one(ui, one))
             show = None
-    if args.json:
-        ui.emit(result.to_json())
-    elif show:
-        show(ui, result)
+    if args.json or show:  # a restore's envs were each said as it ended: only --json has more to print
+        ui.present(result, show)
     if failure := actions.failure(result):
         raise failure
     return errors.OK

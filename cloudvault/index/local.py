@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudvault.index.budget import Budget
 from cloudvault.index.context import IndexReport
 from cloudvault.progress import Progress
 
@@ -41,7 +42,7 @@ class Indexed:
         return {"catalog": self.catalog, **vars(self.report), "damaged": self.report.damaged}
 
 
-def local_budget(request: LocalIndex):
+def local_budget(request: LocalIndex) -> Budget:
     """`vault index --dry-run`: the cores and memory a run here would use (index/budget.py); nothing is read."""
     from cloudvault import config
     from cloudvault.catalog.mirror_guard import refuse_catalog_inside_mirror

@@ -8,7 +8,7 @@ import json
 import sqlite3
 
 from cloudvault.repro import plan as planning
-from cloudvault.repro.outcomes import DryRun, RecipeListed
+from cloudvault.repro.outcomes import DryRun, GpuHere, RecipeListed
 from cloudvault.repro.recipe import Recipe
 
 
@@ -25,7 +25,7 @@ def dry_run(conn: sqlite3.Connection, recipe: Recipe, executor, options: plannin
     processes = tuple(LocalExecutor().describe(plan))
     where = tuple(executor.describe(plan))
     return DryRun(
-        planning.describe(plan), plan.settings, tuple(c._asdict() for c in checks),
+        planning.describe(plan), plan.settings, tuple(checks),
         no_gpu_here(conn, plan) if executor.runs_here else None,
         tuple(gpus_here(plan)) if executor.runs_here else (),
         processes, executor.name, where if where != processes else (),
@@ -33,15 +33,14 @@ def dry_run(conn: sqlite3.Connection, recipe: Recipe, executor, options: plannin
     )  # fmt: skip
 
 
-def gpus_here(plan) -> list[dict]:
+def gpus_here(plan) -> list[GpuHere]:
     """The GPUs of this machine that the plan's processes use: name, compute capability, memory used."""
     from cloudvault.tools.gpu import local_gpus
 
     wanted = {p.gpu for p in plan.processes if p.gpu is not None}
     if plan.standin or not wanted:
         return []
-    return [{"index": g.index, "name": g.name, "compute_cap": g.cap_text, "sm": g.sm,
-             "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib}
+    return [GpuHere(g.index, g.name, g.cap_text, g.sm, g.memory_used_mib, g.memory_total_mib)
             for g in local_gpus() or [] if g.index in wanted]  # fmt: skip
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from cloudvault import errors
 from cloudvault.documents import SHOWN_ONLY, Document
+from cloudvault.repro.plan import PlanDocument
+from cloudvault.repro.preflight import Check
 
 
 @dataclass(frozen=True)
@@ -88,16 +90,28 @@ class RecipesListed(Document):
 
 
 @dataclass(frozen=True)
+class GpuHere(Document):
+    """A GPU of this machine that the plan's processes use: its name, compute capability and memory in use."""
+
+    index: int
+    name: str
+    compute_cap: str
+    sm: str
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+
+
+@dataclass(frozen=True)
 class DryRun(Document):
     """`--dry-run`: the plan (its document, as provenance.json keeps it), the settings from the catalog, each
     preflight check, why a run here could not compare with a GPU record, the GPUs here the plan uses; for the
     terminal, the plan's commands as processes, where the executor runs them, and the processes' core pins."""
 
-    plan: dict
+    plan: PlanDocument
     settings: dict
-    preflight: tuple[dict, ...]
+    preflight: tuple[Check, ...]
     not_comparable_here: str | None
-    gpus_here: tuple[dict, ...]
+    gpus_here: tuple[GpuHere, ...]
     processes: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)
     executor: str = field(default="local", metadata=SHOWN_ONLY)
     elsewhere: tuple[str, ...] = field(default=(), metadata=SHOWN_ONLY)  # the executor's lines, when not processes
@@ -105,12 +119,13 @@ class DryRun(Document):
     forced: bool = field(default=False, metadata=SHOWN_ONLY)  # --force-preflight
 
     def to_json(self) -> dict:
-        return {**self.plan, "settings": self.settings, "preflight": list(self.preflight),
-                "not_comparable_here": self.not_comparable_here, "gpus_here": list(self.gpus_here)}  # fmt: skip
+        return {**self.plan.to_json(), "settings": self.settings, "preflight": [c._asdict() for c in self.preflight],
+                "not_comparable_here": self.not_comparable_here,
+                "gpus_here": [g.to_json() for g in self.gpus_here]}  # fmt: skip
 
     @property
     def failed(self) -> set[str]:
-        return {c["name"] for c in self.preflight if not c["ok"]}
+        return {c.name for c in self.preflight if not c.ok}
 
     @property
     def exit_code(self) -> int:

@@ -7,8 +7,10 @@ import shlex
 import sqlite3
 import sys
 from collections import namedtuple
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from cloudvault.documents import Document
 from cloudvault.errors import NotFound, RecipeInvalid
 from cloudvault.repro.recipe import Recipe, expand
 
@@ -190,22 +192,92 @@ def _processes(conn, recipe: Recipe, context: dict, settings: dict, env: dict, s
     return processes
 
 
-def describe(plan: Plan) -> dict:
+@dataclass(frozen=True)
+class RecordPlanned(Document):
+    """The record a run is compared with: its folder in the entry and the files compared."""
+
+    folder: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InputPlanned(Document):
+    """One input staged into the run folder: from which entry, to where, how many files and bytes, from what."""
+
+    name: str
+    entry: str
+    dest: str
+    files: int
+    bytes: int
+    sources: tuple[str, ...]  # the archives (or ENTRY/BASE folders) its members come from: "from" in the document
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "entry": self.entry, "dest": self.dest, "files": self.files, "bytes": self.bytes,
+                "from": list(self.sources)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProcessPlanned(Document):
+    """One process of the run: its command line, GPU, folder, pinned cores ("a-b", "" unpinned) and the env it
+    adds to the run's."""
+
+    name: str
+    command: str
+    gpu: int | None
+    cwd: str
+    cpu_cores: str
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ComparePlanned(Document):
+    """How the outputs are compared: each column's rule, the settings compared, the near-tie margin."""
+
+    rules: dict[str, str]
+    settings: list[str] | None
+    near_tie_margin: float
+
+
+@dataclass(frozen=True)
+class PlanDocument(Document):
+    """The plan as a document: the dry run prints it, provenance.json and a detached run's plan.json keep it. The
+    recipe's own sections (environment, code, model) and the docs summary are its data, kept as they are."""
+
+    recipe: str
+    recipe_path: str
+    recipe_hash: str
+    kind: str
+    entry: str
+    record: RecordPlanned
+    environment: dict
+    runner: str
+    code: dict
+    model: dict
+    run_dir: str
+    env: dict[str, str]
+    inputs: tuple[InputPlanned, ...]
+    processes: tuple[ProcessPlanned, ...]
+    docs: dict
+    outputs: tuple[str, ...]
+    merge: dict[str, str]
+    compare: ComparePlanned
+
+
+def describe(plan: Plan) -> PlanDocument:
     """The plan as a document (the dry run prints it; provenance.json keeps it)."""
     recipe = plan.recipe
-    return {
-        "recipe": recipe.name, "recipe_path": str(recipe.path), "recipe_hash": recipe.hash, "kind": recipe.kind,
-        "entry": plan.entry_id, "record": {"folder": plan.record_folder, "files": plan.record_files},
-        "environment": recipe.section("environment"), "runner": "stand-in" if plan.standin else "harness",
-        "code": {**recipe.section("code"), "commit": recipe.section("code").get("commit", plan.settings.get("commit"))},
-        "model": recipe.section("model"), "run_dir": str(plan.run_dir), "env": plan.env,
-        "inputs": [{"name": i.name, "entry": i.entry_id, "dest": str(i.dest), "files": len(i.members),
-                    "bytes": sum(m.size or 0 for m in i.members),
-                    "from": sorted({m.archive or f"{i.entry_id}/{i.base}" for m in i.members})} for i in plan.inputs],
-        "processes": [{"name": p.name, "command": shlex.join(p.argv), "gpu": p.gpu, "cwd": p.cwd,
-                       "cpu_cores": f"{p.cpu_cores[0]}-{p.cpu_cores[-1]}" if p.cpu_cores else "",
-                       "env": {k: v for k, v in p.env.items() if k not in plan.env}} for p in plan.processes],
-        "docs": plan.docs or {}, "outputs": plan.outputs, "merge": plan.merge,
-        "compare": {"rules": {c: str(r) for c, r in plan.rules.items()}, "settings": plan.compare_settings,
-                    "near_tie_margin": plan.near_tie},
-    }  # fmt: skip
+    code = recipe.section("code")
+    inputs = tuple(InputPlanned(i.name, i.entry_id, str(i.dest), len(i.members), sum(m.size or 0 for m in i.members),
+                                tuple(sorted({m.archive or f"{i.entry_id}/{i.base}" for m in i.members})))
+                   for i in plan.inputs)  # fmt: skip
+    processes = tuple(ProcessPlanned(p.name, shlex.join(p.argv), p.gpu, p.cwd,
+                                     f"{p.cpu_cores[0]}-{p.cpu_cores[-1]}" if p.cpu_cores else "",
+                                     {k: v for k, v in p.env.items() if k not in plan.env})
+                      for p in plan.processes)  # fmt: skip
+    return PlanDocument(
+        recipe.name, str(recipe.path), recipe.hash, recipe.kind, plan.entry_id,
+        RecordPlanned(plan.record_folder, tuple(plan.record_files)), recipe.section("environment"),
+        "stand-in" if plan.standin else "harness", {**code, "commit": code.get("commit", plan.settings.get("commit"))},
+        recipe.section("model"), str(plan.run_dir), plan.env, inputs, processes, plan.docs or {}, tuple(plan.outputs),
+        plan.merge, ComparePlanned({c: str(r) for c, r in plan.rules.items()}, plan.compare_settings, plan.near_tie),
+    )  # fmt: skip

@@ -189,7 +189,7 @@ def stored_plan(plan, options: dict) -> dict:
     recipe = plan.recipe
     return {"recipe": {"name": recipe.name, "path": str(recipe.path), "hash": recipe.hash,
                        "source": recipe.source.decode("utf-8")},
-            "options": options, "plan": planning.describe(plan)}  # fmt: skip
+            "options": options, "plan": planning.describe(plan).to_json()}  # fmt: skip
 
 
 def queued_recipe(run, prov: dict) -> tuple[Recipe, str | None]:
@@ -224,7 +224,7 @@ def queued_recipe(run, prov: dict) -> tuple[Recipe, str | None]:
 def _provenance(conn: sqlite3.Connection, plan, run_id: str, checks: list, forced: list[str]) -> dict:
     return {
         "run_id": run_id, "recipe": plan.recipe.name, "recipe_hash": plan.recipe.hash, "entry": plan.entry_id,
-        "settings": plan.run_settings, "plan": planning.describe(plan), "host": socket.gethostname(),
+        "settings": plan.run_settings, "plan": planning.describe(plan).to_json(), "host": socket.gethostname(),
         "environment": _environment_identity(conn, plan),
         "platform": platform.platform(), "python": platform.python_version(), "gpus": _gpu_names(plan),
         "preflight": [c._asdict() for c in checks], "forced_preflight": forced,

@@ -14,6 +14,8 @@ import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from cloudvault.documents import Document
+
 QUERY = ["nvidia-smi", "--query-gpu=index,name,compute_cap,memory.used,memory.total", "--format=csv,noheader"]
 
 # torch.utils.cpp_extension's named architectures
@@ -128,7 +130,7 @@ def _is_arch_list(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class GpuFit:
+class GpuFit(Document):
     """Every local GPU against an arch list: the verdict (fits | mismatch | no_gpu | unknown), the list as nvcc
     names it ('' when unknown), where it came from, the GPUs looked at and those it cannot run on."""
 

@@ -247,3 +247,37 @@ def test_a_detach_that_cannot_be_is_one_line_and_runs_nothing(demo_catalog, vaul
         assert not out.exists()
     listed = vault("--catalog", str(demo_catalog), "runs", "014", "--json")
     assert str(out) not in listed.out
+
+
+def test_the_plan_document_is_a_frozen_typed_result_its_json_the_dry_runs(demo_catalog, vault, tmp_path):
+    """describe(plan) hands over a frozen PlanDocument (inputs, processes, the compare as typed records), whose
+    to_json() is the plan part of `--dry-run --json` and of provenance.json."""
+    import dataclasses
+
+    from cloudvault.catalog.db import open_catalog
+    from cloudvault.repro import plan as planning
+    from cloudvault.repro.dry_run import dry_run
+    from cloudvault.repro.executors import executor
+    from cloudvault.repro.recipe import load
+
+    conn = open_catalog(demo_catalog, readonly=True)
+    try:
+        options = planning.RunOptions(tmp_path / "runs", True, True)
+        described = planning.describe(planning.build(conn, load(RECIPE), tmp_path / "runs/x", options))
+        planned = dry_run(conn, load(RECIPE), executor("local"), options)
+    finally:
+        conn.close()
+    for value in (described, described.record, described.compare, *described.inputs, *described.processes):
+        assert dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen, value
+    gpu_check = next(c for c in planned.preflight if c.name == "gpu")  # each preflight check a record, not a dict
+    assert gpu_check.ok is True and planned.to_json()["preflight"][0] == planned.preflight[0]._asdict()
+    assert described.processes[0].gpu == 0 and described.record.folder
+    dry = vault("--catalog", str(demo_catalog), "repro", RECIPE, "--standin", "--dry-run", "--json", "--out",
+                str(tmp_path / "runs"))  # fmt: skip
+    shown = json.loads(dry.out)
+    plan = described.to_json()
+    assert list(shown)[: len(plan)] == list(plan)  # the plan's fields first, in its order
+    same = [k for k in plan if k not in ("run_dir", "inputs", "processes")]  # those name the run folder
+    assert {k: shown[k] for k in same} == {k: plan[k] for k in same}
+    assert [p["env"] for p in shown["processes"]] == [p["env"] for p in plan["processes"]]
+    assert isinstance(plan["processes"][0]["cpu_cores"], str)

@@ -484,3 +484,23 @@ def write_attempts_from_the_page(page, url: str) -> None:
     assert status == 405
     page.goto(f"{url}?sql=DELETE+FROM+runs")  # what the SQL box sends
     assert "Statement must be a SELECT" in page.inner_text("body")
+
+
+def test_the_server_hands_the_cli_a_typed_serving_and_ctrl_c_ends_it(served):
+    """browse_catalog says where it serves as a frozen Serving (the view words it) and returns on Ctrl-C."""
+    import dataclasses
+
+    from cloudvault.browse.server import BrowseOptions, Serving, browse_catalog
+
+    db, _ = served
+    seen = []
+
+    def serving(where: Serving) -> None:
+        seen.append(where)
+        raise KeyboardInterrupt  # Ctrl-C as soon as the URL is said
+
+    assert browse_catalog(BrowseOptions(db, "127.0.0.1", 0, open_browser=False), serving) is None
+    (where,) = seen
+    assert dataclasses.is_dataclass(where) and where.__dataclass_params__.frozen
+    assert where.url.startswith("http://127.0.0.1:") and where.url.endswith("/catalog") and where.loopback
+    assert (where.catalog, where.host) == (str(db), "127.0.0.1")

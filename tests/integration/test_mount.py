@@ -547,3 +547,23 @@ def test_a_missing_catalog_or_entry_is_its_own_error_before_anything_is_mounted(
     assert done.returncode == 3 and "999" in done.stderr and not mounted(point)
     done = vault_subprocess("--catalog", str(demo_catalog), "mount", str(tmp_path / "not-there"))
     assert done.returncode == 2 and "not a folder" in done.stderr
+
+
+def test_mount_json_is_the_documented_shape_and_names_the_serving_process(demo_catalog, fuse, tmp_path):
+    from tests.cli.json_shapes import check
+
+    point = tmp_path / "mnt-json"
+    point.mkdir()
+    done = vault_subprocess("--catalog", str(demo_catalog), "mount", "--entry", "018", "--json", str(point))
+    assert done.returncode == 0, done.stderr
+    try:
+        doc = json.loads(done.stdout)
+        check(doc, "mount.md", "mount")
+        assert (doc["mountpoint"], doc["entry"], doc["catalog"]) == (str(point), "018", str(demo_catalog))
+        argv = Path(f"/proc/{doc['pid']}/cmdline").read_bytes().decode().split("\0")
+        assert "cloudvault.mount.serve" in argv and Path(doc["log"]).is_file()
+        assert "data" in os.listdir(point)
+    finally:
+        ended = vault_subprocess("umount", str(point))
+    assert ended.returncode == 0, ended.stderr
+    _gone(doc["pid"])

@@ -57,64 +57,59 @@ def show_queued(ui, queued) -> None:
 def show_dry_run(ui, planned) -> None:
     """The plan (the commands as processes), then where the executor runs them when that is elsewhere, the GPUs
     here, and why a run here could not compare."""
-    doc = planned.to_json()
-    _show_plan(ui, doc, planned.processes, planned.pins)
+    _show_plan(ui, planned.plan, planned.settings, planned.processes, planned.pins)
+    ui.heading("preflight")
+    for c in planned.preflight:
+        ui.line(f"  {'ok  ' if c.ok else 'FAIL'} {c.name:<16} {c.detail}")
     if planned.elsewhere:
         ui.heading(f"{planned.executor} executor")
         for line in planned.elsewhere:
             ui.line(f"  {line}")
     for gpu in planned.gpus_here:
-        ui.line(f"  GPU {gpu['index']}: {gpu['name']}, compute capability {gpu['compute_cap']} ({gpu['sm']}), "
-                f"{gpu['memory_used_mib']} of {gpu['memory_total_mib']} MiB used")  # fmt: skip
+        ui.line(f"  GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_cap} ({gpu.sm}), "
+                f"{gpu.memory_used_mib} of {gpu.memory_total_mib} MiB used")  # fmt: skip
     if planned.not_comparable_here:
         ui.line(f"NOT_COMPARABLE here: {planned.not_comparable_here}")
 
 
-def _show_plan(ui, doc: dict, commands: tuple[str, ...], pins: tuple[tuple[int, ...], ...]) -> None:
-    ui.heading(f"{doc['recipe']} reproduces {doc['entry']} ({doc['kind']}; runner: {doc['runner']})")
-    ui.line(f"  record     {doc['entry']}/{doc['record']['folder']} {' '.join(doc['record']['files'])}".rstrip())
-    ui.line(f"  run folder {doc['run_dir']} (new)")
-    if doc["environment"]:
-        ui.line(f"  env        {', '.join(f'{k}={v}' for k, v in doc['environment'].items())}")
-    if doc["code"].get("path"):
-        ui.line(
-            f"  code       {doc['code'].get('entry', doc['entry'])}/{doc['code']['path']} @ {doc['code'].get('commit')}"
-        )
-    if doc["model"]:
-        ui.line(f"  model      {doc['model'].get('entry', doc['entry'])}/{doc['model']['path']}")
-    for i in doc["inputs"]:
-        ui.line(
-            f"  input      {i['name']}: {i['files']} file(s), {i['bytes']:,} B from {', '.join(i['from'])}"
-            f" -> {i['dest']}"
-        )
-    if doc["docs"]:
-        d = doc["docs"]
-        roles = ", ".join(f"{n} {role}" for role, n in d["requests"].items())
-        ui.line(
-            f"  docs       {d['documents']} documents, requests: {roles}, on {d['gpus']} GPUs; prompts "
-            f"{d['prompt_tokens'][0]:,}..{d['prompt_tokens'][1]:,} tokens; clip length {d['clip_length']:,}"
-        )
-    settings = {k: v for k, v in doc["settings"].items() if not isinstance(v, dict | list) and len(str(v)) < 40}
+def _show_plan(ui, plan, run_settings: dict, commands: tuple[str, ...], pins: tuple[tuple[int, ...], ...]) -> None:
+    ui.heading(f"{plan.recipe} reproduces {plan.entry} ({plan.kind}; runner: {plan.runner})")
+    ui.line(f"  record     {plan.entry}/{plan.record.folder} {' '.join(plan.record.files)}".rstrip())
+    ui.line(f"  run folder {plan.run_dir} (new)")
+    if plan.environment:
+        ui.line(f"  env        {', '.join(f'{k}={v}' for k, v in plan.environment.items())}")
+    if code := plan.code.get("path"):
+        ui.line(f"  code       {plan.code.get('entry', plan.entry)}/{code} @ {plan.code.get('commit')}")
+    if plan.model:
+        ui.line(f"  model      {plan.model.get('entry', plan.entry)}/{plan.model.get('path')}")
+    for i in plan.inputs:
+        ui.line(f"  input      {i.name}: {i.files} file(s), {i.bytes:,} B from {', '.join(i.sources)} -> {i.dest}")
+    if plan.docs:
+        _show_docs(ui, plan.docs)
+    settings = {k: v for k, v in run_settings.items() if not isinstance(v, dict | list) and len(str(v)) < 40}
     ui.line("  settings   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    ui.line("  env vars   " + (" ".join(f"{k}={v}" for k, v in doc["env"].items()) or "-"))
+    ui.line("  env vars   " + (" ".join(f"{k}={v}" for k, v in plan.env.items()) or "-"))
     ui.line(f"  command    {commands[0].split(': ', 1)[1]}")
     spans = [(cores[0], cores[-1]) for cores in pins]
     pinned = all(pinnable(cores) for cores in pins)
-    where = [f"{p['name']} ({' '.join(f'{k}={v}' for k, v in p['env'].items())}"
-             f"{', cores ' + p['cpu_cores'] if p['cpu_cores'] and pinned else ''})"
-             for p in doc["processes"]]  # fmt: skip
-    each = " (one GPU each)" if any(p["gpu"] is not None for p in doc["processes"]) else ""
+    where = [f"{p.name} ({' '.join(f'{k}={v}' for k, v in p.env.items())}"
+             f"{', cores ' + p.cpu_cores if p.cpu_cores and pinned else ''})"
+             for p in plan.processes]  # fmt: skip
+    each = " (one GPU each)" if any(p.gpu is not None for p in plan.processes) else ""
     ui.line(f"  processes  {len(where)}{each}: {'; '.join(where)}")
     if not pinned:
         ui.line(f"  cores      the recipe pins cores {min(a for a, _ in spans)}-{max(b for _, b in spans)}; this "
                 f"machine has {cores_here()}: not pinned")  # fmt: skip
-    ui.line(
-        f"  outputs    {', '.join(doc['outputs'])}"
-        + (f" (merged from {', '.join(doc['merge'].values())})" if doc["merge"] else "")
-    )
-    ui.line("  compare    " + ", ".join(f"{c} {r}" for c, r in doc["compare"]["rules"].items()))
-    if doc["compare"]["settings"]:
-        ui.line(f"  settings compared: {', '.join(doc['compare']['settings'])}")
-    ui.heading("preflight")
-    for c in doc["preflight"]:
-        ui.line(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']:<16} {c['detail']}")
+    merged = f" (merged from {', '.join(plan.merge.values())})" if plan.merge else ""
+    ui.line(f"  outputs    {', '.join(plan.outputs)}{merged}")
+    ui.line("  compare    " + ", ".join(f"{c} {r}" for c, r in plan.compare.rules.items()))
+    if plan.compare.settings:
+        ui.line(f"  settings compared: {', '.join(plan.compare.settings)}")
+
+
+def _show_docs(ui, docs: dict) -> None:
+    """The recipe's documents summary (the serving benchmarks'): requests by role, GPUs, prompt lengths."""
+    roles = ", ".join(f"{n} {role}" for role, n in docs.get("requests", {}).items())
+    low, high = docs.get("prompt_tokens")
+    ui.line(f"  docs       {docs.get('documents')} documents, requests: {roles}, on {docs.get('gpus')} GPUs; prompts "
+            f"{low:,}..{high:,} tokens; clip length {docs.get('clip_length'):,}")  # fmt: skip

@@ -21,9 +21,9 @@ def show_list(ui, result) -> None:
         if r.shared:
             ui.line(f"    ! {r.shared}: restore it as {r.where}")
         if r.gpu:
-            fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r.gpu["fits"].items())
-            ui.line(f"    gpu: {r.gpu['arches']} (from {r.gpu['arches_from']}); kernels for {fits}")
-        for note in (r.gpu or {}).get("notes", []):
+            fits = ", ".join(f"{cap}: {'yes' if ok else 'NO'}" for cap, ok in r.gpu.fits.items())
+            ui.line(f"    gpu: {r.gpu.arches} (from {r.gpu.arches_from}); kernels for {fits}")
+        for note in r.gpu.notes if r.gpu else ():
             ui.line(f"    ! {note}")
     for skipped in result.skipped:
         ui.line(f"  skipped {skipped}")
@@ -86,10 +86,9 @@ def show_one(ui, r) -> None:
         ui.warn(f"{r.name}: not moved: {u['path']}: {u['why']}")
     for c in r.checks:
         ui.line(
-            f"  check {c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['command']})"
-            + ("" if c["ok"] else f": {c['output'][-200:]}")
+            f"  check {c.name}: {'ok' if c.ok else 'FAILED'} ({c.command})" + ("" if c.ok else f": {c.output[-200:]}")
         )
-    for note in (r.gpu or {}).get("notes", []):
+    for note in r.gpu.notes if r.gpu else ():
         ui.warn(f"{r.name}: {note}")
     for pitfall in r.pitfalls:
         ui.line(f"  note: {pitfall}")

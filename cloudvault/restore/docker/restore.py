@@ -10,6 +10,7 @@ is the archive's, applies the tags, and records the restore in the catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from cloudvault.errors import INTERRUPTED, IntegrityError, NotFound, UsageError,
 from cloudvault.restore.docker.errors import DaemonNoSpace, ImageMismatch, KernelMismatch, TagConflict
 from cloudvault.restore.docker.fit import arch_source, gpu_problem
 from cloudvault.restore.docker.oci import ImageConfig
+from cloudvault.restore.docker.results import ImageRestored
 from cloudvault.restore.docker.source import DIGEST, KIND, ArchiveInfo, DockerRecipe, archive_info, expected_sha256
 from cloudvault.tools import docker as dd
 from cloudvault.tools import gpu
@@ -238,29 +240,6 @@ def _accepted_ids(plan: Plan) -> set[str]:
 
 # -- restore -------------------------------------------------------------------------------------------------------
 @dataclass
-class Restored:
-    """A finished restore: the image id and what was proven about it."""
-
-    name: str
-    source: str
-    image_id: str
-    config_digest: str
-    tags: list[str]
-    layers: int
-    sha256: str | None = None
-    manifest_digest: str | None = None
-    bytes_in: int = 0
-    bytes_out: int = 0
-    seconds: float = 0.0
-    moved_tags: list[str] = field(default_factory=list)
-    repo_digests: list[str] = field(default_factory=list)  # the daemon's RepoDigests of it: repo@digest it came as
-    gpu: gpu.GpuFit | None = None  # the fit of the image restored (the streamed config's, where preflight had none)
-
-    def to_json(self) -> dict:
-        return {**self.__dict__, "gpu": self.gpu.to_json() if self.gpu else None}
-
-
-@dataclass
 class Loading:
     """What the stream gate finds in the archive's own config, before docker gets a byte it could load."""
 
@@ -269,7 +248,7 @@ class Loading:
     existed: bool = False  # the image was in the daemon before this restore: a mismatch then removes nothing
 
 
-def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> Restored:
+def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = None, progress=None) -> ImageRestored:
     """Load (or pull) the planned image, prove it, tag it, and record the restore (failed ones too: one that
     preflight refused, as the daemon down or a tag held by another image, is a failed restore like any other)."""
     started, clock = now(), time.monotonic()
@@ -288,12 +267,12 @@ def restore(conn: sqlite3.Connection, plan: Plan, *, timeout: float | None = Non
     except KeyboardInterrupt:
         _record(conn, plan, source, None, "interrupted", {}, started)
         raise
-    done.seconds = round(time.monotonic() - clock, 3)
+    done = dataclasses.replace(done, seconds=round(time.monotonic() - clock, 3))
     _record(conn, plan, source, done, "ok", done.to_json(), started)
     return done
 
 
-def _record(conn: sqlite3.Connection, plan: Plan, source: str, done: Restored | None, status: str, detail: dict,
+def _record(conn: sqlite3.Connection, plan: Plan, source: str, done: ImageRestored | None, status: str, detail: dict,
             started: str) -> None:  # fmt: skip
     mirror_id = plan.archive.mirror_id if plan.archive else None
     entry_id = plan.archive.entry_id if plan.archive else plan.recipe.entry
@@ -312,7 +291,7 @@ def _archive_opener(conn: sqlite3.Connection, info: ArchiveInfo):
     return lambda: open_plain(root, path, raw)
 
 
-def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, progress) -> Restored:
+def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, progress) -> ImageRestored:
     from cloudvault.restore.docker.stream import VerifiedBody
 
     info, recipe = plan.archive, plan.recipe
@@ -341,9 +320,10 @@ def _from_archive(conn: sqlite3.Connection, plan: Plan, timeout: float | None, p
         raise ImageMismatch(what=problem, action="kept the image that was there before" if loading.existed else
                             "removed what was loaded")  # fmt: skip
     tags = _apply_tags(plan, found["Id"])
-    return Restored(recipe.name, "archive", found["Id"], image.config.digest, tags, len(image.config.diff_ids),
-                    sha256=image.sha256, bytes_in=info.file.size, bytes_out=body.bytes_out,
-                    moved_tags=[move_note(t, h) for t, h in loading.moves.items()], gpu=loading.gpu)  # fmt: skip
+    return ImageRestored(recipe.name, "archive", found["Id"], image.config.digest, tags,
+                         len(image.config.diff_ids), sha256=image.sha256, bytes_in=info.file.size,
+                         bytes_out=body.bytes_out, moved_tags=tuple(move_note(t, h) for t, h in loading.moves.items()),
+                         gpu=loading.gpu)  # fmt: skip
 
 
 def _stream_gate(plan: Plan, loading: Loading, image) -> None:
@@ -411,14 +391,14 @@ def _loaded_problem(found: dict | None, config: ImageConfig, accepted: set[str],
     return None  # the config digest against the recipe's was checked by the stream gate, before loading
 
 
-def _apply_tags(plan: Plan, image_id: str) -> list[str]:
+def _apply_tags(plan: Plan, image_id: str) -> tuple[str, ...]:
     for ref in plan.recipe.tags:
         dd.tag(plan.daemon, image_id, ref)
     found = dd.image(plan.daemon, image_id) or {}
-    return sorted(found.get("RepoTags") or ())
+    return tuple(sorted(found.get("RepoTags") or ()))
 
 
-def _from_registry(plan: Plan, progress=None) -> Restored:
+def _from_registry(plan: Plan, progress=None) -> ImageRestored:
     """Pull repository@digest, then prove it is the archive's image (same config digest, same layers)."""
     recipe = plan.recipe
     repository, digest = plan.ref.split("@", 1)
@@ -441,6 +421,6 @@ def _from_registry(plan: Plan, progress=None) -> Restored:
         raise ImageMismatch(what=problem, action="removed the pulled image" if before is None else "it was there "
                             "before and is kept")  # fmt: skip
     tags = _apply_tags(plan, found["Id"])
-    return Restored(recipe.name, "registry", found["Id"], plan.expected_config, tags, len(layers),
-                    manifest_digest=digest, moved_tags=[move_note(t, h) for t, h in plan.moves.items()],
-                    repo_digests=sorted(found.get("RepoDigests") or ()), gpu=plan.gpu)  # fmt: skip
+    return ImageRestored(recipe.name, "registry", found["Id"], plan.expected_config, tags, len(layers),
+                         manifest_digest=digest, moved_tags=tuple(move_note(t, h) for t, h in plan.moves.items()),
+                         repo_digests=tuple(sorted(found.get("RepoDigests") or ())), gpu=plan.gpu)  # fmt: skip

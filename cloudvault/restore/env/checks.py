@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
 from pathlib import Path
 
+from cloudvault.restore.env.results import SmokeCheck
 from cloudvault.restore.env.rewrite import env_python
 
 TIMEOUT = 300
@@ -37,12 +39,12 @@ def cannot_run(path: Path) -> str | None:
     return f"bin/{path.name} cannot run: its link leads to nothing ({' -> '.join(chain)})"
 
 
-def _failed(name: str, command: str, why: str) -> dict:
+def _failed(name: str, command: str, why: str) -> SmokeCheck:
     """A check that could not be run: it decided nothing, so it failed."""
-    return {"name": name, "command": command, "ok": False, "exit_code": None, "output": why}
+    return SmokeCheck(name, command, False, None, why)
 
 
-def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> dict:
+def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> SmokeCheck:
     """One check: exit 0 passes; the last lines of its output are kept. A program the env names but cannot start
     fails the check (never a program of the same name found further along PATH)."""
     argv = shlex.split(command)
@@ -55,13 +57,12 @@ def run_one(prefix: Path, name: str, command: str, env: dict[str, str]) -> dict:
     try:
         done = subprocess.run(argv, cwd=prefix, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"name": name, "command": command, "ok": False, "exit_code": None, "output": str(exc)}
+        return _failed(name, command, str(exc))
     output = (done.stdout + done.stderr).strip()
-    return {"name": name, "command": command, "ok": done.returncode == 0, "exit_code": done.returncode,
-            "output": output[-400:]}  # fmt: skip
+    return SmokeCheck(name, command, done.returncode == 0, done.returncode, output[-400:])
 
 
-def run_checks(prefix: Path, checks: dict[str, str]) -> list[dict]:
+def run_checks(prefix: Path, checks: dict[str, str]) -> list[SmokeCheck]:
     """The built-in prefix check (when the env has a python, or names one it cannot start), then the recipe's
     checks in order."""
     env = check_env(prefix)
@@ -72,9 +73,9 @@ def run_checks(prefix: Path, checks: dict[str, str]) -> list[dict]:
         results.append(_failed("prefix", PREFIX_CHECK, why))
     elif env_python(prefix) is not None:
         result = run_one(prefix, "prefix", PREFIX_CHECK, env)
-        said = result["output"].splitlines()[-1] if result["output"] else ""
-        if result["ok"] and os.path.realpath(said) != os.path.realpath(prefix):
-            result |= {"ok": False, "output": f"sys.prefix is {said!r}, not {str(prefix)!r}"}
+        said = result.output.splitlines()[-1] if result.output else ""
+        if result.ok and os.path.realpath(said) != os.path.realpath(prefix):
+            result = dataclasses.replace(result, ok=False, output=f"sys.prefix is {said!r}, not {str(prefix)!r}")
         results.append(result)
     for name, command in checks.items():
         results.append(run_one(prefix, name, command, env))

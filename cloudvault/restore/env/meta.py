@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import re
 from collections import namedtuple
+from dataclasses import dataclass
 
 from cloudvault import readers
+from cloudvault.documents import Document
 
 # One file as conda recorded it in conda-meta/<pkg>.json paths_data.
 CondaPath = namedtuple("CondaPath", "package file_mode placeholder sha256_in_prefix sha256 size")
@@ -127,9 +129,20 @@ def arch_list_for(cuda: str | None) -> str | None:
     return ARCHES_FROM_CU128 if (major, minor) >= (12, 8) else ARCHES_BEFORE_CU128
 
 
+@dataclass(frozen=True)
+class TorchGpuFit(Document):
+    """A torch build's kernels against sm_120 (RTX PRO 6000) and each local GPU: its arch list, where that came
+    from, compute capability -> whether it has kernels there, and a note for each it has none for."""
+
+    arches: str
+    arches_from: str
+    fits: dict[str, bool | None]
+    notes: tuple[str, ...]
+
+
 def gpu_fit(
     torch: dict | None, arch_text: str | None = None, local_caps: list | None = None, source: str | None = None
-) -> dict | None:
+) -> TorchGpuFit | None:
     """Whether the torch build has kernels for sm_120 (RTX PRO 6000) and for each local GPU, said plainly.
     arch_text: the build's arch list as read from its libraries (source says how); None infers it from CUDA."""
     from cloudvault.tools import gpu
@@ -143,10 +156,10 @@ def gpu_fit(
     archs = gpu.parse_arch_list(arch_text)
     caps = {"12.0": (12, 0)} | {gpu.format_cap(c): c for c in (local_caps or [])}
     fit = {cap: gpu.fits(archs, c) for cap, c in caps.items()}
-    notes = [
+    notes = tuple(
         f"torch {torch['version']} (CUDA {torch['cuda']}) has no kernels for compute capability {cap} "
         f"(sm_{cap.replace('.', '')}): it cannot run there; install a torch built for it (cu128 or later for sm_120)"
         for cap, ok in fit.items()
         if ok is False
-    ]
-    return {"arches": gpu.describe(archs), "arches_from": source, "fits": fit, "notes": notes}
+    )
+    return TorchGpuFit(gpu.describe(archs), source, fit, notes)

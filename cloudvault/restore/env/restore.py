@@ -19,7 +19,7 @@ from cloudvault.restore.env import meta as env_meta
 from cloudvault.restore.env import venv as env_venv
 from cloudvault.restore.env.checks import run_checks
 from cloudvault.restore.env.place import placed
-from cloudvault.restore.env.results import AlreadyRestored, EnvPlan, EnvRestored, PythonUsed, Verified
+from cloudvault.restore.env.results import AlreadyRestored, EnvPlan, EnvRestored, InstalledTorch, PythonUsed, Verified
 from cloudvault.restore.env.rewrite import Relocation, relocate
 from cloudvault.restore.env.source import (
     MARKER,
@@ -50,7 +50,7 @@ def plan(conn: sqlite3.Connection, recipe: EnvRecipe, env: EnvSource, target: Pa
     pip_scripts = [p for p in rel if p.startswith("bin/") and p not in in_conda]
     pip_pyc = [p for p in rel if p.endswith(".pyc") and p not in in_conda]
     gpu = env_meta.gpu_fit(env_meta.torch_build([m.path for m in members]), None, caps)
-    risks = recipe.pitfalls_for(env.name) + (gpu["notes"] if gpu else [])
+    risks = recipe.pitfalls_for(env.name) + (list(gpu.notes) if gpu else [])
     if os.path.lexists(target):
         risks.append(f"{target} exists: it is kept unless you pass --force")
     if misfit:
@@ -227,7 +227,7 @@ def _count_how(rewritten: list[dict]) -> dict[str, int]:
     return out
 
 
-def installed_gpu_fit(prefix: Path) -> dict | None:
+def installed_gpu_fit(prefix: Path) -> InstalledTorch | None:
     """The restored env's torch build from torch/version.py; its arch list read from libtorch_cuda.so's fat
     binaries (else cuobjdump's listing, else inferred from the CUDA version)."""
     from cloudvault.restore.env.source import local_caps
@@ -239,8 +239,7 @@ def installed_gpu_fit(prefix: Path) -> dict | None:
     torch = env_meta.torch_version_file(found[-1].read_text(errors="replace"))
     lib = found[-1].parent / "lib" / "libtorch_cuda.so"
     found = cuda.library_arch_list(str(lib)) if lib.is_file() and lib.stat().st_size else None
-    fit = env_meta.gpu_fit(torch, found and found.text, local_caps(), found and found.source)
-    return {"torch": torch, **fit} if fit else {"torch": torch}
+    return InstalledTorch(torch, env_meta.gpu_fit(torch, found and found.text, local_caps(), found and found.source))
 
 
 def record(conn: sqlite3.Connection, env: EnvSource, target: Path, result, error: dict | None,

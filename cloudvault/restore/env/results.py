@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloudvault.documents import SHOWN_ONLY, Document
+from cloudvault.restore.env.meta import TorchGpuFit
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class EnvListed(Document):
     python: str | None
     torch: dict | None
     conda_packages: int
-    gpu: dict | None  # env/meta.py gpu_fit: arches, arches_from, fits, notes
+    gpu: TorchGpuFit | None
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,34 @@ class PythonUsed(Document):
 
 
 @dataclass(frozen=True)
+class SmokeCheck(Document):
+    """One smoke check run inside the env: its name and command, whether it passed, its exit code (None: it could
+    not run) and the last of its output."""
+
+    name: str
+    command: str
+    ok: bool
+    exit_code: int | None
+    output: str
+
+
+@dataclass(frozen=True)
+class InstalledTorch(Document):
+    """The torch a restored env holds (torch/version.py) and its kernels against the GPUs (None: a CPU build, or
+    an arch list that cannot be known); its document is the torch and the fit's fields beside it."""
+
+    torch: dict  # env/meta.py torch_version_file: version, cuda, from
+    fit: TorchGpuFit | None
+
+    def to_json(self) -> dict:
+        return {"torch": self.torch, **(self.fit.to_json() if self.fit else {})}
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.fit.notes if self.fit else ()
+
+
+@dataclass(frozen=True)
 class AlreadyRestored(Document):
     """The target already holds this archive's env at this prefix: nothing done, nothing recorded."""
 
@@ -131,8 +160,8 @@ class EnvRestored(Document):
     pyc_moved: int
     pyc_note: str
     verified: Verified
-    checks: tuple[dict, ...]  # env/checks.py: {name, command, ok, output}
-    gpu: dict | None
+    checks: tuple[SmokeCheck, ...]
+    gpu: InstalledTorch | None
     pitfalls: tuple[str, ...]
     python: PythonUsed | None
     seconds: dict[str, float]
@@ -156,8 +185,8 @@ class EnvMoved(Document):
     pyc_recompiled: int
     pyc_moved: int
     pyc_note: str
-    checks: tuple[dict, ...]
-    gpu: dict | None
+    checks: tuple[SmokeCheck, ...]
+    gpu: InstalledTorch | None
     pitfalls: tuple[str, ...]
 
 
@@ -189,4 +218,4 @@ class EnvsRestored(Document):
 
     def failed_checks(self) -> list[str]:
         """'env: check' for each smoke check that failed (the envs stay placed)."""
-        return [f"{r.name}: {c['name']}" for r in self.restored for c in r.checks if not c["ok"]]
+        return [f"{r.name}: {c.name}" for r in self.restored for c in r.checks if not c.ok]

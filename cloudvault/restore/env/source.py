@@ -20,6 +20,7 @@ from cloudvault.io.members import MemberReader, read_order
 from cloudvault.models import Member
 from cloudvault.recipe import ANY, Required, load_recipe
 from cloudvault.restore.env import meta as env_meta
+from cloudvault.restore.env.results import EnvListed
 
 CHECKS = {ANY: str}
 SCHEMA = {
@@ -255,9 +256,8 @@ def local_caps() -> list[tuple[int, int]]:
     return [g.compute_cap for g in gpu.local_gpus() or []]
 
 
-def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None):
-    """What `--list` says of an env (an EnvListed), from member names alone: sizes, python, torch build, GPU fit."""
-    from cloudvault.restore.env.results import EnvListed
+def describe(conn: sqlite3.Connection, env: EnvSource, caps: list | None = None) -> EnvListed:
+    """What `--list` says of an env, from member names alone: sizes, python, torch build, GPU fit."""
 
     members = env.members(conn)
     paths = [m.path for m in members]

@@ -180,12 +180,12 @@ def test_torch_version_file_and_gpu_fit_say_plainly_when_sm_120_has_no_kernels()
     torch = env_meta.torch_version_file("__version__ = '2.3.0+cu121'\ncuda: Optional[str] = '12.1'\n")
     assert torch["cuda"] == "12.1"
     fit = env_meta.gpu_fit(torch, None, [(9, 0)])
-    assert fit["fits"] == {"12.0": False, "9.0": True}
-    assert "no kernels for compute capability 12.0 (sm_120)" in fit["notes"][0] and len(fit["notes"]) == 1
+    assert fit.fits == {"12.0": False, "9.0": True}
+    assert "no kernels for compute capability 12.0 (sm_120)" in fit.notes[0] and len(fit.notes) == 1
     blackwell = env_meta.gpu_fit({"version": "2.9.0+cu128", "cuda": "12.8"}, None, [(9, 0)])
-    assert blackwell["fits"] == {"12.0": True, "9.0": True} and not blackwell["notes"]
+    assert blackwell.fits == {"12.0": True, "9.0": True} and not blackwell.notes
     measured = env_meta.gpu_fit(torch, "sm_80 sm_86", [(9, 0)], "cuobjdump")
-    assert measured["fits"]["9.0"] is False and measured["arches_from"] == "cuobjdump"
+    assert measured.fits["9.0"] is False and measured.arches_from == "cuobjdump"
     assert env_meta.gpu_fit({"version": "2.3.0+cpu", "cuda": "cpu"}) is None
     assert env_meta.python_version(["e/conda-meta/python-3.11.7-h955ad1f_0.json", "e/lib/python3.11/x"]) == "3.11.7"
 
@@ -220,7 +220,7 @@ def test_a_pypi_torch_gets_its_cuda_from_the_nvidia_runtime_wheel():
     assert env_meta.torch_build(paths)["cuda"] == "13.0"
     paths[1] = f"{site}/nvidia_cuda_runtime_cu12-12.1.105.dist-info/RECORD"
     assert env_meta.torch_build(paths)["cuda"] == "12.1"
-    assert env_meta.gpu_fit({"version": "2.14.1", "cuda": "13.0"}, None, [(9, 0)])["fits"] == {
+    assert env_meta.gpu_fit({"version": "2.14.1", "cuda": "13.0"}, None, [(9, 0)]).fits == {
         "12.0": True,
         "9.0": True,
     }
@@ -336,3 +336,51 @@ def test_byte_code_is_moved_in_place_unless_a_constant_holds_the_old_prefix(tmp_
     assert old.encode() not in plain.replace(new.encode(), b"")
     assert plain[:16] == before["plain.py"][:16]  # magic, flags, source mtime and size: still valid
     assert marshal.loads(plain[16:]).co_consts == marshal.loads(before["plain.py"][16:]).co_consts
+
+
+def test_the_gpu_checks_of_env_restore_and_repro_are_frozen_typed_results_whose_documents_are_unchanged(
+    tmp_path, monkeypatch
+):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from cloudvault.repro import dry_run
+    from cloudvault.restore.env import restore
+    from cloudvault.tools import gpu
+
+    def frozen(value) -> bool:
+        return dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen
+
+    fit = env_meta.gpu_fit({"version": "2.3.0+cu121", "cuda": "12.1"}, None, [(9, 0)])
+    assert frozen(fit) and fit.fits == {"12.0": False, "9.0": True} and len(fit.notes) == 1
+    assert fit.to_json() == {"arches": fit.arches, "arches_from": "torch release wheels for CUDA 12.1",
+                             "fits": {"12.0": False, "9.0": True}, "notes": list(fit.notes)}  # fmt: skip
+    version = tmp_path / "lib/python3.11/site-packages/torch/version.py"
+    version.parent.mkdir(parents=True)
+    version.write_text("__version__ = '2.3.0+cu121'\ncuda = '12.1'\n")
+    monkeypatch.setattr("cloudvault.restore.env.source.local_caps", lambda: [(9, 0)])
+    installed = restore.installed_gpu_fit(tmp_path)
+    torch = {"version": "2.3.0+cu121", "cuda": "12.1", "from": "version.py"}
+    assert frozen(installed) and installed.notes == fit.notes and installed.to_json() == {"torch": torch,
+                                                                                         **fit.to_json()}  # fmt: skip
+    h200 = gpu.Gpu(0, "NVIDIA H200", (9, 0), 10, 143771)
+    monkeypatch.setattr(gpu, "local_gpus", lambda: [h200])
+    plan = SimpleNamespace(standin=False, processes=[SimpleNamespace(gpu=0)])
+    (here,) = dry_run.gpus_here(plan)
+    assert frozen(here) and (here.index, here.sm) == (0, "sm_90")
+    assert here.to_json() == {"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "sm": "sm_90",
+                              "memory_used_mib": 10, "memory_total_mib": 143771}  # fmt: skip
+
+
+def test_a_smoke_check_is_a_frozen_typed_result_whose_document_is_unchanged(tmp_path):
+    import dataclasses
+
+    from cloudvault.restore.env.checks import run_checks
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/hello").write_text("#!/bin/sh\necho hi\n")
+    (tmp_path / "bin/hello").chmod(0o755)
+    ok, missing = run_checks(tmp_path, {"hello": "hello", "gone": "no-such-program-here"})
+    assert dataclasses.is_dataclass(ok) and ok.__dataclass_params__.frozen
+    assert ok.to_json() == {"name": "hello", "command": "hello", "ok": True, "exit_code": 0, "output": "hi"}
+    assert (missing.name, missing.ok, missing.exit_code) == ("gone", False, None) and missing.output
