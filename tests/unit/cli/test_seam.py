@@ -41,7 +41,8 @@ def test_a_reshaped_command_run_is_short_and_formats_nothing(module):
     runs = [f for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef) and f.name.startswith("run")]
     assert runs, f"cli/{module}.py has no run()"
     for f in runs:
-        assert f.end_lineno - f.lineno + 1 <= RUN_LINES, f"cli/{module}.py {f.name}() is {f.end_lineno - f.lineno + 1} lines"
+        lines = f.end_lineno - f.lineno + 1
+        assert lines <= RUN_LINES, f"cli/{module}.py {f.name}() is {lines} lines"
     assert not re.findall(r"ui\.line\(|ui\.emit\(|human_size\(", text), f"cli/{module}.py formats output itself"
 
 
