@@ -30,11 +30,20 @@ def _options(args):
     from pathlib import Path
 
     from cloudvault import config
-    from cloudvault.demo.walk import MIRROR, DemoOptions
+    from cloudvault.demo.walk import DemoOptions
 
     dest = Path(args.directory).expanduser() if args.directory else config.data_home() / "cloudvault" / "demo"
+    catalog = Path(args.catalog) if args.catalog else dest / "catalog.db"
+    return DemoOptions(dest, catalog, lambda: (*_core_journeys(dest), *_env_journeys(dest), *_image_journeys(),
+                                               *_repro_journeys(dest)))  # fmt: skip
+
+
+def _core_journeys(dest) -> list[tuple[str, ...]]:
+    """Index, search, show, ls, a secret found, extract before and after optimize, verify a sample."""
+    from cloudvault.demo.walk import MIRROR
+
     out = str(dest / "extracted")
-    journeys = (
+    return [
         ("index", "--mirror", "marvell_cloud", MIRROR),
         ("search", "granite"),
         ("show", "014"),
@@ -44,8 +53,53 @@ def _options(args):
         ("optimize", "018"),
         ("extract", "018", "<last member>", "-o", out, "--archive", "breakdown", "--force"),
         ("verify", "--sample", "20%", "--seed", "1"),
-    )
-    return DemoOptions(dest, Path(args.catalog) if args.catalog else dest / "catalog.db", journeys)
+    ]
+
+
+def _env_journeys(dest) -> list[tuple[str, ...]]:
+    """The packed envs (demo/envs.py): listed, planned, restored at a new prefix, one moved, then found."""
+    envs = dest / "restored-envs"
+    return [
+        ("restore", "env", "nebius", "--list"),
+        ("restore", "env", "nebius", "--dry-run"),
+        ("restore", "env", "nebius", "--to", str(envs / "miniforge3"), "--force"),
+        ("restore", "env", "nebius", "specdec", "--prefix", str(envs / "specdec"), "--force"),
+        ("restore", "env", "nebius", "vaultdemo", "--move", str(envs / "miniforge3/envs/vaultdemo"),
+         "--prefix", str(envs / "moved/vaultdemo"), "--force"),  # fmt: skip
+        ("restore", "env", "runpod", "probe_mini", "--prefix", str(envs / "workspace/probe_mini"), "--force"),
+        ("search", "restored"),
+    ]
+
+
+def _image_journeys() -> list[tuple[str, ...]]:
+    """The images (demo/images.py): list them and check the GPU (no daemon needed); restore one when a docker
+    daemon answers, else say in one line that the load is skipped."""
+    import sys
+
+    from cloudvault.tools.docker import daemon_reachable
+
+    steps = [("restore", "docker", "--list"), ("restore", "docker", "tandemspec", "--check-gpu")]
+    if daemon_reachable():
+        return [*steps, ("restore", "docker", "tandemspec")]
+    sys.stderr.write("vault: demo: skipping the real `vault restore docker tandemspec` load: no docker daemon "
+                     "answers (start dockerd, or set DOCKER_HOST)\n")  # fmt: skip
+    return steps
+
+
+def _repro_journeys(dest) -> list[tuple[str, ...]]:
+    """Reproduction (demo/serving.py): the lab's rep2 check, a stand-in re-run, the plot and report recipes."""
+    from cloudvault.demo.serving import E014, REP2, SERVING
+
+    runs = str(dest / "runs")  # beside the mirror, never inside it
+    return [
+        ("index", str(dest / SERVING)),
+        ("repro", "--list"),
+        ("compare", "014", "014" + REP2[len(E014) :], "--expect", "DIVERGED"),  # the lab's rep2: 23/24
+        ("repro", "014_ss20_temp0", "--standin", "--out", runs),
+        ("repro", "016_plots", "--out", runs),
+        ("repro", "serving_c4_mtp_ab", "--out", runs),
+        ("runs", "014"),
+    ]
 
 
 def _walk(ui, db: str, argv: list[str], as_json: bool):

@@ -231,8 +231,8 @@ def refuse_foreign(dest: Path, path: Path) -> None:
 
 
 # Parts of the demo that the restore and repro features add: each module has build(tree) (files inside the
-# Marvell_cloud tree being staged), optionally build_extra(dest) (other mirrors beside it) and
-# journeys(dest, root) (the `vault` argv lists that the demo walks for it).
+# Marvell_cloud tree being staged) and optionally build_extra(dest) (other mirrors beside it); the `vault` command
+# lines the demo walks for each are cli/demo.py's (the grammar lives in cli/).
 DEMO_PARTS = ("cloudvault.demo.envs", "cloudvault.demo.images", "cloudvault.demo.serving")
 
 

@@ -202,26 +202,3 @@ def build(tree: Path) -> None:
     (runpod.parent / "RESTORE.md").write_text(RESTORE_MD)
     for path in (*archives.glob("*.tar.zst"), runpod, runpod.parent / "RESTORE.md"):
         os.utime(path, (MTIME, MTIME))
-
-
-def journeys(dest: Path, root: Path) -> list[list[str]]:
-    envs = dest / "restored-envs"
-    return [
-        ["restore", "env", "nebius", "--list"],
-        ["restore", "env", "nebius", "--dry-run"],
-        ["restore", "env", "nebius", "--to", str(envs / "miniforge3"), "--force"],
-        ["restore", "env", "nebius", "specdec", "--prefix", str(envs / "specdec"), "--force"],
-        [
-            "restore",
-            "env",
-            "nebius",
-            "vaultdemo",
-            "--move",
-            str(envs / "miniforge3/envs/vaultdemo"),
-            "--prefix",
-            str(envs / "moved/vaultdemo"),
-            "--force",
-        ],
-        ["restore", "env", "runpod", "probe_mini", "--prefix", str(envs / "workspace/probe_mini"), "--force"],
-        ["search", "restored"],
-    ]

@@ -166,17 +166,3 @@ def build(tree: Path) -> None:
         "Running on sm_120 and AMX was never verified.\n"
     )
     _write(tree / "_docker" / "README.md", readme.encode())
-
-
-def journeys(dest: Path, root: Path) -> list[list[str]]:
-    """List the images and check the GPU (no daemon needed); restore one when a docker daemon answers."""
-    steps = [["restore", "docker", "--list"], ["restore", "docker", "tandemspec", "--check-gpu"]]
-    from cloudvault.tools.docker import daemon_reachable
-
-    if daemon_reachable():
-        return [*steps, ["restore", "docker", "tandemspec"]]
-    import sys
-
-    sys.stderr.write("vault: demo: skipping the real `vault restore docker tandemspec` load: no docker daemon "
-                     "answers (start dockerd, or set DOCKER_HOST)\n")  # fmt: skip
-    return steps

@@ -373,25 +373,3 @@ def build_extra(dest: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root
-
-
-
-
-def journeys(dest: Path, root: Path) -> list[list[str]]:
-    """What `vault demo` walks for reproduction: the lab's rep2 check, a stand-in re-run, plot and report recipes."""
-    runs = str(dest / "runs")  # beside the mirror, never inside it
-    return [
-        ["index", str(dest / SERVING)],
-        ["repro", "--list"],
-        ["compare", "014", REP2.replace(E014, "014"), "--expect", "DIVERGED"],  # the lab's rep2: 23/24
-        ["repro", "014_ss20_temp0", "--standin", "--out", runs],
-        ["repro", "016_plots", "--out", runs],
-        ["repro", "serving_c4_mtp_ab", "--out", runs],
-        ["runs", "014"],
-    ]
-
-
-
-
-
-

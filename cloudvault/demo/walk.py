@@ -16,11 +16,11 @@ MIRROR = "<mirror>"  # in a journey's argv: the root of the mirror just built
 
 @dataclass(frozen=True)
 class DemoOptions:
-    """Where the demo is built, its catalog, and the journeys every demo walks (the parts' own are added)."""
+    """Where the demo is built, its catalog, and the journeys it walks (written in cli/demo.py: the grammar's own)."""
 
     dest: Path
     catalog: Path
-    journeys: tuple[tuple[str, ...], ...]
+    journeys: Callable[[], tuple[tuple[str, ...], ...]]  # asked once the mirror is built
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def walk_demo(options: DemoOptions, walk: Callable[[list[str]], JourneyWalked],
               built: Callable[[DemoBuilt], None] = lambda built: None) -> DemoWalked:  # fmt: skip
     """Build the demo (its catalog claimed first: never the user's real one), hand built() the mirror, then each
     journey to walk() in order."""
-    from cloudvault.demo.build import build_demo, demo_parts
+    from cloudvault.demo.build import build_demo
 
     errors.require_tool("zstd", "zstd", "to build the demo's archives as the lab made them")
     errors.require_tool("pzstd", "zstd", "to build the demo's multi-frame archives")
@@ -66,10 +66,7 @@ def walk_demo(options: DemoOptions, walk: Callable[[list[str]], JourneyWalked],
     started = time.monotonic()
     root = build_demo(options.dest)
     built(DemoBuilt(str(root), time.monotonic() - started))
-    journeys = [[str(root) if a == MIRROR else a for a in argv] for argv in options.journeys]
-    for part in demo_parts():
-        if hasattr(part, "journeys"):
-            journeys += part.journeys(options.dest, root)
+    journeys = [[str(root) if a == MIRROR else a for a in argv] for argv in options.journeys()]
     return DemoWalked(str(root), str(options.catalog), tuple(walk(argv) for argv in journeys))
 
 

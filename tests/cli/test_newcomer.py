@@ -118,12 +118,12 @@ def test_a_real_name_clash_names_the_members():
 
 
 def test_the_demo_says_in_one_line_when_it_skips_the_docker_load(monkeypatch, capsys, tmp_path):
-    from cloudvault.demo import images
+    from cloudvault.cli import demo
     from cloudvault.tools import docker as docker_daemon
 
     monkeypatch.setattr(docker_daemon, "daemon_reachable", lambda: False)
-    steps = images.journeys(tmp_path, tmp_path)
-    assert ["restore", "docker", "tandemspec"] not in steps
+    steps = demo._image_journeys()
+    assert ("restore", "docker", "tandemspec") not in steps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "skipping" in err and "no docker daemon" in err
 

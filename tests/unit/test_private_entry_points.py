@@ -40,3 +40,33 @@ def test_the_check_sees_what_it_looks_for(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text('import sys\nargv = [sys.executable, "-P", "-m", "cloudvault", "index", "--merge"]\n')
     assert grammar_written_out(probe) == ["2: runs `python -m cloudvault` (the public grammar)", "2: writes --merge"]
+
+
+def command_lines_written_out(path: Path) -> list[str]:
+    """Each list or tuple in path that starts as a `vault` command line does: a command's name, then a word."""
+    from cloudvault.cli.main import COMMANDS
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.List | ast.Tuple) and len(node.elts) >= 2:
+            first, second = node.elts[:2]
+            words = all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in (first, second))
+            if words and first.value in COMMANDS:
+                found.append(f"{node.lineno}: `vault {first.value} {second.value} ...`")
+    return found
+
+
+def test_no_command_line_of_vault_s_grammar_is_written_outside_cli():
+    """The demo's journeys, like every argv of vault's own, are written in cli/: a renamed flag is seen there."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if not rel.startswith("cli/") and (problems := command_lines_written_out(path)):
+            found[rel] = problems
+    assert found == {}
+
+
+def test_the_command_line_check_sees_one(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('steps = [["restore", "env", "nebius", "--list"], ("search", "granite")]\n')
+    assert command_lines_written_out(probe) == ["1: `vault restore env ...`", "1: `vault search granite ...`"]
