@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import deque, namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple, Protocol
 
 import blake3
 
 from cloudvault.archive import sparse
+from cloudvault.archive.formats import HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
@@ -29,7 +30,7 @@ from cloudvault.archive.zstdframes import (
     looks_multi_frame,
 )
 from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
-from cloudvault.models import Flag, Frame
+from cloudvault.models import Flag, Frame, NestedArchive
 from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
@@ -86,6 +87,7 @@ class ScanResult:
     flags: list[Flag] = field(default_factory=list)
     format: str = "tar.zst"  # archive/formats.py
     seek_points: tuple[str, bytes] | None = None  # (kind, data) of a gzip or bzip2 archive: archive/decoded.py
+    nested: list[NestedArchive] = field(default_factory=list)  # members read once more as archives (archive/nested.py)
     flag_counts: dict[str, int] = field(default_factory=dict)
     damaged: list[Damage] = field(default_factory=list)  # frames that do not decode, for their members' flags
 
@@ -133,7 +135,9 @@ class ArchiveScan:
     more are hashed by `decoders` threads of their own (many members at once, each from views of the decoded
     pieces, which stay pinned until hashed) while the tar walk goes on, and records come out in archive order as
     their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too. With two, a member's
-    large updates are hashed whole where it is read while a PieceThread hashes their pieces."""
+    large updates are hashed whole where it is read while a PieceThread hashes their pieces. With nested, a member
+    whose bytes are a tar archive (formats.nested_format) is read once more as one, after the rest (archive/nested.py).
+    """
 
     def __init__(  # noqa: PLR0913 (keywords only, each one optional)
         self,
@@ -146,8 +150,12 @@ class ArchiveScan:
         prefilter: Callable[[bytes], bool] | None = None,
         decoders: int = 2,
         fmt: str = "tar.zst",
+        nested: bool = True,
     ) -> None:
         self._fh = fh
+        self._nest = nested
+        self._nest_formats: dict[int, str] = {}  # data offset -> format, of members whose bytes are an archive
+        self._prefilter = prefilter
         self._format = fmt
         self._decoders = decoders
         self._hash_threads = decoders if decoders > 2 else 1
@@ -183,8 +191,12 @@ class ArchiveScan:
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
         self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
+        nested: list[tuple[MemberRecord, str]] = []  # members to read once more as archives
         try:
-            yield from self._walk(stream)
+            for rec in self._walk(stream):
+                if self._nest_formats and rec.data_offset in self._nest_formats and rec.blake3:
+                    nested.append((rec, self._nest_formats[rec.data_offset]))
+                yield rec
         except (ZstdFormatError, TarFormatError) as exc:
             self.result.status = exc.kind
             self.result.flag(exc.kind, str(exc))
@@ -206,6 +218,26 @@ class ArchiveScan:
             self.result.raw_size = max(stream.pos, after[-1].raw_offset + after[-1].raw_size if after else 0)
             self.result.blake3 = archive_hash.hexdigest()
             self.result.pieces = archive_hash.pieces()
+        if nested and self.result.status == "ok":
+            yield from self._nested(nested)
+
+    def _nested(self, candidates: list[tuple[MemberRecord, str]]) -> Iterator[MemberRecord]:
+        """The members of the members that are archives, read again through this archive's frames or seek points."""
+        from cloudvault.archive.nested import Borrowed  # here: most archives hold none
+
+        opener = self._opener or (lambda: Borrowed(self._fh))
+        if self._format == "tar.zst":
+            from cloudvault.archive.reader import ArchiveReader
+
+            reader = ArchiveReader(opener, self.result.frames)
+        else:
+            from cloudvault.archive.decoded import SeekPointReader
+
+            reader = SeekPointReader(opener, self._format, self.result.seek_points)
+        try:
+            yield from nest(self.result, candidates, reader, inspect=self._inspect, prefilter=self._prefilter)
+        finally:
+            reader.close()
 
     def _walk(self, stream: ThreadedFrameStream, resume: bool = False) -> Iterator[MemberRecord]:
         """The records of the members the stream holds, in archive order as their hashes are ready; on damage,
@@ -344,6 +376,10 @@ class ArchiveScan:
     def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob | PieceHasher:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
+        if self._nest and header.size and might_be_archive(path):
+            found = nested_format(bytes(chunk[:HEAD]), path)
+            if found:
+                self._nest_formats[header.data_offset] = found
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
@@ -391,6 +427,30 @@ class ArchiveScan:
         if inspector:
             for kind, detail in inspector.findings():
                 self.result.flag(kind, detail, path)
+
+
+def nest(result: ScanResult, candidates: Iterable[tuple[MemberRecord, str]], reader, *, inspect=None,
+         prefilter=None) -> Iterator[MemberRecord]:  # fmt: skip
+    """The members of each (outer member record, its format) read through reader (the outer archive's raw space,
+    `chunks(offset, size)`), placed one after another past result.raw_size; result gains their flags and rows
+    (archive/nested.py says how)."""
+    from cloudvault.archive.nested import MemberFile, bomb_limit, carry_flags, through  # here: most hold none
+
+    for outer, fmt in candidates:
+        base = result.raw_size
+        fh = MemberFile(reader, outer.data_offset, outer.size)
+        inner = ArchiveScan(fh, inspect=inspect, prefilter=prefilter, on_raw=bomb_limit(outer), decoders=1,
+                            fmt=fmt, nested=False)  # fmt: skip
+        for rec in inner:
+            result.member_count += 1
+            yield through(outer.path, rec, base)
+        found = inner.result
+        carry_flags(result, found, outer.path)
+        if found.status == "ok" and found.blake3 != outer.blake3:
+            result.flag("changed_while_indexing", f"{outer.path} read again as an archive gave other bytes than "
+                        "its own pass; read again next run", outer.path)  # fmt: skip
+        result.nested.append(NestedArchive(base, found.raw_size, fmt, found.status, outer.path, outer.data_offset))
+        result.raw_size = base + found.raw_size
 
 
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more

@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
 # version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
@@ -53,6 +53,9 @@ ALTER TABLE files ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     7: """
 ALTER TABLE archives ADD COLUMN format TEXT NOT NULL DEFAULT 'tar.zst';
 """,
+    # Archives inside archives (schema.sql's nested table). Archives recorded before keep their members; the ones
+    # holding an archive member get its members when `vault index` next reads them (a changed file, or --accept).
+    8: "",
 }
 
 # version -> SQL run after schema.sql made that version's tables, in the same transaction (rows for new tables).

@@ -17,6 +17,7 @@ from cloudvault.errors import CatalogBusy, CatalogTooOld, VaultError
 # What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
 # one, as vault of that version left it (the tables and columns it had, the rows it held).
 BACK_FROM = {
+    8: "DROP TABLE nested;",
     7: "DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format;",
     6: "DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; DROP TABLE generations; "
     "ALTER TABLE files DROP COLUMN generation;",
