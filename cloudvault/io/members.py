@@ -439,7 +439,13 @@ def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
     from cloudvault.archive.nested import NestedSpace  # here: most archives hold none
 
     label = archive_location(conn, file_id).path.rsplit("/", 1)[-1]
-    return NestedSpace(reader, nested, partial(_verified_outer, conn, file_id, reader), label)
+    outers = {}  # each nested archive's outer member and check, asked now (a read may be in another thread)
+    for n in nested:
+        try:
+            outers[n] = outer_member(conn, file_id, n)
+        except IntegrityError as exc:  # raised when that archive is read, not before
+            outers[n] = exc
+    return NestedSpace(reader, nested, partial(_verified_outer, outers, reader), label)
 
 
 def _stream_reader(conn: sqlite3.Connection, file_id: int, use_copy: bool, on_data: Callable[[int], None] | None):
@@ -470,9 +476,11 @@ def outer_member(conn: sqlite3.Connection, file_id: int, nested) -> tuple[Member
     return member, check
 
 
-def _verified_outer(conn: sqlite3.Connection, file_id: int, reader, nested) -> Iterator[bytes]:
+def _verified_outer(outers: dict, reader, nested) -> Iterator[bytes]:
     """The bytes of the member a nested archive is, in pieces that verified (the inner decoder sees no other)."""
-    member, check = outer_member(conn, file_id, nested)
+    if isinstance(outers[nested], IntegrityError):
+        raise outers[nested]
+    member, check = outers[nested]
     gate = PieceGate(check)
     for chunk in reader.chunks(member.data_offset, member.size):
         yield from gate.feed(chunk)

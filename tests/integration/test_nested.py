@@ -144,7 +144,7 @@ def test_vault_extract_of_a_nested_member_writes_what_tar_gives(nested, outer, i
     assert blake3.blake3((out / "big.bin").read_bytes()).hexdigest() == extracted[b"src/big.bin"]
 
 
-def test_ls_search_and_verify_see_nested_members_in_every_pair(nested, capsys):
+def test_ls_search_grep_and_verify_see_nested_members_in_every_pair(nested, capsys):
     db, entries, _, _ = nested
     capsys.readouterr()
     assert main(["--catalog", str(db), "verify"]) == 0
@@ -152,6 +152,9 @@ def test_ls_search_and_verify_see_nested_members_in_every_pair(nested, capsys):
     assert main(["--catalog", str(db), "search", "nested-long-name"]) == 0
     out = capsys.readouterr().out
     assert all(f"data/{inner}/src/docs/deep/nested-long-name.txt" in out for _, inner in PAIRS), out
+    main(["--catalog", str(db), "grep", "-F", "hello from inside"])
+    out = capsys.readouterr().out
+    assert all(f"{entries[pair]}:{pair[0]}::data/{pair[1]}/src/docs/readme.txt:1:" in out for pair in PAIRS), out
     for outer, inner in PAIRS[:: len(INNERS) + 1]:  # one pair of each outer format, each inner format once
         assert main(["--catalog", str(db), "ls", entries[outer, inner]]) == 0
         assert f"data/{inner}/src/docs/readme.txt" in capsys.readouterr().out
