@@ -38,11 +38,13 @@ OTHER_NAMES = (".rar", ".7z")
 MULTI_VOLUME_NAMES = (".7z.001", ".zip.001", ".z01", ".r00", ".part1.rar", ".tar.gz.aa", ".tar.aa")
 
 
+ARCHIVE_NAMES = tuple(n for n, _ in TAR_NAMES) + ZIP_NAMES + COMPRESSED_NAMES + OTHER_NAMES + MULTI_VOLUME_NAMES
+
+
 def might_be_archive(name: str) -> bool:
-    """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened)."""
-    lower = name.lower()
-    return lower.endswith(tuple(n for n, _ in TAR_NAMES) + ZIP_NAMES + COMPRESSED_NAMES + OTHER_NAMES
-                          + MULTI_VOLUME_NAMES)  # fmt: skip
+    """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened): asked
+    of every archive member too (nested_format), so it makes no tuple per call."""
+    return name.lower().endswith(ARCHIVE_NAMES)
 
 
 NESTED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz")  # what an archive member can be, read once more (one level)
