@@ -9,6 +9,7 @@ Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive orde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -154,7 +155,7 @@ class ArchiveScan:
     ) -> None:
         self._fh = fh
         self._nest = nested
-        self._nest_formats: dict[int, str] = {}  # data offset -> format, of members whose bytes are an archive
+        self._nest_formats: dict[int, tuple] = {}  # data offset -> (format, its bytes kept or None) of archive members
         self._prefilter = prefilter
         self._format = fmt
         self._decoders = decoders
@@ -191,11 +192,11 @@ class ArchiveScan:
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
         self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
-        nested: list[tuple[MemberRecord, str]] = []  # members to read once more as archives
+        nested: list[tuple] = []  # members to read once more as archives: (record, format, their bytes kept or None)
         try:
             for rec in self._walk(stream):
                 if self._nest_formats and rec.data_offset in self._nest_formats and rec.blake3:
-                    nested.append((rec, self._nest_formats[rec.data_offset]))
+                    nested.append((rec, *self._nest_formats[rec.data_offset]))
                 yield rec
         except (ZstdFormatError, TarFormatError) as exc:
             self.result.status = exc.kind
@@ -221,23 +222,35 @@ class ArchiveScan:
         if nested and self.result.status == "ok":
             yield from self._nested(nested)
 
-    def _nested(self, candidates: list[tuple[MemberRecord, str]]) -> Iterator[MemberRecord]:
-        """The members of the members that are archives, read again through this archive's frames or seek points."""
-        from cloudvault.archive.nested import Borrowed  # here: most archives hold none
+    def _nested(self, candidates: list[tuple]) -> Iterator[MemberRecord]:
+        """The members of the members that are archives: from their bytes kept as the walk read them, or (one too
+        large to keep) read again through this archive's frames or seek points."""
+        from cloudvault.archive.nested import MemberFile  # here: most archives hold none
+
+        reader = self._reader_again() if any(kept is None for _, _, kept in candidates) else None
+        try:
+            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size) if kept is None else kept)
+                     for rec, fmt, kept in candidates]  # fmt: skip
+            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
+        finally:
+            if reader is not None:
+                reader.close()
+            for _, _, kept in candidates:
+                if kept is not None:
+                    kept.close()
+
+    def _reader_again(self):
+        """This archive's decoded stream read again, at any offset, now its frames or seek points are known."""
+        from cloudvault.archive.nested import Borrowed
 
         opener = self._opener or (lambda: Borrowed(self._fh))
         if self._format == "tar.zst":
             from cloudvault.archive.reader import ArchiveReader
 
-            reader = ArchiveReader(opener, self.result.frames)
-        else:
-            from cloudvault.archive.decoded import SeekPointReader
+            return ArchiveReader(opener, self.result.frames)
+        from cloudvault.archive.decoded import SeekPointReader
 
-            reader = SeekPointReader(opener, self._format, self.result.seek_points)
-        try:
-            yield from nest(self.result, candidates, reader, inspect=self._inspect, prefilter=self._prefilter)
-        finally:
-            reader.close()
+        return SeekPointReader(opener, self._format, self.result.seek_points)
 
     def _walk(self, stream: ThreadedFrameStream, resume: bool = False) -> Iterator[MemberRecord]:
         """The records of the members the stream holds, in archive order as their hashes are ready; on damage,
@@ -376,10 +389,9 @@ class ArchiveScan:
     def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob | PieceHasher:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
-        if self._nest and header.size and might_be_archive(path):
-            found = nested_format(bytes(chunk[:HEAD]), path)
-            if found:
-                self._nest_formats[header.data_offset] = found
+        keep = self._keep_nested(header, path, chunk) if self._nest and might_be_archive(path) else None
+        if keep is not None:  # an archive: its bytes kept as they are hashed, then scanned (archive/nested.py)
+            return self._hash_kept(chunk, data, path, header, keep)
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
@@ -399,6 +411,30 @@ class ArchiveScan:
             inspector.feed(bytes(chunk))
         for chunk in data.views():
             h.update(chunk)
+            if inspector:
+                inspector.feed(bytes(chunk))
+        self.flag_findings(path, inspector)
+        return h
+
+    def _keep_nested(self, header: TarHeader, path: str, first: memoryview):
+        """Where to keep the bytes of a member that is an archive (formats.nested_format): a spooled file, or None
+        (not an archive, or too large to keep: it is read again from the archive once the walk is over)."""
+        found = nested_format(bytes(first[:HEAD]), path) if header.size else None
+        if found is None:
+            return None
+        import tempfile
+
+        keep = tempfile.SpooledTemporaryFile(SPOOL_NESTED) if header.size <= KEEP_NESTED else None  # noqa: SIM115
+        self._nest_formats[header.data_offset] = (found, keep)
+        return keep
+
+    def _hash_kept(self, first: memoryview, data: MemberData, path: str, header: TarHeader, keep) -> PieceHasher:
+        """The member's hash and pieces, where it is read, its bytes written to keep and shown to the inspector."""
+        inspector = self._inspect(header.name, header.size, bytes(first[:INSPECT_HEAD])) if self._inspect else None
+        h = PieceHasher(beside=self._beside)
+        for chunk in itertools.chain((first,), data.views()):
+            h.update(chunk)
+            keep.write(chunk)
             if inspector:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
@@ -429,16 +465,14 @@ class ArchiveScan:
                 self.result.flag(kind, detail, path)
 
 
-def nest(result: ScanResult, candidates: Iterable[tuple[MemberRecord, str]], reader, *, inspect=None,
-         prefilter=None) -> Iterator[MemberRecord]:  # fmt: skip
-    """The members of each (outer member record, its format) read through reader (the outer archive's raw space,
-    `chunks(offset, size)`), placed one after another past result.raw_size; result gains their flags and rows
-    (archive/nested.py says how)."""
-    from cloudvault.archive.nested import MemberFile, bomb_limit, carry_flags, through  # here: most hold none
+def nest(result: ScanResult, candidates: Iterable[tuple], *, inspect=None, prefilter=None) -> Iterator[MemberRecord]:
+    """The members of each (outer member record, its format, a seekable file of its bytes), placed one after another
+    past result.raw_size; result gains their flags and rows (archive/nested.py says how)."""
+    from cloudvault.archive.nested import bomb_limit, carry_flags, through  # here: most archives hold none
 
-    for outer, fmt in candidates:
+    for outer, fmt, fh in candidates:
         base = result.raw_size
-        fh = MemberFile(reader, outer.data_offset, outer.size)
+        fh.seek(0)
         inner = ArchiveScan(fh, inspect=inspect, prefilter=prefilter, on_raw=bomb_limit(outer), decoders=1,
                             fmt=fmt, nested=False)  # fmt: skip
         for rec in inner:
@@ -453,6 +487,8 @@ def nest(result: ScanResult, candidates: Iterable[tuple[MemberRecord, str]], rea
         result.raw_size = base + found.raw_size
 
 
+KEEP_NESTED = 1 << 30  # an archive member up to this size is kept as the walk reads it (larger: read again after)
+SPOOL_NESTED = 32 << 20  # of it, in memory; the rest in an unnamed temporary file
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches

@@ -26,7 +26,7 @@ import blake3
 import zstandard
 
 from cloudvault.archive.formats import BOMB_FLOOR, BOMB_RATIO, HEAD, ZIP_NAMES, nested_format
-from cloudvault.archive.nested import Borrowed, carry_flags, through
+from cloudvault.archive.nested import Borrowed, MemberFile, carry_flags, through
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.reader import MAX_WINDOW
 from cloudvault.archive.reader import ZIP_LOCAL as LOCAL
@@ -477,9 +477,10 @@ class ZipScan:
         self.result.raw_size = raw
         for path, entry, start in nested:
             yield from self._nested_members(path, entry, start)
-        if archives:
+        if archives:  # each read again through its own record: a zip is read at random anyway
             reader = ZipReader(Borrowed(self._fh), self.result.frames)
-            yield from nest(self.result, archives, reader, inspect=self._inspect, prefilter=self._prefilter)
+            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size)) for rec, fmt in archives]
+            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
 
     def _member(self, entry: Entry, raw: int, read_data: bool) -> tuple[MemberRecord, int]:
         """The record of one member and where its compressed bytes end; its data hashed (and checked against its

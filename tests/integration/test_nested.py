@@ -56,6 +56,7 @@ def _tree(src: Path) -> None:
 
 
 def _outer(name: str, work: Path, out: Path) -> None:
+    """The outer archive `name` of work's data/ folder, as OUTERS makes it."""
     how = OUTERS[name]
     if how == "python":
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
@@ -210,3 +211,30 @@ def test_reindex_of_the_unchanged_mirror_reads_nothing_and_changing_the_outer_ch
     (entry / "outer.tar.zst").unlink()
     assert vault("--catalog", db, "index", "--prune", str(tmp_path / "m")).code == 0  # all it indexed is gone
     assert _rows(Path(db), "001_x") == []
+
+
+@pytest.mark.parametrize("outer", ["outer.tar.zst", "outer.tar.gz", "outer.tar"])
+def test_a_member_too_large_to_keep_is_read_again_through_the_outer_archive(tmp_path, vault, monkeypatch, outer):
+    """A tar member kept as the walk reads it is the usual way; one past KEEP_NESTED is read again, once the walk
+    is over, through the outer archive's frames or seek points: the same rows, the same bytes out."""
+    from cloudvault.archive import scan
+
+    monkeypatch.setattr(scan, "KEEP_NESTED", 0)
+    _tree(tmp_path / "src")
+    (tmp_path / "o/data").mkdir(parents=True)
+    subprocess.run(["tar", "-cJf", str(tmp_path / "o/data/inner.txz"), "src"], cwd=tmp_path, check=True)
+    entry = tmp_path / "m/001_x"
+    entry.mkdir(parents=True)
+    _outer(outer, tmp_path / "o", entry / outer)
+    db = str(tmp_path / "c.db")
+    assert vault("--catalog", db, "index", str(tmp_path / "m")).code == 0
+    got = tmp_path / "inner.txz"
+    got.write_bytes(outer_member(entry / outer, "data/inner.txz"))
+    (rc, listing) = gnu_listing(got)
+    rows = _rows(Path(db), "001_x", "AND mb.path LIKE 'data/inner.txz/%'")
+    assert rc == 0 and [r["path"] for r in rows] == [f"data/inner.txz/{name.decode().rstrip('/')}"
+                                                     for _, name, _, _ in listing]  # fmt: skip
+    out = tmp_path / "out"
+    assert vault("--catalog", db, "extract", "001", "data/inner.txz/src/big.bin", "-o", str(out)).code == 0
+    truth = subprocess.run(["tar", "-xOf", str(got), "src/big.bin"], capture_output=True, check=True).stdout
+    assert (out / "big.bin").read_bytes() == truth
