@@ -8,8 +8,8 @@ named `data/x.tgz/src/a.txt` (the path the .conda's inner streams use), their of
 stream is placed in the outer archive's raw space: past the outer's own bytes and the nested archives before it (a
 `NestedArchive` row says where). The inner scan hashes the bytes it read; they must be the outer member's recorded
 BLAKE3, else the archive changed while it was read (changed_while_indexing: it is read again next run). What the
-inner archive holds is not opened again; its damage is flagged on the outer member; one that decodes to more than
-BOMB_RATIO times the outer member's size (and BOMB_FLOOR) is a bomb, refused.
+inner archive holds is not opened again; its damage is flagged on `outer/` (its members' folder); one that decodes to
+more than BOMB_RATIO times the outer member's size (and BOMB_FLOOR) is a bomb, refused.
 
 Reading: `NestedSpace` is the outer archive's raw space with the nested archives in it. Bytes of a nested archive
 are decoded from its start (no seek points are kept for it: one read per member, forward reads go on), its compressed
@@ -41,12 +41,10 @@ def through(outer: str, rec, base: int):
 
 def carry_flags(result, found, outer: str) -> None:
     """The inner archive's flags (found, a scan.ScanResult) as the outer's (result): a member's through the outer
-    member, the archive's on it."""
+    member, the inner archive's own on `outer/` (its members' folder: the outer member's bytes are whole, and a
+    flag on it, a bad_crc, would refuse them as a zip member's)."""
     for flag in found.flags:
-        if flag.member:
-            result.flag(flag.kind, flag.detail, f"{outer}/{flag.member}")
-        else:
-            result.flag(flag.kind, flag.detail, outer)
+        result.flag(flag.kind, flag.detail, f"{outer}/{flag.member or ''}")
 
 
 def bomb_limit(outer) -> Callable[[bytes], None]:

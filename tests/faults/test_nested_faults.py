@@ -64,7 +64,7 @@ def test_a_truncated_inner_archive_is_flagged_on_its_member_and_its_readable_par
     outer, db = _mirror(tmp_path, "inner.tar.gz", whole[: len(whole) // 2])
     r = vault("--catalog", db, "index", str(tmp_path / "m"))
     assert r.code == 5, r.err  # damage found, as for a truncated outer archive
-    assert ("truncated", "data/inner.tar.gz") in [(kind, member) for kind, member, _ in _flags(db)]
+    assert ("truncated", "data/inner.tar.gz/") in [(kind, member) for kind, member, _ in _flags(db)]
     listed = _paths(db, "data/inner.tar.gz/")
     assert 0 < len(listed) < len(MEMBERS) and "data/inner.tar.gz/m/00.txt" in listed
     cut = vault("--catalog", db, "extract", "018", "data/inner.tar.gz/m/00.txt", "-o", "-")
@@ -72,6 +72,23 @@ def test_a_truncated_inner_archive_is_flagged_on_its_member_and_its_readable_par
     own = vault("--catalog", db, "extract", "018", "data/inner.tar.gz", "-o", str(tmp_path / "own"))
     assert own.code == 0 and (tmp_path / "own/inner.tar.gz").read_bytes() == whole[: len(whole) // 2]  # it is whole
     assert vault("--catalog", db, "extract", "018", "data/plain.txt", "-o", "-").out == "outside the inner archive\n"
+
+
+def test_an_inner_gzip_whose_crc_fails_is_bad_crc_its_members_refused_the_outer_member_still_whole(
+    tmp_path, vault, tally
+):
+    tally("corruption")
+    import gzip
+
+    inner = bytearray(gzip.compress(_tar(MEMBERS)))
+    inner[-8] ^= 0xFF  # the CRC32 of the trailer
+    _, db = _mirror(tmp_path, "inner.tgz", bytes(inner), outer="outer.tar")
+    assert vault("--catalog", db, "index", str(tmp_path / "m")).code == 5
+    assert [(kind, member) for kind, member, _ in _flags(db)] == [("bad_crc", "data/inner.tgz/")]
+    r = vault("--catalog", db, "extract", "018", "data/inner.tgz/m/03.txt", "-o", "-")
+    assert r.code == 5 and r.out == "" and "data/inner.tgz" in r.err
+    own = vault("--catalog", db, "extract", "018", "data/inner.tgz", "-o", str(tmp_path / "own"))
+    assert own.code == 0 and (tmp_path / "own/inner.tgz").read_bytes() == bytes(inner)  # as tar -xOf gives it
 
 
 def test_a_nested_bomb_is_refused_by_the_zip_bomb_limits_in_one_line(tmp_path, vault, tally):
@@ -88,7 +105,7 @@ def test_a_nested_bomb_is_refused_by_the_zip_bomb_limits_in_one_line(tmp_path, v
     r = vault("--catalog", db, "index", str(tmp_path / "m"))
     assert r.code == 5, r.err
     refused = [(member, detail) for kind, member, detail in _flags(db) if kind == "nested_bomb"]
-    assert len(refused) == 1 and refused[0][0] == "data/bomb.tar.zst" and "\n" not in refused[0][1]
+    assert len(refused) == 1 and refused[0][0] == "data/bomb.tar.zst/" and "\n" not in refused[0][1]
     assert "bomb refused" in refused[0][1] and "1000x" in refused[0][1]
     assert _paths(db, "data/bomb.tar.zst/") == set()  # the member past the limit was not recorded
     assert "data/bomb.tar.zst" in _paths(db, "data/")  # the outer member keeps its row
