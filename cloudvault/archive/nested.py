@@ -1,15 +1,15 @@
 """Archives inside archives, one level: a member whose bytes are a tar (plain, gzip, bzip2, xz or zstd) is read once
 more as an archive, and its members become members of the outer archive with a path through it.
 
-Indexing: a tar member's bytes are kept as the outer archive's walk reads and hashes them (up to scan.KEEP_NESTED;
-a larger one, and a zip's, is read again through the outer archive's reader: `MemberFile`, a seekable file over its
-bytes), then scanned by an ArchiveScan of its format once the outer walk is over (scan.nest). Its members come back
-named `data/x.tgz/src/a.txt` (the path the .conda's inner streams use), their offsets moved to where its decoded
-stream is placed in the outer archive's raw space: past the outer's own bytes and the nested archives before it (a
-`NestedArchive` row says where). The inner scan hashes the bytes it read; they must be the outer member's recorded
-BLAKE3, else the archive changed while it was read (changed_while_indexing: it is read again next run). What the
-inner archive holds is not opened again; its damage is flagged on `outer/` (its members' folder); one that decodes to
-more than BOMB_RATIO times the outer member's size (and BOMB_FLOOR) is a bomb, refused.
+Indexing: a tar member's bytes are kept as the outer archive's walk reads and hashes them (scan.KEEP_NESTED of them
+in all; the others, and a zip's, are read again through the outer archive's reader: `MemberFile`, a seekable file
+over its bytes), then scanned by an ArchiveScan of its format once the outer walk is over (scan.nest). Its members
+come back named `data/x.tgz/src/a.txt` (the path the .conda's inner streams use), their offsets moved to where its
+decoded stream is placed in the outer archive's raw space: past the outer's own bytes and the nested archives before
+it (a `NestedArchive` row says where). The inner scan hashes the bytes it read; they must be the outer member's
+recorded BLAKE3, else the archive changed while it was read (changed_while_indexing: it is read again next run).
+What the inner archive holds is not opened again; its damage is flagged on `outer/` (its members' folder); one that
+decodes to more than BOMB_RATIO times the outer member's size (and BOMB_FLOOR) is a bomb, refused.
 
 Reading: `NestedSpace` is the outer archive's raw space with the nested archives in it. Bytes of a nested archive
 are decoded from its start (no seek points are kept for it: one read per member, forward reads go on), its compressed

@@ -156,6 +156,7 @@ class ArchiveScan:
         self._fh = fh
         self._nest = nested
         self._nest_formats: dict[int, tuple] = {}  # data offset -> (format, its bytes kept or None) of archive members
+        self._kept = 0  # bytes of them kept so far
         self._prefilter = prefilter
         self._format = fmt
         self._decoders = decoders
@@ -418,13 +419,16 @@ class ArchiveScan:
 
     def _keep_nested(self, header: TarHeader, path: str, first: memoryview):
         """Where to keep the bytes of a member that is an archive (formats.nested_format): a spooled file, or None
-        (not an archive, or too large to keep: it is read again from the archive once the walk is over)."""
+        (not an archive, or past what is kept of one archive's: it is read again once the walk is over)."""
         found = nested_format(bytes(first[:HEAD]), path) if header.size else None
         if found is None:
             return None
         import tempfile
 
-        keep = tempfile.SpooledTemporaryFile(SPOOL_NESTED) if header.size <= KEEP_NESTED else None  # noqa: SIM115
+        keep = None
+        if self._kept + header.size <= KEEP_NESTED:
+            self._kept += header.size
+            keep = tempfile.SpooledTemporaryFile(SPOOL_NESTED)  # noqa: SIM115 (closed by _nested)
         self._nest_formats[header.data_offset] = (found, keep)
         return keep
 
@@ -487,7 +491,7 @@ def nest(result: ScanResult, candidates: Iterable[tuple], *, inspect=None, prefi
         result.raw_size = base + found.raw_size
 
 
-KEEP_NESTED = 1 << 30  # an archive member up to this size is kept as the walk reads it (larger: read again after)
+KEEP_NESTED = 1 << 30  # bytes of archive members kept as the walk reads them, in all (the others: read again after)
 SPOOL_NESTED = 32 << 20  # of it, in memory; the rest in an unnamed temporary file
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
