@@ -182,6 +182,13 @@ class ArchiveScan:
         self.result.flag(kind, f"{detail} at offset {offset}")
 
     def __iter__(self) -> Iterator[MemberRecord]:
+        nested: list[tuple] = []  # members to read once more as archives: (record, format, their bytes kept or None)
+        yield from self._scan(nested)
+        if nested and self.result.status == "ok":
+            yield from self._nested(nested)
+
+    def _scan(self, nested: list[tuple]) -> Iterator[MemberRecord]:
+        """The archive's own members, in order (those that are archives noted in nested), then its result."""
         archive_hash = BackgroundHasher(self._hash_threads)
 
         def on_compressed(chunk: bytes) -> None:
@@ -193,7 +200,6 @@ class ArchiveScan:
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
         self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
-        nested: list[tuple] = []  # members to read once more as archives: (record, format, their bytes kept or None)
         try:
             for rec in self._walk(stream):
                 if self._nest_formats and rec.data_offset in self._nest_formats and rec.blake3:
@@ -220,38 +226,6 @@ class ArchiveScan:
             self.result.raw_size = max(stream.pos, after[-1].raw_offset + after[-1].raw_size if after else 0)
             self.result.blake3 = archive_hash.hexdigest()
             self.result.pieces = archive_hash.pieces()
-        if nested and self.result.status == "ok":
-            yield from self._nested(nested)
-
-    def _nested(self, candidates: list[tuple]) -> Iterator[MemberRecord]:
-        """The members of the members that are archives: from their bytes kept as the walk read them, or (one too
-        large to keep) read again through this archive's frames or seek points."""
-        from cloudvault.archive.nested import MemberFile  # here: most archives hold none
-
-        reader = self._reader_again() if any(kept is None for _, _, kept in candidates) else None
-        try:
-            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size) if kept is None else kept)
-                     for rec, fmt, kept in candidates]  # fmt: skip
-            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
-        finally:
-            if reader is not None:
-                reader.close()
-            for _, _, kept in candidates:
-                if kept is not None:
-                    kept.close()
-
-    def _reader_again(self):
-        """This archive's decoded stream read again, at any offset, now its frames or seek points are known."""
-        from cloudvault.archive.nested import Borrowed
-
-        opener = self._opener or (lambda: Borrowed(self._fh))
-        if self._format == "tar.zst":
-            from cloudvault.archive.reader import ArchiveReader
-
-            return ArchiveReader(opener, self.result.frames)
-        from cloudvault.archive.decoded import SeekPointReader
-
-        return SeekPointReader(opener, self._format, self.result.seek_points)
 
     def _walk(self, stream: ThreadedFrameStream, resume: bool = False) -> Iterator[MemberRecord]:
         """The records of the members the stream holds, in archive order as their hashes are ready; on damage,
@@ -416,6 +390,36 @@ class ArchiveScan:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
         return h
+
+    def _nested(self, candidates: list[tuple]) -> Iterator[MemberRecord]:
+        """The members of the members that are archives: from their bytes kept as the walk read them, or (one too
+        large to keep) read again through this archive's frames or seek points."""
+        from cloudvault.archive.nested import MemberFile  # here: most archives hold none
+
+        reader = self._reader_again() if any(kept is None for _, _, kept in candidates) else None
+        try:
+            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size) if kept is None else kept)
+                     for rec, fmt, kept in candidates]  # fmt: skip
+            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
+        finally:
+            if reader is not None:
+                reader.close()
+            for _, _, kept in candidates:
+                if kept is not None:
+                    kept.close()
+
+    def _reader_again(self):
+        """This archive's decoded stream read again, at any offset, now its frames or seek points are known."""
+        from cloudvault.archive.nested import Borrowed
+
+        opener = self._opener or (lambda: Borrowed(self._fh))
+        if self._format == "tar.zst":
+            from cloudvault.archive.reader import ArchiveReader
+
+            return ArchiveReader(opener, self.result.frames)
+        from cloudvault.archive.decoded import SeekPointReader
+
+        return SeekPointReader(opener, self._format, self.result.seek_points)
 
     def _keep_nested(self, header: TarHeader, path: str, first: memoryview):
         """Where to keep the bytes of a member that is an archive (formats.nested_format): a spooled file, or None
