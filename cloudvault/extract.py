@@ -123,9 +123,13 @@ def find_targets(
 
 
 def _through_member(conn: sqlite3.Connection, mirror_id: int, entry_id: str, query: str) -> bool:
-    """Whether x.tar.zst/inner names a member that is itself an archive (a .conda's pkg-x.tar.zst/...), whose
-    members are recorded with that path, rather than an archive file of the mirror."""
-    head = query.partition(".tar.zst/")[0].strip("/") + ".tar.zst"
+    """Whether x.tgz/inner names a member that is itself an archive (a .conda's pkg-x.tar.zst/..., data/x.tgz/...
+    inside a tar: archive/nested.py), whose members are recorded with that path, rather than an archive file of
+    the mirror."""
+    name, rest = through_archive(query)
+    if name is None:
+        return False
+    head = query[: len(query) - len(rest)].strip("/")
     return bool(EntryMembers(conn, mirror_id, entry_id, archive="").exact(head))  # "": members only
 
 

@@ -15,6 +15,14 @@ class Frame(namedtuple("Frame", "comp_offset comp_size raw_offset raw_size")):
     __slots__ = ()
 
 
+class NestedArchive(namedtuple("NestedArchive", "raw_offset raw_size format status member_path member_offset")):
+    """An archive member read once more as a tar archive (archive/nested.py): its decoded bytes sit at raw_offset in
+    the outer archive's raw space (past the outer's own), raw_size of them, in format; status is its scan's outcome;
+    member_path and member_offset name the outer member (its data offset) whose verified bytes it is."""
+
+    __slots__ = ()
+
+
 class FileStat(
     namedtuple("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
 ):

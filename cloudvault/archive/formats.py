@@ -16,6 +16,8 @@ HEAD = 64 << 10  # the bytes a caller reads from the start of a file for archive
 
 OPENED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz", "zip")  # formats whose members vault indexes
 NOT_OPENED = ("rar", "7z", "multi-volume")  # archives vault recognises, counts and names, but does not open
+BOMB_RATIO = 1000  # declared (or decoded) bytes per byte of an archive past which it is a bomb (deflate tops at 1032)
+BOMB_FLOOR = 1 << 30  # an archive declaring (or decoding to) less than this is never refused
 
 GZIP, BZIP2, XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
 ZSTD, ZSTD_SKIPPABLE = b"\x28\xb5\x2f\xfd", 0x184D2A50
@@ -36,11 +38,26 @@ OTHER_NAMES = (".rar", ".7z")
 MULTI_VOLUME_NAMES = (".7z.001", ".zip.001", ".z01", ".r00", ".part1.rar", ".tar.gz.aa", ".tar.aa")
 
 
+ARCHIVE_NAMES = tuple(n for n, _ in TAR_NAMES) + ZIP_NAMES + COMPRESSED_NAMES + OTHER_NAMES + MULTI_VOLUME_NAMES
+
+
 def might_be_archive(name: str) -> bool:
-    """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened)."""
-    lower = name.lower()
-    return lower.endswith(tuple(n for n, _ in TAR_NAMES) + ZIP_NAMES + COMPRESSED_NAMES + OTHER_NAMES
-                          + MULTI_VOLUME_NAMES)  # fmt: skip
+    """Whether a file's name makes it worth reading its first bytes (the others are plain files, unopened): asked
+    of every archive member too (nested_format), so it makes no tuple per call."""
+    return name.lower().endswith(ARCHIVE_NAMES)
+
+
+NESTED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz")  # what an archive member can be, read once more (one level)
+
+
+def nested_format(head: bytes, name: str) -> str | None:
+    """The format of an archive member that is itself a tar archive, read once more as one: its name makes it worth
+    the look (as a mirror file's does), its first bytes alone decide (a compressed one must decompress to a tar
+    header); None for any other member."""
+    if not might_be_archive(name):
+        return None
+    fmt = archive_format(head, "")
+    return fmt if fmt in NESTED else None
 
 
 def through_archive(query: str) -> tuple[str | None, str]:

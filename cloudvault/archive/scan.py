@@ -9,15 +9,17 @@ Iterating an `ArchiveScan` yields one `MemberRecord` per member, in archive orde
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections import deque, namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple, Protocol
 
 import blake3
 
 from cloudvault.archive import sparse
+from cloudvault.archive.formats import HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
@@ -29,7 +31,7 @@ from cloudvault.archive.zstdframes import (
     looks_multi_frame,
 )
 from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
-from cloudvault.models import Flag, Frame
+from cloudvault.models import Flag, Frame, NestedArchive
 from cloudvault.pieces import PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
@@ -86,6 +88,7 @@ class ScanResult:
     flags: list[Flag] = field(default_factory=list)
     format: str = "tar.zst"  # archive/formats.py
     seek_points: tuple[str, bytes] | None = None  # (kind, data) of a gzip or bzip2 archive: archive/decoded.py
+    nested: list[NestedArchive] = field(default_factory=list)  # members read once more as archives (archive/nested.py)
     flag_counts: dict[str, int] = field(default_factory=dict)
     damaged: list[Damage] = field(default_factory=list)  # frames that do not decode, for their members' flags
 
@@ -133,7 +136,9 @@ class ArchiveScan:
     more are hashed by `decoders` threads of their own (many members at once, each from views of the decoded
     pieces, which stay pinned until hashed) while the tar walk goes on, and records come out in archive order as
     their hashes are ready; the compressed bytes are hashed on up to `decoders` threads too. With two, a member's
-    large updates are hashed whole where it is read while a PieceThread hashes their pieces."""
+    large updates are hashed whole where it is read while a PieceThread hashes their pieces. With nested, a member
+    whose bytes are a tar archive (formats.nested_format) is read once more as one, after the rest (archive/nested.py).
+    """
 
     def __init__(  # noqa: PLR0913 (keywords only, each one optional)
         self,
@@ -146,8 +151,13 @@ class ArchiveScan:
         prefilter: Callable[[bytes], bool] | None = None,
         decoders: int = 2,
         fmt: str = "tar.zst",
+        nested: bool = True,
     ) -> None:
         self._fh = fh
+        self._nest = nested
+        self._nest_formats: dict[int, tuple] = {}  # data offset -> (format, its bytes kept or None) of archive members
+        self._kept = 0  # bytes of them kept so far
+        self._prefilter = prefilter
         self._format = fmt
         self._decoders = decoders
         self._hash_threads = decoders if decoders > 2 else 1
@@ -172,6 +182,13 @@ class ArchiveScan:
         self.result.flag(kind, f"{detail} at offset {offset}")
 
     def __iter__(self) -> Iterator[MemberRecord]:
+        nested: list[tuple] = []  # members to read once more as archives: (record, format, their bytes kept or None)
+        yield from self._scan(nested)
+        if nested and self.result.status == "ok":
+            yield from self._nested(nested)
+
+    def _scan(self, nested: list[tuple]) -> Iterator[MemberRecord]:
+        """The archive's own members, in order (those that are archives noted in nested), then its result."""
         archive_hash = BackgroundHasher(self._hash_threads)
 
         def on_compressed(chunk: bytes) -> None:
@@ -184,7 +201,10 @@ class ArchiveScan:
         self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
         try:
-            yield from self._walk(stream)
+            for rec in self._walk(stream):
+                if self._nest_formats and rec.data_offset in self._nest_formats and rec.blake3:
+                    nested.append((rec, *self._nest_formats[rec.data_offset]))
+                yield rec
         except (ZstdFormatError, TarFormatError) as exc:
             self.result.status = exc.kind
             self.result.flag(exc.kind, str(exc))
@@ -353,6 +373,9 @@ class ArchiveScan:
     def _hash(self, header: TarHeader, data: MemberData, path: str) -> str | HashJob | PieceHasher:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
+        keep = self._keep_nested(header, path, chunk) if self._nest and might_be_archive(path) else None
+        if keep is not None:  # an archive: its bytes kept as they are hashed, then scanned (archive/nested.py)
+            return self._hash_kept(chunk, data, path, header, keep)
         if len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
@@ -372,6 +395,63 @@ class ArchiveScan:
             inspector.feed(bytes(chunk))
         for chunk in data.views():
             h.update(chunk)
+            if inspector:
+                inspector.feed(bytes(chunk))
+        self.flag_findings(path, inspector)
+        return h
+
+    def _nested(self, candidates: list[tuple]) -> Iterator[MemberRecord]:
+        """The members of the members that are archives: from their bytes kept as the walk read them, or (one too
+        large to keep) read again through this archive's frames or seek points."""
+        from cloudvault.archive.nested import MemberFile  # here: most archives hold none
+
+        reader = self._reader_again() if any(kept is None for _, _, kept in candidates) else None
+        try:
+            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size) if kept is None else kept)
+                     for rec, fmt, kept in candidates]  # fmt: skip
+            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
+        finally:
+            if reader is not None:
+                reader.close()
+            for _, _, kept in candidates:
+                if kept is not None:
+                    kept.close()
+
+    def _reader_again(self):
+        """This archive's decoded stream read again, at any offset, now its frames or seek points are known."""
+        from cloudvault.archive.nested import Borrowed
+
+        opener = self._opener or (lambda: Borrowed(self._fh))
+        if self._format == "tar.zst":
+            from cloudvault.archive.reader import ArchiveReader
+
+            return ArchiveReader(opener, self.result.frames)
+        from cloudvault.archive.decoded import SeekPointReader
+
+        return SeekPointReader(opener, self._format, self.result.seek_points)
+
+    def _keep_nested(self, header: TarHeader, path: str, first: memoryview):
+        """Where to keep the bytes of a member that is an archive (formats.nested_format): a spooled file, or None
+        (not an archive, or past what is kept of one archive's: it is read again once the walk is over)."""
+        found = nested_format(bytes(first[:HEAD]), path) if header.size else None
+        if found is None:
+            return None
+        import tempfile
+
+        keep = None
+        if self._kept + header.size <= KEEP_NESTED:
+            self._kept += header.size
+            keep = tempfile.SpooledTemporaryFile(SPOOL_NESTED)  # noqa: SIM115 (closed by _nested)
+        self._nest_formats[header.data_offset] = (found, keep)
+        return keep
+
+    def _hash_kept(self, first: memoryview, data: MemberData, path: str, header: TarHeader, keep) -> PieceHasher:
+        """The member's hash and pieces, where it is read, its bytes written to keep and shown to the inspector."""
+        inspector = self._inspect(header.name, header.size, bytes(first[:INSPECT_HEAD])) if self._inspect else None
+        h = PieceHasher(beside=self._beside)
+        for chunk in itertools.chain((first,), data.views()):
+            h.update(chunk)
+            keep.write(chunk)
             if inspector:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
@@ -402,6 +482,30 @@ class ArchiveScan:
                 self.result.flag(kind, detail, path)
 
 
+def nest(result: ScanResult, candidates: Iterable[tuple], *, inspect=None, prefilter=None) -> Iterator[MemberRecord]:
+    """The members of each (outer member record, its format, a seekable file of its bytes), placed one after another
+    past result.raw_size; result gains their flags and rows (archive/nested.py says how)."""
+    from cloudvault.archive.nested import bomb_limit, carry_flags, through  # here: most archives hold none
+
+    for outer, fmt, fh in candidates:
+        base = result.raw_size
+        fh.seek(0)
+        inner = ArchiveScan(fh, inspect=inspect, prefilter=prefilter, on_raw=bomb_limit(outer), decoders=1,
+                            fmt=fmt, nested=False)  # fmt: skip
+        for rec in inner:
+            result.member_count += 1
+            yield through(outer.path, rec, base)
+        found = inner.result
+        carry_flags(result, found, outer.path)
+        if found.status == "ok" and found.blake3 != outer.blake3:
+            result.flag("changed_while_indexing", f"{outer.path} read again as an archive gave other bytes than "
+                        "its own pass; read again next run", outer.path)  # fmt: skip
+        result.nested.append(NestedArchive(base, found.raw_size, fmt, found.status, outer.path, outer.data_offset))
+        result.raw_size = base + found.raw_size
+
+
+KEEP_NESTED = 1 << 30  # bytes of archive members kept as the walk reads them, in all (the others: read again after)
+SPOOL_NESTED = 32 << 20  # of it, in memory; the rest in an unnamed temporary file
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches

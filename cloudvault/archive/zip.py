@@ -8,6 +8,7 @@ frame per member with data: comp_offset is its local header, comp_size reaches t
 raw_offset/raw_size place its data in the archive's "raw" space (members' data one after another, in file order),
 which is where a member's data_offset points. A stored `.tar.zst` member (a .conda's info-*/pkg-* streams) is
 read once more as a tar: its members get a path through it, and its zstd frames join the table past the zip's.
+Any other member whose bytes are a tar (plain or compressed, any method) is read once more too (archive/nested.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import BinaryIO, NamedTuple
 import blake3
 import zstandard
 
-from cloudvault.archive.formats import ZIP_NAMES
+from cloudvault.archive.formats import BOMB_FLOOR, BOMB_RATIO, HEAD, ZIP_NAMES, nested_format
+from cloudvault.archive.nested import Borrowed, MemberFile, carry_flags, through
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.reader import MAX_WINDOW
 from cloudvault.archive.reader import ZIP_LOCAL as LOCAL
@@ -37,6 +39,7 @@ from cloudvault.archive.scan import (
     ScanResult,
     _InspectBatch,
     member_path,
+    nest,
 )
 from cloudvault.errors import IntegrityError
 from cloudvault.models import Frame
@@ -49,8 +52,6 @@ END64 = b"PK\x06\x06"
 END64_LOCATOR = b"PK\x06\x07"
 CHUNK = 1 << 20
 MAX_LINK = 4096  # a symlink member's data is its target: longer is not a link any system makes
-BOMB_RATIO = 1000  # declared bytes per byte of the archive past which a zip is refused (deflate tops at 1032)
-BOMB_FLOOR = 1 << 30  # a zip declaring less than this is never refused
 METHODS = {0: "stored", 8: "deflate", 12: "bzip2", 14: "lzma", 93: "zstd", 95: "xz"}
 # methods APPNOTE names that vault does not read: a member in one is flagged with its name (`unread_method`)
 UNREAD_METHODS = {1: "Shrink", 2: "Reduce", 3: "Reduce", 4: "Reduce", 5: "Reduce", 6: "Implode", 9: "Deflate64",
@@ -419,6 +420,7 @@ class ZipScan:
         self._size = 0
         self._told = 0  # bytes of the file told to on_bytes so far: each member's compressed bytes as it is read
         self._nested = nested
+        self._head = b""  # the first bytes of the member last hashed (formats.nested_format looks at them)
         self._chains = LinkChains()
         self.result = ScanResult(format="zip")
 
@@ -469,6 +471,7 @@ class ZipScan:
     def _members(self, entries: list[Entry], read_data: bool) -> Iterator[MemberRecord]:
         raw = 0
         nested: list[tuple[str, Entry, int]] = []
+        archives: list[tuple[MemberRecord, str]] = []  # other members whose bytes are a tar: read once more (scan.nest)
         in_order = sorted(range(len(entries)), key=lambda i: (entries[i].header_offset, i))
         end_before = -1
         for i in in_order:
@@ -488,10 +491,16 @@ class ZipScan:
                 raw += entry.size
                 if self._nested and record.blake3 and entry.method == 0 and record.path.endswith(NESTED):
                     nested.append((record.path, entry, data_end - entry.comp_size))
+                elif self._nested and record.blake3 and (fmt := nested_format(self._head, record.path)):
+                    archives.append((record, fmt))
             yield record
         self.result.raw_size = raw
         for path, entry, start in nested:
             yield from self._nested_members(path, entry, start)
+        if archives:  # each read again through its own record: a zip is read at random anyway
+            reader = ZipReader(Borrowed(self._fh), self.result.frames)
+            files = [(rec, fmt, MemberFile(reader, rec.data_offset, rec.size)) for rec, fmt in archives]
+            yield from nest(self.result, files, inspect=self._inspect, prefilter=self._prefilter)
 
     def _member(self, entry: Entry, raw: int, read_data: bool) -> tuple[MemberRecord, int]:
         """The record of one member and where its compressed bytes end; its data hashed (and checked against its
@@ -550,8 +559,10 @@ class ZipScan:
         does not check out (CRC, size) keeps no hash: nothing can verify it."""
         inspector = None
         h = PieceHasher() if entry.size > PIECE else blake3.blake3()
+        self._head = b""
         for chunk in self._checked(entry, start):
             h.update(chunk)
+            self._head = self._head or chunk[:HEAD]
             if self._inspect is None:
                 continue
             if len(chunk) == entry.size and self._batch is not None and entry.size <= BATCH_MEMBER:
@@ -580,16 +591,13 @@ class ZipScan:
         """The members of a stored .tar.zst member, as members with a path through it; its frames join the table
         past everything before (one level: what it holds is not opened again)."""
         base = self.result.raw_size
-        inner = ArchiveScan(_Window(self._fh, start, entry.comp_size), inspect=self._inspect, prefilter=self._prefilter)
+        inner = ArchiveScan(_Window(self._fh, start, entry.comp_size), inspect=self._inspect, prefilter=self._prefilter,
+                            nested=False)  # fmt: skip
         for rec in inner:
             self.result.member_count += 1
-            yield rec._replace(path=f"{outer}/{rec.path}", raw_path=None if rec.raw_path is None else
-                               outer.encode("utf-8", "surrogateescape") + b"/" + rec.raw_path,
-                               header_offset=base + rec.header_offset, data_offset=base + rec.data_offset)  # fmt: skip
+            yield through(outer, rec, base)
         found = inner.result
-        for flag in found.flags:
-            member = f"{outer}/{flag.member}" if flag.member else outer
-            self.result.flag(flag.kind, flag.detail, member)
+        carry_flags(self.result, found, outer)
         self.result.frames += [Frame(start + f.comp_offset, f.comp_size, base + f.raw_offset, f.raw_size)
                                for f in found.frames]  # fmt: skip
         self.result.raw_size = base + found.raw_size

@@ -79,6 +79,11 @@ def insert_archive(conn: sqlite3.Connection, file_id: int, scan, shard_alias: st
         "INSERT INTO frames(archive_id, idx, comp_offset, comp_size, raw_offset, raw_size) VALUES (?,?,?,?,?,?)",
         [(archive_id, i, f.comp_offset, f.comp_size, f.raw_offset, f.raw_size) for i, f in enumerate(scan.frames)],
     )
+    conn.executemany(
+        "INSERT INTO nested(archive_id, raw_offset, raw_size, format, status, member_path, member_offset) "
+        "VALUES (?,?,?,?,?,?,?)",
+        [(archive_id, *n) for n in scan.nested],
+    )
     insert_members(conn, archive_id, shard_alias, rows)
     return archive_id
 

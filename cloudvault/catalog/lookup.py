@@ -6,7 +6,7 @@ import sqlite3
 
 from cloudvault.catalog.query import like_escape
 from cloudvault.catalog.rows import record_of, records_of
-from cloudvault.models import Frame, Member
+from cloudvault.models import Frame, Member, NestedArchive
 
 MEMBER_SELECT = (
     "SELECT f.mirror_id, f.entry_id, mb.path, mb.raw_path, mb.type, mb.size, mb.mode, mb.mtime, mb.blake3, "
@@ -81,6 +81,20 @@ def member_before(conn: sqlite3.Connection, file_id: int, path: str, offset: int
         + " AND mb.path = ? AND mb.data_offset < ? ORDER BY mb.data_offset DESC LIMIT 1",
         (file_id, path, offset),
     ))  # fmt: skip
+
+
+def member_at(conn: sqlite3.Connection, file_id: int, path: str, offset: int) -> Member | None:
+    """The member at path whose data starts at offset in the archive whose files row is file_id."""
+    return record_of(Member, conn.execute(
+        MEMBER_SELECT.replace("WHERE f.mirror_id = ? AND f.entry_id = ?", "WHERE f.id = ?")
+        + " AND mb.path = ? AND mb.data_offset = ?", (file_id, path, offset)))  # fmt: skip
+
+
+def nested_archives(conn: sqlite3.Connection, file_id: int) -> list[NestedArchive]:
+    """The archives the archive whose files row is file_id holds as members, read once more (archive/nested.py)."""
+    return records_of(NestedArchive, conn.execute(
+        "SELECT n.raw_offset, n.raw_size, n.format, n.status, n.member_path, n.member_offset FROM nested n "
+        "JOIN archives a ON a.id = n.archive_id WHERE a.file_id = ? ORDER BY n.raw_offset", (file_id,)))  # fmt: skip
 
 
 class ArchiveLocation:

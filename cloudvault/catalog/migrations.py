@@ -14,7 +14,10 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+# names of members that may be tars (formats.might_be_archive's, less the zip, rar and 7z ones): LIKE ignores case
+NESTED_NAMES = (".tar", ".tgz", ".taz", ".tbz2", ".tbz", ".tb2", ".txz", ".tzst", ".tzs", ".gz", ".bz2", ".xz", ".zst",
+                ".zstd")  # fmt: skip
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
 # version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
@@ -52,6 +55,13 @@ ALTER TABLE files ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     # the seek points of gzip and bzip2 archives come in a table of their own (schema.sql).
     7: """
 ALTER TABLE archives ADD COLUMN format TEXT NOT NULL DEFAULT 'tar.zst';
+""",
+    # Archives inside archives (schema.sql's nested table). An archive recorded before that holds a member named
+    # as a tar (archive/formats.py's names) has its ctime forgotten, so the next `vault index` reads it again and
+    # records the members of that member (the same bytes: a `same` version, its generation kept); no other is read.
+    8: f"""
+UPDATE files SET ctime_ns = -1 WHERE id IN (SELECT a.file_id FROM archives a JOIN members m ON m.archive_id = a.id
+    WHERE m.type = 'file' AND ({" OR ".join(f"m.path LIKE '%{suffix}'" for suffix in NESTED_NAMES)}));
 """,
 }
 

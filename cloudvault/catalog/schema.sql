@@ -306,3 +306,17 @@ CREATE TABLE IF NOT EXISTS seek_points (
     kind         TEXT NOT NULL,             -- gzip (rapidgzip's exported index) | bzip2 (block offsets, JSON)
     data         BLOB NOT NULL
 );
+
+-- Schema version 8: archives inside archives, one level (archive/nested.py). A member whose bytes are a tar (plain or
+-- compressed) is read once more; its members are rows of the outer archive named through it (data/x.tgz/src/a.txt),
+-- their offsets in this nested archive's place in the outer archive's raw space (past the outer's own bytes).
+CREATE TABLE IF NOT EXISTS nested (
+    archive_id    INTEGER NOT NULL REFERENCES archives(id) ON DELETE CASCADE,
+    raw_offset    INTEGER NOT NULL,         -- where its decoded bytes start in the outer archive's raw space
+    raw_size      INTEGER NOT NULL,
+    format        TEXT NOT NULL,            -- archive/formats.py's name of the inner archive
+    status        TEXT NOT NULL,            -- its scan's outcome (ok, or the damage it was flagged with)
+    member_path   TEXT NOT NULL,            -- the outer member whose bytes it is
+    member_offset INTEGER NOT NULL,         -- that member's data offset
+    PRIMARY KEY (archive_id, raw_offset)
+) WITHOUT ROWID;

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 
 from cloudvault.catalog.rows import records_of
-from cloudvault.models import FileStat, Flag, Frame
+from cloudvault.models import FileStat, Flag, Frame, NestedArchive
 
 MEMBER_COLUMNS = (
     "path, raw_path, type, size, mode, mtime, uid, gid, uname, gname, link_target, header_offset, data_offset, blake3, "
@@ -33,6 +33,8 @@ CREATE TABLE archives (idx INTEGER PRIMARY KEY, root TEXT NOT NULL, path TEXT NO
 CREATE TABLE frames (archive INTEGER NOT NULL, idx INTEGER NOT NULL, comp_offset INTEGER NOT NULL,
     comp_size INTEGER NOT NULL, raw_offset INTEGER NOT NULL, raw_size INTEGER NOT NULL);
 CREATE TABLE flags (archive INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL, member TEXT);
+CREATE TABLE nested (archive INTEGER NOT NULL, raw_offset INTEGER NOT NULL, raw_size INTEGER NOT NULL,
+    format TEXT NOT NULL, status TEXT NOT NULL, member_path TEXT NOT NULL, member_offset INTEGER NOT NULL);
 CREATE TABLE members ({MEMBER_COLUMNS});
 """
 SHARD_BATCH = 2000
@@ -68,13 +70,14 @@ def add_archive(shard: sqlite3.Connection, root: str, st: FileStat, scan, first:
     idx = cur.lastrowid
     shard.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?)", [(idx, i, *f) for i, f in enumerate(scan.frames)])
     shard.executemany("INSERT INTO flags VALUES (?,?,?,?)", [(idx, f.kind, f.detail, f.member) for f in scan.flags])
+    shard.executemany("INSERT INTO nested VALUES (?,?,?,?,?,?,?)", [(idx, *n) for n in scan.nested])
 
 
 def set_meta(shard: sqlite3.Connection, values: dict[str, object]) -> None:
     shard.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in values.items()])
 
 
-SHARD_TABLES = ("archives", "frames", "flags", "members")
+SHARD_TABLES = ("archives", "frames", "flags", "members", "nested")
 
 
 def table_digests(shard: sqlite3.Connection) -> dict[str, list]:
@@ -130,9 +133,12 @@ def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> di
         (idx,)))  # fmt: skip
     flags = records_of(Flag, conn.execute(
         f"SELECT kind, detail, member FROM {alias}.flags WHERE archive = ? ORDER BY rowid", (idx,)))  # fmt: skip
+    nested = records_of(NestedArchive, conn.execute(
+        f"SELECT raw_offset, raw_size, format, status, member_path, member_offset FROM {alias}.nested "
+        "WHERE archive = ? ORDER BY raw_offset", (idx,)))  # fmt: skip
     return {"status": status, "blake3": digest, "pieces": pieces, "raw_size": raw_size, "member_count": count,
             "flag_counts": json.loads(counts), "frames": frames, "flags": flags, "rows": (first, last), "format": fmt,
-            "seek_points": (seek_kind, seek_points) if seek_kind else None}  # fmt: skip
+            "seek_points": (seek_kind, seek_points) if seek_kind else None, "nested": nested}  # fmt: skip
 
 
 

@@ -39,6 +39,7 @@ DAMAGE = {
     "corrupt_data",
     "not_zip",
     "zip_bomb",
+    "nested_bomb",  # an archive member that is an archive decoding past the zip bomb limits (archive/nested.py)
     "zip_header_mismatch",
     "zip_no_local_header",
     "zip_overlap",

@@ -30,7 +30,10 @@ from cloudvault.catalog.lookup import (
     file_location,
     file_pieces,
     frame_table,
+    member_at,
     member_before,
+    member_pieces,
+    nested_archives,
 )
 from cloudvault.errors import (
     ChangedSinceRecorded,
@@ -427,7 +430,25 @@ def archive_source(conn: sqlite3.Connection, file_id: int, use_copy: bool = True
 def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
                  on_data: Callable[[int], None] | None = None):  # fmt: skip
     """The reader of an archive's decompressed stream from archive_source: by its zstd frames, a zip's by its
-    members' records, or (another format) from the seek point before each read."""
+    members' records, or (another format) from the seek point before each read; with the archives it holds as
+    members (archive/nested.py) in its raw space, each decoded from the outer member's verified bytes."""
+    reader = _stream_reader(conn, file_id, use_copy, on_data)
+    nested = nested_archives(conn, file_id)
+    if not nested:
+        return reader
+    from cloudvault.archive.nested import NestedSpace  # here: most archives hold none
+
+    label = archive_location(conn, file_id).path.rsplit("/", 1)[-1]
+    outers = {}  # each nested archive's outer member and check, asked now (a read may be in another thread)
+    for n in nested:
+        try:
+            outers[n] = outer_member(conn, file_id, n)
+        except IntegrityError as exc:  # raised when that archive is read, not before
+            outers[n] = exc
+    return NestedSpace(reader, nested, partial(_verified_outer, outers, reader), label)
+
+
+def _stream_reader(conn: sqlite3.Connection, file_id: int, use_copy: bool, on_data: Callable[[int], None] | None):
     opener, frames = archive_source(conn, file_id, use_copy)
     fmt, points = archive_format(conn, file_id)
     if fmt == "tar.zst":
@@ -439,6 +460,31 @@ def open_archive(conn: sqlite3.Connection, file_id: int, use_copy: bool = True,
     from cloudvault.archive.decoded import SeekPointReader  # here: extracting from a .tar.zst never needs it
 
     return SeekPointReader(opener, fmt, points, on_data)
+
+
+def outer_member(conn: sqlite3.Connection, file_id: int, nested) -> tuple[Member, PieceCheck]:
+    """The member whose bytes a nested archive is, and what they must be; refused (as its own read is) when the
+    index flagged it, or when it cannot be checked piece by piece."""
+    member = member_at(conn, file_id, nested.member_path, nested.member_offset)
+    if member is None or member.blake3 is None:
+        raise IntegrityError(detail=f"{nested.member_path}: the archive member holding it has no recorded hash")
+    refuse_changed(conn, member, member, use_copy=False)
+    check = PieceCheck(member.label, member.size, member.blake3,
+                       member_pieces(conn, file_id, member.data_offset, member.path))  # fmt: skip
+    if not check.by_piece:
+        raise NoPieceHashes(path=member.label)
+    return member, check
+
+
+def _verified_outer(outers: dict, reader, nested) -> Iterator[bytes]:
+    """The bytes of the member a nested archive is, in pieces that verified (the inner decoder sees no other)."""
+    if isinstance(outers[nested], IntegrityError):
+        raise outers[nested]
+    member, check = outers[nested]
+    gate = PieceGate(check)
+    for chunk in reader.chunks(member.data_offset, member.size):
+        yield from gate.feed(chunk)
+    gate.end()
 
 
 def read_together(

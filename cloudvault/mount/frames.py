@@ -21,8 +21,9 @@ import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import zstandard
 
@@ -36,9 +37,18 @@ from cloudvault.catalog.lookup import (
     file_location,
     file_pieces,
     member_pieces,
+    nested_archives,
 )
 from cloudvault.errors import IntegrityError, StaleArchive, VaultError
-from cloudvault.io.members import PieceCache, PieceCheck, VerifiedRanges, archive_source, open_plain, refuse_changed
+from cloudvault.io.members import (
+    PieceCache,
+    PieceCheck,
+    VerifiedRanges,
+    archive_source,
+    open_plain,
+    outer_member,
+    refuse_changed,
+)
 from cloudvault.models import Frame, Member
 from cloudvault.pieces import PIECE
 from cloudvault.tools.mirrorfs import open_mirror
@@ -368,8 +378,22 @@ class Sources:
                                            records=fmt == "zip")  # fmt: skip
                 else:  # gzip, bzip2, xz, plain tar: from the seek point before each read
                     archive = SeekPointReader(opener, fmt, points)
+                nested = nested_archives(self.conn, file_id)
+                if nested:  # archives it holds as members, decoded from their verified bytes (archive/nested.py)
+                    from cloudvault.archive.nested import NestedSpace
+
+                    label = archive_location(self.conn, file_id).path.rsplit("/", 1)[-1]
+                    archive = NestedSpace(archive, nested, partial(self._outer_pieces, file_id), label)
                 self._archives[file_id] = archive
             return archive
+
+    def _outer_pieces(self, file_id: int, nested) -> Iterator[bytes]:
+        """The bytes of the member a nested archive is, a verified piece at a time (kept in the piece cache)."""
+        with self._lock:
+            member, check = outer_member(self.conn, file_id, nested)
+        read = VerifiedRanges((file_id, member.data_offset, member.path), self._raw_reader(member), check, self.pieces)
+        for offset in range(0, member.size, PIECE):
+            yield read(offset, PIECE)
 
     def _plain(self, member: Member) -> Callable[[int, int], bytes]:
         with self._lock:

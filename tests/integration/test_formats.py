@@ -84,13 +84,17 @@ def formats(tmp_path_factory):
     return db, truth, entries, work
 
 
-def _members(db: Path, entry: str) -> tuple[str, str, list[Member]]:
+def _members(db: Path, entry: str, nested: bool = False) -> tuple[str, str, list[Member]]:
+    """The archive's format, status and members in stored order: those tar lists (or, nested, those of the archives
+    it holds as members: tests/integration/test_nested.py)."""
     conn = sqlite3.connect(db)
-    fmt, status = conn.execute("SELECT a.format, a.status FROM archives a JOIN files f ON f.id = a.file_id "
-                               "WHERE f.entry_id = ?", (entry,)).fetchone()  # fmt: skip
+    fmt, status, first_nested = conn.execute(
+        "SELECT a.format, a.status, (SELECT min(raw_offset) FROM nested n WHERE n.archive_id = a.id) FROM archives a "
+        "JOIN files f ON f.id = a.file_id WHERE f.entry_id = ?", (entry,)).fetchone()  # fmt: skip
     members = [Member(*r) for r in conn.execute(MEMBER_SELECT + " ORDER BY mb.header_offset", (1, entry))]
     conn.close()
-    return fmt, status, members
+    split = first_nested if first_nested is not None else float("inf")
+    return fmt, status, [m for m in members if (m.data_offset >= split) == nested]
 
 
 def _listed(m: Member) -> tuple:
@@ -223,6 +227,7 @@ def test_other_projects_compressed_archives_are_read_as_tar_reads_them(shipped, 
     assert (status != "ok") == (name in TAR_REJECTS | FLAGGED_ONLY_BY_VAULT)
     gnu = [(kind, safer_name(n), size, safer_name(link) if kind == "h" else link) for kind, n, size, link in listing]
     assert [_listed(m) for m in members] == gnu
+    _read_back(db, _members(db, entries[name], nested=True)[2])  # the archives its members are: each verifies
     if status != "ok":  # flagged damaged: its members are refused, as a damaged .tar.zst's are
         assert status == "corrupt_stream"
         return

@@ -17,6 +17,7 @@ from cloudvault.errors import CatalogBusy, CatalogTooOld, VaultError
 # What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
 # one, as vault of that version left it (the tables and columns it had, the rows it held).
 BACK_FROM = {
+    8: "DROP TABLE nested;",
     7: "DROP TABLE seek_points; ALTER TABLE archives DROP COLUMN format;",
     6: "DROP TABLE generation_events; DROP TABLE member_history; DROP TABLE file_history; DROP TABLE generations; "
     "ALTER TABLE files DROP COLUMN generation;",
@@ -209,3 +210,26 @@ def test_a_version_6_catalog_s_archives_are_all_tar_zst_and_still_extract(demo_c
     conn.close()
     r = vault("--catalog", str(demo_catalog), "extract", entry, path, "-o", str(tmp_path / "out"))
     assert r.code == 0, r.err
+
+
+def test_a_version_7_catalog_reads_again_only_the_archives_holding_a_member_named_as_a_tar(demo_catalog):
+    """Step 8: an archive holding `x.tgz` (or .tar.gz, .tar, .txz ...) may hold an archive to open one level
+    deeper, so the next `vault index` reads it again (its ctime forgotten); no other archive or file is."""
+    as_version(demo_catalog, 7)
+    conn = sqlite3.connect(demo_catalog)
+    archive_id, file_id = conn.execute("SELECT id, file_id FROM archives ORDER BY id LIMIT 1").fetchone()
+    conn.execute("INSERT INTO members(archive_id, path, type, size, mode, mtime, uid, gid, uname, gname, header_offset,"
+                 " data_offset) VALUES (?, 'data/raw/inner.TGZ', 'file', 10, 420, 0, 0, 0, '', '', 0, 512)",
+                 (archive_id,))  # fmt: skip
+    named = {fid for (fid,) in conn.execute(
+        "SELECT DISTINCT a.file_id FROM archives a JOIN members m ON m.archive_id = a.id WHERE m.type = 'file' AND "
+        "(m.path LIKE '%.tar' OR m.path LIKE '%.t_z' OR m.path LIKE '%.tbz2' OR m.path LIKE '%.gz' OR m.path LIKE "
+        "'%.bz2' OR m.path LIKE '%.xz' OR m.path LIKE '%.zst' OR m.path LIKE '%.zstd')")}  # fmt: skip
+    conn.commit()
+    conn.close()
+    open_catalog(demo_catalog).close()
+    conn = sqlite3.connect(demo_catalog)
+    stale = {fid for (fid,) in conn.execute("SELECT id FROM files WHERE ctime_ns = -1")}
+    assert conn.execute("SELECT count(*) FROM nested").fetchone()[0] == 0
+    conn.close()
+    assert file_id in stale and stale == named | {file_id}
