@@ -27,7 +27,7 @@ from cloudvault.repro import plan as planning
 from cloudvault.repro.executors.docker import DockerExecutor
 from cloudvault.repro.executors.slurm import SlurmExecutor
 from cloudvault.repro.preflight import Check
-from integration.test_restore_docker import services  # noqa: F401  (the test dockerd, started as CI starts it)
+from integration.test_restore_docker import daemon_held, services  # noqa: F401  (the test dockerd, started as CI starts it)
 
 TEST_IMAGE = "vault-test/pyhost:1"
 
@@ -45,12 +45,14 @@ def slurm() -> str:
     return os.environ.get("SLURM_CONF", "")
 
 
-@pytest.fixture(scope="module")
-def docker_host(services, tmp_path_factory) -> str:  # noqa: F811
-    """DOCKER_HOST of the test daemon (.ci/services/docker.sh), with the busybox test image imported."""
+@pytest.fixture
+def docker_host(services, tmp_path_factory):  # noqa: F811
+    """DOCKER_HOST of the test daemon (.ci/services/docker.sh), held by this test alone (the restore tests of
+    another worker clear its images), with the busybox test image imported."""
     host = services["VAULT_TEST_DOCKER_HOST"]
-    import_test_image(host, tmp_path_factory.mktemp("rootfs"))
-    return host
+    with daemon_held(host):
+        import_test_image(host, tmp_path_factory.mktemp("rootfs"))
+        yield host
 
 
 def import_test_image(host: str, folder: Path) -> None:

@@ -4,6 +4,7 @@ are never taken silently, pulls go by digest with the user's own login and are p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,17 +51,33 @@ def services() -> dict[str, str]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def daemon_held(host: str):
+    """The test daemon is one for every pytest-xdist worker (CI starts one), and a test clears its images: each
+    test that uses it holds it alone, through a lock file named after it, from before the clearing to its end
+    (another worker's clearing, mid-test, removed a test's images and made it fail now and then)."""
+    import fcntl
+
+    lock = Path(tempfile.gettempdir()) / f"vault-test-docker-{hashlib.sha256(host.encode()).hexdigest()[:12]}.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture
 def daemon(services, monkeypatch):
-    """A docker-py client of the test daemon, with no image in it; DOCKER_HOST points vault at it."""
+    """A docker-py client of the test daemon, with no image in it, held by this test alone; DOCKER_HOST points
+    vault at it."""
     import docker
 
-    monkeypatch.setenv("DOCKER_HOST", services["VAULT_TEST_DOCKER_HOST"])
+    host = services["VAULT_TEST_DOCKER_HOST"]
+    monkeypatch.setenv("DOCKER_HOST", host)
     monkeypatch.setenv("DOCKER_CONFIG", str(Path(os.environ["HOME"]) / ".docker"))
-    client = docker.APIClient(base_url=services["VAULT_TEST_DOCKER_HOST"], version="auto", timeout=120)
-    for image in client.images(all=True):
-        client.remove_image(image["Id"], force=True)
-    return client
+    with daemon_held(host):
+        client = docker.APIClient(base_url=host, version="auto", timeout=120)
+        for image in client.images(all=True):
+            client.remove_image(image["Id"], force=True)
+        yield client
 
 
 def neo_archive(**kw) -> bytes:

@@ -12,6 +12,7 @@ from cloudvault.repro.actions import LIST, RUN, ExecutorChoice, ReproOptions, re
 from cloudvault.repro.judge import Judged
 from cloudvault.repro.outcomes import DryRun, RecipesListed, RunBatch, RunJudged, RunQueued
 from cloudvault.repro.plan import RunOptions
+from cloudvault.repro.preflight import Check
 from cloudvault.repro.recipe import load
 
 
@@ -36,7 +37,7 @@ def test_a_detach_that_cannot_be_is_refused_before_anything_is_done(tmp_path, wh
 
 
 def _dry_run(failed: tuple[str, ...], forced: bool) -> DryRun:
-    checks = tuple({"name": n, "ok": n not in failed, "detail": ""} for n in ("python", "gpu", "environment"))
+    checks = tuple(Check(n, n not in failed, "") for n in ("python", "gpu", "environment"))
     return DryRun({}, {}, checks, None, (), forced=forced)
 
 
