@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 from cli.test_restore_docker import docker_mirror
-from integration.test_restore_docker import NEO_TAG, daemon, image_ids, services  # noqa: F401 (fixtures)
+from integration.test_restore_docker import NEO_TAG, daemon, image_ids, load_into, services  # noqa: F401 (fixtures)
 
 from cloudvault.demo import images
 from cloudvault.restore.docker.errors import ArchiveDamaged
@@ -122,14 +122,14 @@ def test_an_image_or_tag_docker_moved_without_proof_is_undone_and_reported(tmp_p
     from cloudvault.tools import docker as dd
 
     victim = images.demo_image("victim", tag=EVIL_TAG)
-    daemon.load_image(victim)
+    load_into(daemon, victim)
     before = {i["Id"]: sorted(i["RepoTags"] or []) for i in daemon.images()}
     db = docker_mirror(tmp_path, vault, {"neo": images.compress(images.demo_image("neo"))})
     real_load = dd.load
 
     def load_and_more(d, name, body):  # docker also took in an image (and a tag) that vault never checked
         lines = real_load(d, name, body)
-        daemon.load_image(images.demo_image("extra", tag=EVIL_TAG))
+        load_into(daemon, images.demo_image("extra", tag=EVIL_TAG))
         return lines
 
     monkeypatch.setattr(dd, "load", load_and_more)

@@ -93,6 +93,12 @@ def config_digest(tar: bytes) -> str:
         return "sha256:" + hashlib.sha256(t.extractfile(manifest[0]["Config"]).read()).hexdigest()
 
 
+def load_into(client, tar: bytes) -> list:
+    """docker load, to its end: docker-py hands back the answer as a lazy stream, and a daemon that is not read
+    from may not have tagged the image yet when the test looks (the race that made a fault test flaky)."""
+    return list(client.load_image(tar))
+
+
 def image_ids(client) -> set[str]:
     return {i["Id"] for i in client.images(all=True)}
 
@@ -204,7 +210,7 @@ def test_an_image_the_daemon_loaded_differently_is_removed_unless_it_was_there_b
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 5 and "the daemon's layers differ; removed what was loaded" in result.err
     assert image_ids(daemon) == set()
-    daemon.load_image(images.demo_image("neo"))
+    load_into(daemon, images.demo_image("neo"))
     kept = vault("--catalog", str(db), "restore", "docker", "neo")
     assert kept.code == 5 and "kept the image that was there before" in kept.err
     assert image_ids(daemon) == {config_digest(images.demo_image("neo"))}
@@ -213,7 +219,8 @@ def test_an_image_the_daemon_loaded_differently_is_removed_unless_it_was_there_b
 def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, vault, daemon):
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
     other = images.demo_image("other", tag=NEO_TAG)
-    assert daemon.load_image(other) is not None and config_digest(other) in image_ids(daemon)
+    load_into(daemon, other)
+    assert config_digest(other) in image_ids(daemon)
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 6 and f"tag {NEO_TAG} is held by image {config_digest(other)[:19]}" in result.err
     assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(other)
@@ -254,7 +261,7 @@ def test_unread_config_of_a_big_single_frame_archive_is_checked_in_the_stream(tm
     assert refused.code == 6 and "TORCH_CUDA_ARCH_LIST=12.0 in the image config" in refused.err
     assert image_ids(daemon) == set()
     other = images.demo_image("other", tag=NEO_TAG)
-    daemon.load_image(other)
+    load_into(daemon, other)
     held = vault("--catalog", str(db), "restore", "docker", "neo-bare", "--ignore-gpu")
     assert held.code == 6 and f"tag {NEO_TAG} is held by image" in held.err
     assert image_ids(daemon) == {config_digest(other)}
@@ -380,7 +387,7 @@ def push(services, daemon, tmp_path: Path, tar: bytes, name: str) -> str:
     config = tmp_path / "pusher"
     docker_cli = ["docker", "--config", str(config), "-H", services["VAULT_TEST_DOCKER_HOST"]]
     login(services, docker_cli)
-    daemon.load_image(tar)
+    load_into(daemon, tar)
     ref = f"{registry}/marvell-tandemspec:{name}"
     daemon.tag(config_digest(tar), f"{registry}/marvell-tandemspec", name, force=True)
     out = subprocess.run([*docker_cli, "push", ref], capture_output=True, text=True, check=True).stdout
