@@ -40,10 +40,11 @@ class MirrorRemoved:
 def known_mirrors(catalog: str | None) -> KnownMirrors:
     """The mirrors the catalog (it may not exist yet) and the registry know."""
     from cloudvault import config
+    from cloudvault.catalog.db import catalog_opened
     from cloudvault.catalog.mirrors import known_everywhere
 
     path = config.catalog_path(catalog)
-    with _opened(path, readonly=True) as conn:
+    with catalog_opened(path, readonly=True, optional=True) as conn:
         return KnownMirrors(tuple(known_everywhere(conn, path)))
 
 
@@ -51,30 +52,13 @@ def remove_mirror(catalog: str | None, name: str, confirm: Callable[[list[KnownM
     """Under the catalog's writer lock (no index runs meanwhile): the mirror NAME found, confirm(targets, catalog)
     asked (it raises to refuse), then removed."""
     from cloudvault import config
-    from cloudvault.catalog.db import writer_lock
+    from cloudvault.catalog.db import catalog_opened, writer_lock
     from cloudvault.catalog.mirrors import known_everywhere, mirrors_named, remove_known
 
     path = config.catalog_path(catalog)
     lock = writer_lock(path) if os.path.isfile(path) else contextlib.nullcontext()
-    with lock, _opened(path, readonly=False) as conn:
+    with lock, catalog_opened(path, readonly=False, optional=True) as conn:
         targets = mirrors_named(known_everywhere(conn, path), name, path)
         confirm(targets, path)
         lost = remove_known(conn, targets)
     return MirrorRemoved(targets[0], lost, path)
-
-
-@contextlib.contextmanager
-def _opened(path: str, *, readonly: bool):
-    """The catalog at path, or None when there is none yet."""
-    from cloudvault.catalog.db import open_catalog
-    from cloudvault.errors import CatalogMissing
-
-    try:
-        conn = open_catalog(path, readonly=readonly)
-    except CatalogMissing:
-        conn = None
-    try:
-        yield conn
-    finally:
-        if conn is not None:
-            conn.close()

@@ -258,6 +258,27 @@ def writer_lock(path: str | os.PathLike, *, wait: bool = False, busy_then: str |
         os.close(fd)
 
 
+@contextlib.contextmanager
+def catalog_opened(path: str | os.PathLike, *, readonly: bool, create: bool = False, named_by: str = "the catalog",
+                   shared: bool = False, optional: bool = False) -> Iterator[sqlite3.Connection | None]:  # fmt: skip
+    """The catalog at path (open_catalog, or open_shared_reader when shared), closed when the block ends, by an
+    error or Ctrl-C too; optional: a missing catalog is None, not CatalogMissing."""
+    try:
+        if shared:
+            conn = open_shared_reader(path, named_by)
+        else:
+            conn = open_catalog(path, readonly=readonly, create=create, named_by=named_by)
+    except CatalogMissing:
+        if not optional:
+            raise
+        conn = None
+    try:
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+
+
 def open_shared_reader(path: str | os.PathLike, named_by: str = "the catalog") -> sqlite3.Connection:
     """A read-only connection that any thread may use (its users take turns under their own lock): `vault mount`
     answers from many FUSE threads. Checked as open_catalog checks (missing, damaged, too new) first."""

@@ -43,25 +43,14 @@ def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None
     it, as config.catalog_origin says); closed when the block ends, by an error or Ctrl-C too. optional: a
     missing catalog is None, not CatalogMissing. shared: a read-only connection any thread may use (`vault mount`
     answers from many FUSE threads)."""
-    from cloudvault import config, errors
-    from cloudvault.catalog.db import open_catalog, open_shared_reader
+    from cloudvault import config
+    from cloudvault.catalog.db import catalog_opened
 
     where, origin = config.catalog_origin(args.catalog) if path is None else (path, origin)
     named_by = config.NAMED_BY.get(origin, "the catalog")  # a path given without its origin: named plainly
-    try:
-        if shared:
-            conn = open_shared_reader(where, named_by)
-        else:
-            conn = open_catalog(where, readonly=readonly, create=create, named_by=named_by)
-    except errors.CatalogMissing:
-        if not optional:
-            raise
-        conn = None
-    try:
+    with catalog_opened(where, readonly=readonly, create=create, named_by=named_by, shared=shared,
+                        optional=optional) as conn:  # fmt: skip
         yield conn
-    finally:
-        if conn is not None:
-            conn.close()
 
 
 def with_catalog(*, readonly: bool | Callable[[object], bool], create: bool = False) -> Callable:
