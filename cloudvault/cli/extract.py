@@ -1,8 +1,9 @@
 """Pull members out of an archive without decompressing the rest of it, verified against the catalog's BLAKE3.
 
-PATH is a member or file path, a unique suffix, a glob, a folder, or x.tar.zst/inner. Multi-frame archives are
-entered at the frame that holds the member; single-frame ones are read from the start and stop at the member's
-end. Exit 5 on a hash mismatch or a changed archive (nothing is left behind).
+PATH is a member or file path, a unique suffix, a glob, a folder, or x.tar.zst/inner (any archive: x.tgz/inner,
+x.zip/inner). Multi-frame archives, and gzip, bzip2 and multi-block xz through their seek points, are entered near
+the member; single-frame ones are read from the start and stop at the member's end. Exit 5 on a hash mismatch or a
+changed archive (nothing is left behind).
 """
 
 from __future__ import annotations

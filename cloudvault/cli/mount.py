@@ -1,9 +1,10 @@
-"""Mount the mirror read-only: plain files as they are, each .tar.zst also a folder of its members, reads verified.
+"""Mount the mirror read-only: plain files as they are, each archive (.tar.zst, .tar.gz, .zip ...) also a folder of
+its members, reads verified.
 
 Every mirror in the catalog appears under its root folder's name (with --entry, that one entry at the mount's
 root). Listing and stat come from the catalog; a member's read decodes only the frames that hold it and fails
 with EIO, logged, if its BLAKE3 is not the catalog's or its archive changed since indexing. An archive's own bytes
-stay readable at NAME.tar.zst.raw. Returns once the mount answers; `vault umount MOUNTPOINT` ends it.
+stay readable at NAME.raw (x.tar.zst.raw). Returns once the mount answers; `vault umount MOUNTPOINT` ends it.
 Needs the mount extra (mfusepy) and fuse3.
 """
 
