@@ -1,5 +1,7 @@
-"""Walk mirrors: every file and every member of every archive (.tar.zst, .tar.gz, .tar.bz2, .tar.xz, .tar, .zip,
-.whl, .conda; one archive inside another too), into the catalog. Re-runs are incremental.
+"""Walk mirrors: every file and every member of every archive, into the catalog. Re-runs are incremental.
+
+Archives are known by their bytes: .tar.zst, .tar.gz, .tar.bz2, .tar.xz, .tar, .zip, .whl, .jar and .conda, and
+one archive inside another (one level).
 
 MIRROR is a local path or an fsspec URL (ssh://host/path, s3://bucket/path). With none, the catalog's known
 mirrors are re-indexed. Exit 0 when nothing was flagged as damaged, 5 when an archive or file was (truncated,

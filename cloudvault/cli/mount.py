@@ -1,5 +1,4 @@
-"""Mount the mirror read-only: plain files as they are, each archive (.tar.zst, .tar.gz, .zip ...) also a folder of
-its members, reads verified.
+"""Mount the mirror read-only: plain files as they are, each archive also a folder of its members, reads verified.
 
 Every mirror in the catalog appears under its root folder's name (with --entry, that one entry at the mount's
 root). Listing and stat come from the catalog; a member's read decodes only the frames that hold it and fails
