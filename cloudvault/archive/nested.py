@@ -87,8 +87,7 @@ class MemberFile(io.RawIOBase):
         self._reader, self._offset, self._size = reader, offset, size
         self._pos = 0
         self._at = -1  # where the open chunk stream is
-        self._chunks: Iterator[bytes] = iter(())
-        self._held = b""
+        self._forward = _Source(iter(()))
 
     def readable(self) -> bool:
         return True
@@ -108,11 +107,8 @@ class MemberFile(io.RawIOBase):
         if n <= 0:
             return b""
         if self._at != self._pos:
-            self._chunks = self._reader.chunks(self._offset + self._pos, self._size - self._pos)
-            self._at, self._held = self._pos, b""
-        data = self._held or bytes(next(self._chunks, b""))
-        self._held = data[n:]
-        data = data[:n]
+            self._forward = _Source(self._reader.chunks(self._offset + self._pos, self._size - self._pos))
+        data = self._forward.read(n)
         self._pos += len(data)
         self._at = self._pos
         return data
