@@ -16,9 +16,9 @@ from conftest import require
 from corpus.build import gnu_extract, gnu_listing
 
 from cloudvault.cli.main import main
+from integration.test_formats import LETTERS
 
 pytestmark = pytest.mark.tar
-LETTERS = {"file": "-", "hardlink": "h", "symlink": "l", "dir": "d"}
 # the inner archive's name -> how GNU tar makes it from src (run in the tree's parent)
 INNERS = {
     "inner.tar.gz": "tar -czf {out} src",
