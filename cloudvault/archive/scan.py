@@ -374,9 +374,7 @@ class ArchiveScan:
         """The member's BLAKE3 (or the job hashing it apart), its bytes shown to the inspector as they pass."""
         chunk = data.first_view()  # views, not copies: most bytes (dumps) are only hashed
         keep = self._keep_nested(header, path, chunk) if self._nest and might_be_archive(path) else None
-        if keep is not None:  # an archive: its bytes kept as they are hashed, then scanned (archive/nested.py)
-            return self._hash_kept(chunk, data, path, header, keep)
-        if len(chunk) == header.size:  # the whole member at once: most small members
+        if keep is None and len(chunk) == header.size:  # the whole member at once: most small members
             if header.size and self._batch is not None and header.size <= BATCH_MEMBER:
                 self._batch.add(path, header.name, chunk)
             elif header.size and self._inspect is not None:
@@ -387,14 +385,18 @@ class ArchiveScan:
                 return _hashed_whole(chunk, self._beside)
             return self._hash_apart(chunk, data)
         inspector = self._inspect(header.name, header.size, bytes(chunk[:INSPECT_HEAD])) if self._inspect else None
-        if inspector is None and self._hashers is not None:
+        if inspector is None and self._hashers is not None and keep is None:
             return self._hash_apart(chunk, data)
+        return self._hash_here(chunk, data, path, inspector, keep)
+
+    def _hash_here(self, first: memoryview, data: MemberData, path: str, inspector, keep) -> PieceHasher:
+        """The member's hash and pieces where it is read, its bytes shown to the inspector and, for a member that is
+        an archive, written to keep (then scanned: archive/nested.py)."""
         h = PieceHasher(beside=self._beside)
-        h.update(chunk)
-        if inspector:
-            inspector.feed(bytes(chunk))
-        for chunk in data.views():
+        for chunk in itertools.chain((first,), data.views()):
             h.update(chunk)
+            if keep is not None:
+                keep.write(chunk)
             if inspector:
                 inspector.feed(bytes(chunk))
         self.flag_findings(path, inspector)
@@ -444,18 +446,6 @@ class ArchiveScan:
             keep = tempfile.SpooledTemporaryFile(SPOOL_NESTED)  # noqa: SIM115 (closed by _nested)
         self._nest_formats[header.data_offset] = (found, keep)
         return keep
-
-    def _hash_kept(self, first: memoryview, data: MemberData, path: str, header: TarHeader, keep) -> PieceHasher:
-        """The member's hash and pieces, where it is read, its bytes written to keep and shown to the inspector."""
-        inspector = self._inspect(header.name, header.size, bytes(first[:INSPECT_HEAD])) if self._inspect else None
-        h = PieceHasher(beside=self._beside)
-        for chunk in itertools.chain((first,), data.views()):
-            h.update(chunk)
-            keep.write(chunk)
-            if inspector:
-                inspector.feed(bytes(chunk))
-        self.flag_findings(path, inspector)
-        return h
 
     def _hash_apart(self, first: memoryview, data: MemberData) -> HashJob:
         """The member's bytes handed to a hashing thread as views of the decoded pieces, each pinned until hashed."""
