@@ -36,6 +36,20 @@ def catalog_name(text: str) -> str:
         return text_path(os.fsencode(text))[0]
 
 
+def bounded_int(low: int, high: int, name: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from low to high, checked when parsed; name is what argparse's error calls
+    it ("invalid NAME value: 'x'")."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 @contextlib.contextmanager
 def opened_catalog(args=None, *, readonly: bool, create: bool = False, path=None, optional: bool = False,
                    shared: bool = False, origin: str | None = None) -> Iterator:  # fmt: skip

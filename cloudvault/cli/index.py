@@ -20,20 +20,10 @@ and merge by hand. A mirror folder named slurm is given as ./slurm. The old spel
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options
+from cloudvault.cli.common import add_output_options, bounded_int
 
 MAX_WORKERS = 256
-
-
-def positive_int(text: str) -> int:
-    """Worker processes: 1 up to MAX_WORKERS (each holds an archive's decoding buffers)."""
-    value = int(text)
-    if not 1 <= value <= MAX_WORKERS:
-        raise ValueError(text)
-    return value
-
-
-positive_int.__name__ = f"worker count (1 to {MAX_WORKERS})"
+positive_int = bounded_int(1, MAX_WORKERS, f"worker count (1 to {MAX_WORKERS})")  # each holds an archive's buffers
 
 
 def add_arguments(parser) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options
+from cloudvault.cli.common import add_output_options, bounded_int
 
 # the old spellings (`vault index --slurm N` ...), kept one release: mode -> (old words, new words)
 OLD_SPELLINGS = {"slurm": ("--slurm N", "plan --tasks N"), "status": ("--status", "status"),
@@ -19,17 +19,7 @@ OLD_SPELLINGS = {"slurm": ("--slurm N", "plan --tasks N"), "status": ("--status"
 
 
 MAX_TASKS = 256
-
-
-def task_count(text: str) -> int:
-    """Tasks of the job array: 1 up to MAX_TASKS."""
-    value = int(text)
-    if not 1 <= value <= MAX_TASKS:
-        raise ValueError(text)
-    return value
-
-
-task_count.__name__ = f"task count (1 to {MAX_TASKS})"
+task_count = bounded_int(1, MAX_TASKS, f"task count (1 to {MAX_TASKS})")  # tasks of the job array
 
 
 def bandwidth(text: str) -> float:

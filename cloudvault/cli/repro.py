@@ -22,21 +22,12 @@ verdict has two axes, outputs and timings: exit 0 when REPRODUCED (every run, wi
 from __future__ import annotations
 
 from cloudvault import errors
-from cloudvault.cli.common import add_output_options, opened_catalog
+from cloudvault.cli.common import add_output_options, bounded_int, opened_catalog
 from cloudvault.repro.executors import EXECUTORS  # names only: the executor modules load when one runs
 
 MAX_REPEAT = 100  # each repetition is a whole re-run of the experiment
-
-
-def repeat_count(text: str) -> int:
-    """--repeat N: 1 up to MAX_REPEAT runs, checked when parsed (so --dry-run refuses it too)."""
-    value = int(text)
-    if not 1 <= value <= MAX_REPEAT:
-        raise ValueError(text)
-    return value
-
-
-repeat_count.__name__ = f"repeat count (1..{MAX_REPEAT})"
+# --repeat N, checked when parsed (so --dry-run refuses it too)
+repeat_count = bounded_int(1, MAX_REPEAT, f"repeat count (1..{MAX_REPEAT})")
 
 
 def add_arguments(parser) -> None:
