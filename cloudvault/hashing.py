@@ -7,19 +7,29 @@ import os
 import blake3
 
 from cloudvault.jobthreads import JobThreads
-from cloudvault.pieces import PIECE, PieceHasher, piece_digest
+from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher, piece_digest
 
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
+MAP_STEP = 64 << 20  # a mapped file is hashed this much per call (the GIL let go for each)
 
 
 def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None]:
-    """(BLAKE3, piece hashes) of a file; a big file memory-mapped, its whole hash and its pieces on all cores."""
+    """(BLAKE3, piece hashes) of a file; a big file memory-mapped, hashed in one pass where ONE_PASS, else its whole
+    hash and its pieces on all cores."""
     size = os.stat(path).st_size
     if size < MMAP_THRESHOLD:
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
     import mmap
+
+    if ONE_PASS:  # one pass over the map: the whole hash and the pieces' at once, ~6 GB/s
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            h = PieceHasher()
+            with memoryview(mapped) as view:
+                for at in range(0, size, MAP_STEP):
+                    h.update(view[at : at + MAP_STEP])
+            return h.hexdigest(), h.pieces()
     from concurrent.futures import ThreadPoolExecutor
 
     h = blake3.blake3(max_threads=blake3.blake3.AUTO)

@@ -46,7 +46,7 @@ from cloudvault.errors import (
     UnsafeMember,
 )
 from cloudvault.models import Member
-from cloudvault.pieces import PIECE, PIECE_DIGEST, piece_count
+from cloudvault.pieces import PIECE, PIECE_DIGEST, piece_hasher, read_pieces
 from cloudvault.tools.mirrorfs import open_mirror
 
 CHUNK = 1 << 20
@@ -64,7 +64,7 @@ class PieceCheck:
 
     def __init__(self, label: str, size: int, whole: str | None, pieces: bytes | None) -> None:
         self.label, self.size, self.whole = label, size, whole
-        self.pieces = pieces if pieces is not None and len(pieces) == piece_count(size) * PIECE_DIGEST else None
+        self.pieces, self.tree = read_pieces(pieces, size) or (None, False)
 
     @property
     def by_piece(self) -> bool:
@@ -74,8 +74,12 @@ class PieceCheck:
     def piece_size(self, index: int) -> int:
         return max(0, min(PIECE, self.size - index * PIECE))
 
+    def hasher(self, index: int):
+        """What to feed piece `index`'s bytes, then hand to verify."""
+        return blake3.blake3() if self.size <= PIECE else piece_hasher(index, self.tree)
+
     def verify(self, index: int, h) -> None:
-        """PieceMismatch unless h (a blake3 hasher fed the piece's bytes) matches the piece's recorded hash."""
+        """PieceMismatch unless h (this check's hasher(index), fed the piece's bytes) matches its recorded hash."""
         if self.size <= PIECE:
             ok = h.hexdigest() == self.whole
         else:
@@ -94,7 +98,7 @@ class PieceGate:
         self._held: list[bytes] = []
         self._held_len = 0
         self._index = 0
-        self._hash = blake3.blake3()
+        self._hash = check.hasher(0)
 
     def feed(self, chunk) -> Iterator[bytes]:
         """The parts of the pieces chunk completes, each piece once it verified (PieceMismatch at the first that
@@ -120,7 +124,8 @@ class PieceGate:
         self.check.verify(self._index, self._hash)
         held, self._held = self._held, []
         self.handed += self._held_len
-        self._held_len, self._index, self._hash = 0, self._index + 1, blake3.blake3()
+        self._held_len, self._index = 0, self._index + 1
+        self._hash = self.check.hasher(self._index)
         return held
 
     def end(self) -> None:
@@ -382,7 +387,9 @@ class VerifiedRanges:
         data = self._read_raw(index * PIECE, want)
         if len(data) != want:
             raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {index * PIECE}, not {want}")
-        self.check.verify(index, blake3.blake3(data))
+        h = self.check.hasher(index)
+        h.update(data)
+        self.check.verify(index, h)
         return data
 
     def close(self) -> None:

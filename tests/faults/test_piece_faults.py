@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import require
 
+from tests.pieces_oracle import blob_length
+
 PIECE = 1 << 20
 BIG = 16 << 20  # three pzstd frames, four seekable ones
 FLIPS = {"first": PIECE // 2 + 3, "middle": BIG // 2 + 5, "last": BIG - 7}
@@ -247,8 +249,9 @@ def test_an_old_catalog_s_objects_get_pieces_at_the_next_index_and_read_whole_be
     again = vault("--catalog", db, "index", "--json", str(tmp_path / "m"))
     assert json.loads(again.out)["files_read"] == 2  # both re-read to record their pieces
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT length(pieces) FROM members WHERE path = 'big.bin'").fetchone()[0] == 16 * 16
-    assert conn.execute("SELECT length(pieces) FROM files WHERE path LIKE '%weights.bin'").fetchone()[0] == 16 * 16
+    for table, path in (("members", "big.bin"), ("files", "%weights.bin")):
+        sql = f"SELECT length(pieces) FROM {table} WHERE path LIKE ?"
+        assert conn.execute(sql, (path,)).fetchone()[0] == blob_length(16)
     conn.close()
 
 

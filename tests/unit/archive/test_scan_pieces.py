@@ -12,15 +12,10 @@ import pytest
 import zstandard
 
 from cloudvault.archive.scan import ArchiveScan
-from cloudvault.pieces import PIECE, PIECE_DIGEST
+from cloudvault.pieces import PIECE
+from tests.pieces_oracle import expected_pieces
 
 SIZES = {"empty": 0, "small": 100, "one_piece": PIECE, "just_over": PIECE + 1, "several": 5 * PIECE + 3}
-
-
-def expected_pieces(data: bytes) -> bytes | None:
-    if len(data) <= PIECE:
-        return None
-    return b"".join(blake3.blake3(data[i : i + PIECE]).digest(PIECE_DIGEST) for i in range(0, len(data), PIECE))
 
 
 def archive_bytes() -> bytes:

@@ -1,0 +1,574 @@
+/* BLAKE3 in one pass with piece hashes: the whole object's BLAKE3 (as b3sum prints it) and, beside it, the chaining
+ * value of each 1 MiB piece, the subtree of 1024 chunks the BLAKE3 tree already holds at that offset. Hashing the
+ * pieces apart costs a second pass over every byte; here they are the tree's own inner nodes, so they come free.
+ *
+ * Written from the BLAKE3 specification (the BLAKE3 paper, sections 2.1-2.6): compression function, chunk chaining
+ * with counters, the left-balanced binary tree of parent nodes, the ROOT flag on the last compression only.
+ * Full chunks are compressed sixteen at a time with AVX-512 where the CPU has it; everything else (partial chunks,
+ * parent nodes above a piece, the root) by the portable compression function. Checked against the `blake3` package
+ * for every length class in tests/unit/test_b3tree.py, and against cloudvault/b3tree_py.py (numpy) for the pieces.
+ *
+ * Python interface (cloudvault/pieces.py wraps it):
+ *   TreeHasher(): update(buffer); finish() -> (32-byte BLAKE3, bytes of 32-byte piece chaining values, or b"" for
+ *                 an object of one piece or less)
+ *   Subtree(index): update(buffer); digest(length=32) -> the chaining value of piece `index` fed its bytes (a
+ *                 piece of an object of more than one piece: never the root), cut to `length` bytes
+ *   SIMD: "avx512" or "portable"
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_AVX512_BUILD 1
+#endif
+
+#define BLOCK_LEN 64
+#define CHUNK_LEN 1024
+#define PIECE_CHUNKS 1024
+#define PIECE_LEN (CHUNK_LEN * PIECE_CHUNKS)
+#define CV_LEN 32
+#define RELEASE_GIL_AT (64 * 1024)
+
+enum { CHUNK_START = 1, CHUNK_END = 2, PARENT = 4, ROOT = 8 };
+
+static const uint32_t IV[8] = {0x6A09E667u, 0xBB67AE85u, 0x3C6EF372u, 0xA54FF53Au,
+                               0x510E527Fu, 0x9B05688Cu, 0x1F83D9ABu, 0x5BE0CD19u};
+/* Round r reads message word SCHEDULE[r][i]: the permutation (2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8)
+ * applied r times (tests/unit/test_b3tree.py derives it again). Constant, so the unrolled rounds index registers. */
+static const uint8_t SCHEDULE[7][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8},
+    {3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1},
+    {10, 7, 12, 9, 14, 3, 13, 15, 4, 0, 11, 2, 5, 8, 1, 6},
+    {12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4},
+    {9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7},
+    {11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13},
+};
+static int have_avx512;
+
+static inline uint32_t load32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline void store32(uint8_t *p, uint32_t w) {
+    p[0] = (uint8_t)w; p[1] = (uint8_t)(w >> 8); p[2] = (uint8_t)(w >> 16); p[3] = (uint8_t)(w >> 24);
+}
+
+static inline uint32_t rotr(uint32_t w, int c) { return (w >> c) | (w << (32 - c)); }
+
+/* ---- the portable compression function ---- */
+
+/* One round: the columns, then the diagonals, each G mixing two message words; seven rounds, written out so every
+ * SCHEDULE index is a constant. */
+#define ROUND(g, r)                                                 \
+    do {                                                            \
+        const uint8_t *s_ = SCHEDULE[r];                            \
+        g(0, 4, 8, 12, m[s_[0]], m[s_[1]]);                         \
+        g(1, 5, 9, 13, m[s_[2]], m[s_[3]]);                         \
+        g(2, 6, 10, 14, m[s_[4]], m[s_[5]]);                        \
+        g(3, 7, 11, 15, m[s_[6]], m[s_[7]]);                        \
+        g(0, 5, 10, 15, m[s_[8]], m[s_[9]]);                        \
+        g(1, 6, 11, 12, m[s_[10]], m[s_[11]]);                      \
+        g(2, 7, 8, 13, m[s_[12]], m[s_[13]]);                       \
+        g(3, 4, 9, 14, m[s_[14]], m[s_[15]]);                       \
+    } while (0)
+#define ROUNDS(g) \
+    do { ROUND(g, 0); ROUND(g, 1); ROUND(g, 2); ROUND(g, 3); ROUND(g, 4); ROUND(g, 5); ROUND(g, 6); } while (0)
+
+#define G(a, b, c, d, x, y)                                  \
+    do {                                                     \
+        v[a] = v[a] + v[b] + (x); v[d] = rotr(v[d] ^ v[a], 16); \
+        v[c] = v[c] + v[d];       v[b] = rotr(v[b] ^ v[c], 12); \
+        v[a] = v[a] + v[b] + (y); v[d] = rotr(v[d] ^ v[a], 8);  \
+        v[c] = v[c] + v[d];       v[b] = rotr(v[b] ^ v[c], 7);  \
+    } while (0)
+
+/* The first 8 words of the compression's output: the next chaining value (or, with ROOT, the hash's words). */
+static void compress(const uint32_t cv[8], const uint8_t block[BLOCK_LEN], uint32_t block_len, uint64_t counter,
+                     uint32_t flags, uint32_t out[8]) {
+    uint32_t m[16], v[16];
+    for (int i = 0; i < 16; i++) m[i] = load32(block + 4 * i);
+    for (int i = 0; i < 8; i++) v[i] = cv[i];
+    v[8] = IV[0]; v[9] = IV[1]; v[10] = IV[2]; v[11] = IV[3];
+    v[12] = (uint32_t)counter; v[13] = (uint32_t)(counter >> 32); v[14] = block_len; v[15] = flags;
+    ROUNDS(G);
+    for (int i = 0; i < 8; i++) out[i] = v[i] ^ v[i + 8];
+}
+
+static void words_out(const uint32_t w[8], uint8_t out[CV_LEN]) {
+    for (int i = 0; i < 8; i++) store32(out + 4 * i, w[i]);
+}
+
+/* The chaining value of one chunk of len bytes (0..CHUNK_LEN) at chunk counter `counter`; with ROOT in `root`, the
+ * hash of an input that is this one chunk. */
+static void chunk_cv(const uint8_t *in, size_t len, uint64_t counter, uint32_t root, uint8_t out[CV_LEN]) {
+    uint32_t cv[8], next[8];
+    uint8_t block[BLOCK_LEN];
+    memcpy(cv, IV, sizeof cv);
+    size_t blocks = len == 0 ? 1 : (len + BLOCK_LEN - 1) / BLOCK_LEN;
+    for (size_t b = 0; b < blocks; b++) {
+        size_t at = b * BLOCK_LEN, n = len - at < BLOCK_LEN ? len - at : BLOCK_LEN;
+        memset(block, 0, BLOCK_LEN);
+        if (n) memcpy(block, in + at, n);
+        uint32_t flags = (b == 0 ? CHUNK_START : 0) | (b == blocks - 1 ? CHUNK_END | root : 0);
+        compress(cv, block, (uint32_t)n, root && b == blocks - 1 ? 0 : counter, flags, next);
+        memcpy(cv, next, sizeof cv);
+    }
+    words_out(cv, out);
+}
+
+static void parent_cv(const uint8_t left[CV_LEN], const uint8_t right[CV_LEN], uint32_t root, uint8_t out[CV_LEN]) {
+    uint8_t block[BLOCK_LEN];
+    uint32_t next[8];
+    memcpy(block, left, CV_LEN);
+    memcpy(block + CV_LEN, right, CV_LEN);
+    compress(IV, block, BLOCK_LEN, 0, PARENT | root, next);
+    words_out(next, out);
+}
+
+/* The left-balanced tree over n >= 1 chaining values (each a complete subtree of equal power-of-two size but the
+ * last): the left part holds the largest power of two below n. ROOT only on the top node. */
+static void merge(const uint8_t *cvs, size_t n, uint32_t root, uint8_t out[CV_LEN]) {
+    if (n == 1) {
+        memcpy(out, cvs, CV_LEN);
+        return;
+    }
+    size_t left = 1;
+    while (left * 2 < n) left *= 2;
+    uint8_t l[CV_LEN], r[CV_LEN];
+    merge(cvs, left, 0, l);
+    merge(cvs + left * CV_LEN, n - left, 0, r);
+    parent_cv(l, r, root, out);
+}
+
+/* ---- sixteen at once: AVX-512 ---- */
+
+#ifdef HAVE_AVX512_BUILD
+#define AVX512 __attribute__((target("avx512f")))
+
+#define GV(a, b, c, d, x, y)                                                                  \
+    do {                                                                                      \
+        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), (x));                          \
+        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 16);                           \
+        v[c] = _mm512_add_epi32(v[c], v[d]);                                                  \
+        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 12);                           \
+        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), (y));                          \
+        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 8);                            \
+        v[c] = _mm512_add_epi32(v[c], v[d]);                                                  \
+        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 7);                            \
+    } while (0)
+
+/* Sixteen rows of sixteen words in, sixteen columns out: m[w] holds word w of every row. */
+AVX512 static inline void transpose16(__m512i r[16], __m512i m[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: b[4g + j] holds word 4k + j of those rows in 128-bit lane k */
+        __m512i *x = a + 4 * g;
+        b[4 * g + 0] = _mm512_unpacklo_epi64(x[0], x[2]);
+        b[4 * g + 1] = _mm512_unpackhi_epi64(x[0], x[2]);
+        b[4 * g + 2] = _mm512_unpacklo_epi64(x[1], x[3]);
+        b[4 * g + 3] = _mm512_unpackhi_epi64(x[1], x[3]);
+    }
+    for (int j = 0; j < 4; j++) { /* a 4x4 transpose of 128-bit lanes across the four row groups */
+        __m512i c0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x88), c1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xdd);
+        __m512i c2 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x88);
+        __m512i c3 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xdd);
+        m[j] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+        m[8 + j] = _mm512_shuffle_i32x4(c0, c2, 0xdd);
+        m[4 + j] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+        m[12 + j] = _mm512_shuffle_i32x4(c1, c3, 0xdd);
+    }
+}
+
+/* Sixteen inputs of `blocks` blocks each, input i at base + i * stride: chunks (counter + i, CHUNK_START on the
+ * first block, CHUNK_END on the last) or parent nodes (one block each, PARENT, counter 0). Their chaining values
+ * go to out, 32 bytes each, in order; out may overlap the inputs (all are read before anything is written). */
+AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uint64_t counter, int per_input,
+                          uint32_t flags, uint32_t flags_start, uint32_t flags_end, uint8_t *out) {
+    __m512i h[8], v[16], r[16], m[16];
+    uint32_t lo[16], hi[16];
+    for (int i = 0; i < 16; i++) {
+        uint64_t c = counter + (per_input ? (uint64_t)i : 0);
+        lo[i] = (uint32_t)c;
+        hi[i] = (uint32_t)(c >> 32);
+    }
+    const __m512i counter_lo = _mm512_loadu_si512(lo), counter_hi = _mm512_loadu_si512(hi);
+    for (int i = 0; i < 8; i++) h[i] = _mm512_set1_epi32((int)IV[i]);
+    for (size_t blk = 0; blk < blocks; blk++) {
+        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(base + i * stride + blk * BLOCK_LEN);
+        transpose16(r, m);
+        uint32_t f = flags | (blk == 0 ? flags_start : 0) | (blk == blocks - 1 ? flags_end : 0);
+        for (int i = 0; i < 8; i++) v[i] = h[i];
+        for (int i = 0; i < 4; i++) v[8 + i] = _mm512_set1_epi32((int)IV[i]);
+        v[12] = counter_lo;
+        v[13] = counter_hi;
+        v[14] = _mm512_set1_epi32(BLOCK_LEN);
+        v[15] = _mm512_set1_epi32((int)f);
+        ROUNDS(GV);
+        for (int i = 0; i < 8; i++) h[i] = _mm512_xor_si512(v[i], v[i + 8]);
+    }
+    uint32_t words[8][16];
+    for (int i = 0; i < 8; i++) _mm512_storeu_si512(words[i], h[i]);
+    for (int lane = 0; lane < 16; lane++)
+        for (int i = 0; i < 8; i++) store32(out + lane * CV_LEN + 4 * i, words[i][lane]);
+}
+#endif
+
+/* n full chunks at chunk counter `counter` -> n chaining values */
+static void hash_chunks(const uint8_t *in, size_t n, uint64_t counter, uint8_t *out) {
+    size_t i = 0;
+#ifdef HAVE_AVX512_BUILD
+    if (have_avx512)
+        for (; i + 16 <= n; i += 16)
+            hash16(in + i * CHUNK_LEN, CHUNK_LEN, CHUNK_LEN / BLOCK_LEN, counter + i, 1, 0, CHUNK_START, CHUNK_END,
+                   out + i * CV_LEN);
+#endif
+    for (; i < n; i++) chunk_cv(in + i * CHUNK_LEN, CHUNK_LEN, counter + i, 0, out + i * CV_LEN);
+}
+
+/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place. */
+static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
+    size_t n = PIECE_CHUNKS;
+    while (n > 1) {
+        size_t parents = n / 2, i = 0;
+#ifdef HAVE_AVX512_BUILD
+        if (have_avx512)
+            for (; i + 16 <= parents; i += 16)
+                hash16(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN);
+#endif
+        for (; i < parents; i++) parent_cv(cvs + 2 * i * CV_LEN, cvs + (2 * i + 1) * CV_LEN, 0, cvs + i * CV_LEN);
+        n = parents;
+    }
+    memcpy(out, cvs, CV_LEN);
+}
+
+/* ---- one piece, fed in parts of any size ---- */
+
+typedef struct {
+    uint64_t first_chunk; /* chunk counter of the piece's first chunk */
+    size_t chunks;        /* chunk values made so far (every whole chunk is hashed as soon as it is in) */
+    size_t held;          /* bytes of a partial chunk held in `buf` */
+    uint64_t fed;         /* bytes fed */
+    uint8_t buf[CHUNK_LEN];
+    uint8_t first[CHUNK_LEN]; /* the object's first chunk: if it is all there is, it is hashed again as the root */
+    uint8_t cvs[PIECE_CHUNKS * CV_LEN];
+} piece_state;
+
+static void piece_reset(piece_state *p, uint64_t first_chunk) {
+    p->first_chunk = first_chunk;
+    p->chunks = 0;
+    p->held = 0;
+    p->fed = 0;
+}
+
+/* Feeds bytes of this piece until it holds all its chunks; returns the bytes taken. */
+static size_t piece_feed(piece_state *p, const uint8_t *in, size_t len) {
+    size_t taken = 0;
+    while (taken < len && p->chunks < PIECE_CHUNKS) {
+        size_t left = len - taken;
+        if (p->held == 0 && left >= CHUNK_LEN) { /* whole chunks straight from the input */
+            size_t n = left / CHUNK_LEN, room = PIECE_CHUNKS - p->chunks;
+            if (n > room) n = room;
+            if (p->first_chunk + p->chunks == 0) memcpy(p->first, in + taken, CHUNK_LEN);
+            hash_chunks(in + taken, n, p->first_chunk + p->chunks, p->cvs + p->chunks * CV_LEN);
+            p->chunks += n;
+            taken += n * CHUNK_LEN;
+            continue;
+        }
+        size_t n = CHUNK_LEN - p->held < left ? CHUNK_LEN - p->held : left;
+        memcpy(p->buf + p->held, in + taken, n);
+        p->held += n;
+        taken += n;
+        if (p->held == CHUNK_LEN) {
+            if (p->first_chunk + p->chunks == 0) memcpy(p->first, p->buf, CHUNK_LEN);
+            chunk_cv(p->buf, CHUNK_LEN, p->first_chunk + p->chunks, 0, p->cvs + p->chunks * CV_LEN);
+            p->chunks++;
+            p->held = 0;
+        }
+    }
+    p->fed += taken;
+    return taken;
+}
+
+/* The piece's chaining value once its last byte is in (it has at least one); with ROOT in `root`, the hash of an
+ * object that is this piece alone. Leaves the piece's chunk values as they were only where `root` is 0 and the
+ * piece is not whole (the callers keep a copy where it matters). */
+static void piece_finish(piece_state *p, uint32_t root, uint8_t out[CV_LEN]) {
+    if (root && p->fed <= CHUNK_LEN) { /* one chunk or less, at counter 0 */
+        chunk_cv(p->chunks ? p->first : p->buf, p->chunks ? CHUNK_LEN : p->held, 0, ROOT, out);
+        return;
+    }
+    size_t n = p->chunks;
+    if (p->held) {
+        chunk_cv(p->buf, p->held, p->first_chunk + n, 0, p->cvs + n * CV_LEN);
+        n++;
+    }
+    if (n == PIECE_CHUNKS && !root)
+        reduce_piece(p->cvs, out);
+    else
+        merge(p->cvs, n, root, out);
+}
+
+/* ---- TreeHasher ---- */
+
+typedef struct {
+    PyObject_HEAD
+    piece_state *piece;
+    uint8_t *pieces; /* chaining values of the pieces done */
+    size_t count, room;
+    int busy;
+} TreeHasher;
+
+static int tree_init(TreeHasher *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return -1;
+    PyMem_RawFree(self->piece);
+    PyMem_RawFree(self->pieces);
+    self->piece = PyMem_RawMalloc(sizeof(piece_state));
+    self->pieces = NULL;
+    self->count = self->room = 0;
+    self->busy = 0;
+    if (!self->piece) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    piece_reset(self->piece, 0);
+    return 0;
+}
+
+static void tree_dealloc(TreeHasher *self) {
+    PyMem_RawFree(self->piece);
+    PyMem_RawFree(self->pieces);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int tree_push(TreeHasher *self, const uint8_t cv[CV_LEN]) {
+    if (self->count == self->room) {
+        size_t room = self->room ? self->room * 2 : 64;
+        uint8_t *grown = PyMem_RawRealloc(self->pieces, room * CV_LEN);
+        if (!grown) return -1;
+        self->pieces = grown;
+        self->room = room;
+    }
+    memcpy(self->pieces + self->count * CV_LEN, cv, CV_LEN);
+    self->count++;
+    return 0;
+}
+
+/* Returns -1 out of memory (nothing else can fail). Runs without the GIL. */
+static int tree_feed(TreeHasher *self, const uint8_t *in, size_t len) {
+    piece_state *p = self->piece;
+    while (len) {
+        if (p->chunks == PIECE_CHUNKS) { /* whole, and a byte follows it: a piece, not the root */
+            uint8_t cv[CV_LEN];
+            reduce_piece(p->cvs, cv);
+            if (tree_push(self, cv) < 0) return -1;
+            piece_reset(p, p->first_chunk + PIECE_CHUNKS);
+        }
+        size_t taken = piece_feed(p, in, len);
+        in += taken;
+        len -= taken;
+    }
+    return 0;
+}
+
+static int claim(int *busy) {
+    if (*busy) {
+        PyErr_SetString(PyExc_RuntimeError, "a hasher is used by one thread at a time");
+        return -1;
+    }
+    *busy = 1;
+    return 0;
+}
+
+static PyObject *tree_update(TreeHasher *self, PyObject *arg) {
+    Py_buffer view;
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "TreeHasher not initialised");
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (claim(&self->busy) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int rc;
+    if (view.len >= RELEASE_GIL_AT) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tree_feed(self, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = tree_feed(self, view.buf, (size_t)view.len);
+    }
+    self->busy = 0;
+    PyBuffer_Release(&view);
+    if (rc < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *tree_finish(TreeHasher *self, PyObject *unused) {
+    uint8_t root[CV_LEN], last[CV_LEN];
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "TreeHasher not initialised");
+    if (claim(&self->busy) < 0) return NULL;
+    piece_state saved = *self->piece; /* finish leaves the hasher as it was: it may be fed on */
+    size_t count = self->count;
+    PyObject *result = NULL;
+    if (count == 0) {
+        piece_finish(self->piece, ROOT, root);
+        result = Py_BuildValue("(y#y#)", root, (Py_ssize_t)CV_LEN, "", (Py_ssize_t)0);
+    } else {
+        piece_finish(self->piece, 0, last);
+        if (tree_push(self, last) < 0) {
+            PyErr_NoMemory();
+        } else {
+            merge(self->pieces, self->count, ROOT, root);
+            result = Py_BuildValue("(y#y#)", root, (Py_ssize_t)CV_LEN, self->pieces,
+                                   (Py_ssize_t)(self->count * CV_LEN));
+        }
+    }
+    *self->piece = saved;
+    self->count = count;
+    self->busy = 0;
+    return result;
+}
+
+static PyMethodDef tree_methods[] = {
+    {"update", (PyCFunction)tree_update, METH_O, "Feed bytes (any buffer)."},
+    {"finish", (PyCFunction)tree_finish, METH_NOARGS,
+     "(BLAKE3 of the bytes fed, 32 bytes; the pieces' chaining values, 32 bytes each, b'' for one piece or less)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TreeHasherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cloudvault._b3tree.TreeHasher",
+    .tp_basicsize = sizeof(TreeHasher),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)tree_init,
+    .tp_dealloc = (destructor)tree_dealloc,
+    .tp_methods = tree_methods,
+    .tp_doc = "BLAKE3 of a stream and the chaining values of its 1 MiB pieces, in one pass.",
+};
+
+/* ---- Subtree: one piece's chaining value, for checking a piece read back ---- */
+
+typedef struct {
+    PyObject_HEAD
+    piece_state *piece;
+    size_t fed;
+    int busy;
+} Subtree;
+
+static int subtree_init(Subtree *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"index", NULL};
+    unsigned long long index;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "K", kwlist, &index)) return -1;
+    if (index > (UINT64_MAX / PIECE_CHUNKS)) {
+        PyErr_SetString(PyExc_OverflowError, "piece index out of range");
+        return -1;
+    }
+    PyMem_RawFree(self->piece);
+    self->piece = PyMem_RawMalloc(sizeof(piece_state));
+    if (!self->piece) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    piece_reset(self->piece, (uint64_t)index * PIECE_CHUNKS);
+    self->fed = 0;
+    self->busy = 0;
+    return 0;
+}
+
+static void subtree_dealloc(Subtree *self) {
+    PyMem_RawFree(self->piece);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static void subtree_feed(piece_state *p, const uint8_t *in, size_t len) {
+    piece_feed(p, in, len); /* never past its piece: checked before */
+}
+
+static PyObject *subtree_update(Subtree *self, PyObject *arg) {
+    Py_buffer view;
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (self->fed + (size_t)view.len > PIECE_LEN) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "a piece holds at most %d bytes", PIECE_LEN);
+    }
+    if (claim(&self->busy) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (view.len >= RELEASE_GIL_AT) {
+        Py_BEGIN_ALLOW_THREADS
+        subtree_feed(self->piece, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        subtree_feed(self->piece, view.buf, (size_t)view.len);
+    }
+    self->fed += (size_t)view.len;
+    self->busy = 0;
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyObject *subtree_digest(Subtree *self, PyObject *args) {
+    uint8_t cv[CV_LEN];
+    Py_ssize_t length = CV_LEN;
+    if (!PyArg_ParseTuple(args, "|n", &length)) return NULL;
+    if (length < 1 || length > CV_LEN) return PyErr_Format(PyExc_ValueError, "length from 1 to %d", CV_LEN);
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
+    if (self->fed == 0) return PyErr_Format(PyExc_ValueError, "a piece holds at least one byte");
+    if (claim(&self->busy) < 0) return NULL;
+    piece_state saved = *self->piece;
+    piece_finish(self->piece, 0, cv);
+    *self->piece = saved;
+    self->busy = 0;
+    return PyBytes_FromStringAndSize((const char *)cv, length);
+}
+
+static PyMethodDef subtree_methods[] = {
+    {"update", (PyCFunction)subtree_update, METH_O, "Feed bytes of the piece (any buffer)."},
+    {"digest", (PyCFunction)subtree_digest, METH_VARARGS,
+     "digest(length=32): the first `length` bytes of the piece's chaining value."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SubtreeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cloudvault._b3tree.Subtree",
+    .tp_basicsize = sizeof(Subtree),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)subtree_init,
+    .tp_dealloc = (destructor)subtree_dealloc,
+    .tp_methods = subtree_methods,
+    .tp_doc = "Subtree(index): the BLAKE3 chaining value of piece `index` of an object of more than one piece.",
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_b3tree", "BLAKE3 with 1 MiB piece chaining values in one pass.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__b3tree(void) {
+#ifdef HAVE_AVX512_BUILD
+    __builtin_cpu_init();
+    have_avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    if (getenv("CLOUDVAULT_B3TREE_PORTABLE")) have_avx512 = 0; /* tests compare both paths */
+    if (PyType_Ready(&TreeHasherType) < 0 || PyType_Ready(&SubtreeType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&TreeHasherType);
+    Py_INCREF(&SubtreeType);
+    if (PyModule_AddObject(m, "TreeHasher", (PyObject *)&TreeHasherType) < 0 ||
+        PyModule_AddObject(m, "Subtree", (PyObject *)&SubtreeType) < 0 ||
+        PyModule_AddStringConstant(m, "SIMD", have_avx512 ? "avx512" : "portable") < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,90 @@
+"""The one native part is optional: `pip install .` where no C compiler works builds a wheel without
+cloudvault._b3tree, and that install hashes pieces in two passes and still checks a catalog's one-pass pieces (with
+numpy), refusing a changed piece as the extension does. With a compiler, the wheel holds the extension."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def source(tmp_path: Path) -> Path:
+    """The tree as a fresh clone has it: no build output (an extension built in place would be taken as data)."""
+    tree = tmp_path / "src"
+    if not tree.exists():
+        junk = shutil.ignore_patterns("*.so", "build", ".venv", "__pycache__", "*.egg-info", ".git", ".*_cache",
+                                      ".hypothesis", "bench")  # fmt: skip
+        shutil.copytree(ROOT, tree, ignore=junk)
+    return tree
+
+
+def wheel(tmp_path: Path, name: str, cc: str | None) -> Path:
+    out = tmp_path / name
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "LDSHARED")}
+    if cc:
+        env["CC"] = env["LDSHARED"] = cc
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                        str(out), str(source(tmp_path))], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    (built,) = out.glob("cloudvault-*.whl")
+    return built
+
+
+def native_in(built: Path) -> list[str]:
+    return [n for n in zipfile.ZipFile(built).namelist() if n.startswith("cloudvault/_b3tree") and n.endswith(".so")]
+
+
+CHECK = """
+import blake3, sys
+from cloudvault import b3subtree, pieces
+from cloudvault.errors import PieceMismatch
+from cloudvault.io.members import PieceCheck, PieceGate
+assert pieces._b3tree is None and not pieces.ONE_PASS, pieces.__file__
+data = bytes(range(251)) * 20000  # 4.8 MiB: five pieces
+h = pieces.PieceHasher(); h.update(data)
+assert h.hexdigest() == blake3.blake3(data).hexdigest()
+assert h.pieces() == b"".join(blake3.blake3(data[i:i + 2**20]).digest(16) for i in range(0, len(data), 2**20))
+one_pass = pieces.TREE + b"".join(v[:16] for v in b3subtree.values_of(data))
+for blob in (h.pieces(), one_pass):
+    for changed in (False, True):
+        got = bytearray(data)
+        if changed:
+            got[3 * 2**20 + 1] ^= 1
+        gate, out = PieceGate(PieceCheck("x", len(data), blake3.blake3(data).hexdigest(), blob)), []
+        try:
+            out += gate.feed(bytes(got)); gate.end()
+        except PieceMismatch as exc:
+            assert changed and exc.fields["offset"] == 3 * 2**20 and b"".join(out) == data[:3 * 2**20]
+        else:
+            assert not changed and b"".join(out) == data
+print("ok")
+"""
+
+
+def test_without_a_compiler_the_wheel_builds_and_its_install_hashes_and_checks_pieces(tmp_path):
+    built = wheel(tmp_path, "nocc", "/bin/false")
+    assert native_in(built) == []
+    site = tmp_path / "site"
+    zipfile.ZipFile(built).extractall(site)
+    # -S: no site, so no .pth runs (an editable install of the tree would put its own cloudvault first); the
+    # site-packages folders are still on the path, after the wheel's, for blake3 and numpy
+    path = os.pathsep.join([str(site), *(p for p in sys.path if p.endswith("site-packages"))])
+    r = subprocess.run([sys.executable, "-S", "-c", CHECK], cwd=tmp_path, env={**os.environ, "PYTHONPATH": path},
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_with_a_compiler_the_wheel_holds_the_extension(tmp_path):
+    if subprocess.run(["sh", "-c", "command -v cc || command -v gcc"], capture_output=True).returncode:
+        if os.environ.get("CI") == "true":
+            pytest.fail("a C compiler is required in CI but is not installed")
+        pytest.skip("no C compiler")
+    assert len(native_in(wheel(tmp_path, "cc", None))) == 1

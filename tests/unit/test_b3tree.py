@@ -1,0 +1,143 @@
+"""The one-pass piece hashes (cloudvault/_b3tree.c) against the `blake3` package and against the numpy code written
+apart from it (cloudvault/b3subtree.py): the whole hash is BLAKE3 for every length class however the bytes are cut,
+on the AVX-512 path and the portable one; each piece's value is the BLAKE3 tree's own node (the piece values merged
+give `blake3`'s hash of the whole); a piece changed anywhere is refused, by the extension and without it; BLOBs of
+both kinds are read and checked."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import blake3
+import numpy as np
+import pytest
+
+from cloudvault import b3subtree, pieces
+from cloudvault.errors import PieceMismatch
+from cloudvault.io.members import PieceCheck, PieceGate
+from cloudvault.pieces import PIECE, PIECE_DIGEST, TREE, TwoPassHasher, read_pieces
+
+_b3tree = pieces._b3tree or (pytest.skip("cloudvault._b3tree not built", allow_module_level=True)
+                            if os.environ.get("CI") != "true" else None)  # fmt: skip
+M = PIECE
+LENGTHS = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 17 * 1024, M - 1, M,
+           M + 1, M + 1024, M + 1025, 2 * M, 2 * M + 5, 3 * M + 777, 5 * M]  # fmt: skip
+CUTS = [None, 1000, 1024, 4096, 65537, M, 3 * M]
+DATA = random.Random(1).randbytes(5 * M)
+
+
+def fed(hasher, data: bytes, cut: int | None):
+    for at in range(0, len(data), cut or max(len(data), 1)):
+        hasher.update(data[at : at + (cut or len(data))])
+    return hasher
+
+
+def test_the_extension_is_built_and_used_where_ci_runs():
+    """CI builds the extension (gcc is installed there); on a CPU with AVX-512 the index uses it."""
+    assert _b3tree is not None, "cloudvault._b3tree was not built"
+    with open("/proc/cpuinfo") as fh:
+        avx512 = " avx512f " in fh.read().replace("\n", " ")
+    assert (_b3tree.SIMD == "avx512") == avx512
+    assert avx512 == pieces.ONE_PASS
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_the_whole_hash_is_blake3_and_the_pieces_are_the_trees_nodes_however_cut(length):
+    data = DATA[:length]
+    want = blake3.blake3(data).digest()
+    for cut in CUTS:
+        root, values = fed(_b3tree.TreeHasher(), data, cut).finish()
+        assert root == want, (length, cut)
+        assert len(values) == (0 if length <= M else 32 * ((length + M - 1) // M))
+    if length > M:  # the values merged are blake3's root: they are the tree's own nodes, not some other hash
+        assert values == b"".join(b3subtree.values_of(data, M))
+        stacked = np.stack([np.frombuffer(values[at : at + 32], "<u4") for at in range(0, len(values), 32)], axis=1)
+        assert b3subtree.merge(stacked, root=True) == want
+
+
+def test_the_portable_path_gives_the_same_hashes_as_the_avx512_one():
+    code = ("import sys, blake3; from cloudvault import _b3tree; assert _b3tree.SIMD == 'portable'\n"
+            "d = bytes(range(256)) * 12289\n"
+            "for n in (0, 1024, 1025, 17 * 1024, 1 << 20, (1 << 20) + 1, len(d)):\n"
+            "    h = _b3tree.TreeHasher(); h.update(d[:n]); root, values = h.finish()\n"
+            "    assert root == blake3.blake3(d[:n]).digest(), n\n"
+            "    print(n, values.hex())\n")  # fmt: skip
+    env = {**os.environ, "CLOUDVAULT_B3TREE_PORTABLE": "1"}
+    portable = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    d = bytes(range(256)) * 12289
+    for line in portable.stdout.splitlines():
+        n, _, values = line.partition(" ")
+        h = _b3tree.TreeHasher()
+        h.update(d[: int(n)])
+        assert h.finish()[1].hex() == values
+
+
+def test_a_subtree_is_its_pieces_value_in_the_extension_and_in_numpy():
+    data = DATA[: 3 * M + 777]
+    values = _b3tree.TreeHasher()
+    values.update(data)
+    values = values.finish()[1]
+    for index, at in enumerate(range(0, len(data), M)):
+        piece = data[at : at + M]
+        native = fed(_b3tree.Subtree(index), piece, 300_000).digest()
+        assert native == values[32 * index : 32 * index + 32] == b3subtree.Subtree(index).fed(piece).digest()
+        assert fed(_b3tree.Subtree(index), piece, None).digest(PIECE_DIGEST) == native[:PIECE_DIGEST]
+
+
+def test_a_subtree_refuses_more_than_a_piece_and_an_empty_digest():
+    s = _b3tree.Subtree(0)
+    with pytest.raises(ValueError):
+        s.update(b"\0" * (M + 1))
+    with pytest.raises(ValueError):
+        s.digest()
+
+
+def one_pass_blob(data: bytes) -> bytes:
+    h = _b3tree.TreeHasher()
+    h.update(data)
+    values = h.finish()[1]
+    return TREE + b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
+
+
+def gate_all(check: PieceCheck, data: bytes) -> tuple[bytes, Exception | None]:
+    gate, out = PieceGate(check), []
+    try:
+        for at in range(0, len(data), 700_000):
+            out.extend(gate.feed(data[at : at + 700_000]))
+        gate.end()
+    except PieceMismatch as exc:
+        return b"".join(out), exc
+    return b"".join(out), None
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["extension", "numpy"])
+def test_a_changed_byte_is_refused_at_its_piece_with_the_extension_and_without(native, monkeypatch):
+    data = DATA[: 3 * M + 100]
+    whole = blake3.blake3(data).hexdigest()
+    blob = one_pass_blob(data)
+    if not native:
+        monkeypatch.setattr(pieces, "_b3tree", None)
+    assert gate_all(PieceCheck("x", len(data), whole, blob), data) == (data, None)
+    changed = bytearray(data)
+    changed[2 * M + 5] ^= 1
+    out, exc = gate_all(PieceCheck("x", len(data), whole, blob), bytes(changed))
+    assert out == data[: 2 * M] and isinstance(exc, PieceMismatch) and exc.fields["offset"] == 2 * M
+
+
+def test_a_two_pass_blob_of_an_older_catalog_is_read_and_checked_as_before():
+    data = DATA[: 2 * M + 9]
+    old = TwoPassHasher()
+    old.update(data)
+    blob = old.pieces()
+    assert blob[:1] != TREE or len(blob) % PIECE_DIGEST == 0
+    assert read_pieces(blob, len(data)) == (blob, False)
+    assert read_pieces(one_pass_blob(data), len(data))[1] is True
+    whole = blake3.blake3(data).hexdigest()
+    assert gate_all(PieceCheck("x", len(data), whole, blob), data) == (data, None)
+    changed = data[:M] + b"!" + data[M + 1 :]
+    out, exc = gate_all(PieceCheck("x", len(data), whole, blob), changed)
+    assert out == data[:M] and exc.fields["offset"] == M
+    assert read_pieces(blob[:-1], len(data)) is None  # a BLOB that does not fit the size is no piece hashes
