@@ -186,6 +186,33 @@ AVX512 static inline void transpose16(__m512i r[16], __m512i m[16]) {
     }
 }
 
+/* The sixteen chaining values out, 32 bytes each in input order: h[i] holds word i of every input. Words 0-3 and
+ * 4-7 of inputs 4k..4k+3 are gathered into 128-bit lane k of b[0..3] and b[4..7], then stored a lane at a time. */
+#define STORE_LANE(k)                                                                                     \
+    for (int r = 0; r < 4; r++)                                                                           \
+        for (int half = 0; half < 2; half++)                                                              \
+            _mm_storeu_si128((__m128i *)(out + (4 * (k) + r) * CV_LEN + 16 * half),                       \
+                             _mm512_extracti32x4_epi32(b[4 * half + r], (k)))
+
+AVX512 static inline void store16(const __m512i h[8], uint8_t *out) {
+    __m512i a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(h[2 * i], h[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(h[2 * i], h[2 * i + 1]);
+    }
+    for (int half = 0; half < 2; half++) {
+        const __m512i *x = a + 4 * half;
+        b[4 * half + 0] = _mm512_unpacklo_epi64(x[0], x[2]);
+        b[4 * half + 1] = _mm512_unpackhi_epi64(x[0], x[2]);
+        b[4 * half + 2] = _mm512_unpacklo_epi64(x[1], x[3]);
+        b[4 * half + 3] = _mm512_unpackhi_epi64(x[1], x[3]);
+    }
+    STORE_LANE(0);
+    STORE_LANE(1);
+    STORE_LANE(2);
+    STORE_LANE(3);
+}
+
 /* Sixteen inputs of `blocks` blocks each, input i at base + i * stride: chunks (counter + i, CHUNK_START on the
  * first block, CHUNK_END on the last) or parent nodes (one block each, PARENT, counter 0). Their chaining values
  * go to out, 32 bytes each, in order; out may overlap the inputs (all are read before anything is written). */
@@ -213,10 +240,7 @@ AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uin
         ROUNDS(GV);
         for (int i = 0; i < 8; i++) h[i] = _mm512_xor_si512(v[i], v[i + 8]);
     }
-    uint32_t words[8][16];
-    for (int i = 0; i < 8; i++) _mm512_storeu_si512(words[i], h[i]);
-    for (int lane = 0; lane < 16; lane++)
-        for (int i = 0; i < 8; i++) store32(out + lane * CV_LEN + 4 * i, words[i][lane]);
+    store16(h, out);
 }
 #endif
 
