@@ -230,6 +230,7 @@ AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uin
     for (size_t blk = 0; blk < blocks; blk++) {
         for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(base + i * stride + blk * BLOCK_LEN);
         transpose16(r, m);
+
         uint32_t f = flags | (blk == 0 ? flags_start : 0) | (blk == blocks - 1 ? flags_end : 0);
         for (int i = 0; i < 8; i++) v[i] = h[i];
         for (int i = 0; i < 4; i++) v[8 + i] = _mm512_set1_epi32((int)IV[i]);
@@ -256,14 +257,16 @@ static void hash_chunks(const uint8_t *in, size_t n, uint64_t counter, uint8_t *
     for (; i < n; i++) chunk_cv(in + i * CHUNK_LEN, CHUNK_LEN, counter + i, 0, out + i * CV_LEN);
 }
 
-/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place. */
+/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place.
+ * Sixteen parents at a time; a level of fewer still takes one sixteen-wide call (its extra lanes read and write
+ * values of the array no longer needed, inside it), cheaper than the portable compression of each. */
 static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
     size_t n = PIECE_CHUNKS;
     while (n > 1) {
         size_t parents = n / 2, i = 0;
 #ifdef HAVE_AVX512_BUILD
         if (have_avx512)
-            for (; i + 16 <= parents; i += 16)
+            for (; i < parents; i += 16)
                 hash16(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN);
 #endif
         for (; i < parents; i++) parent_cv(cvs + 2 * i * CV_LEN, cvs + (2 * i + 1) * CV_LEN, 0, cvs + i * CV_LEN);
