@@ -31,6 +31,7 @@
 #define PIECE_LEN (CHUNK_LEN * PIECE_CHUNKS)
 #define CV_LEN 32
 #define RELEASE_GIL_AT (64 * 1024)
+#define SIMD_MIN 4 /* chunks: fewer are cheaper one at a time than in a sixteen-lane call */
 
 enum { CHUNK_START = 1, CHUNK_END = 2, PARENT = 4, ROOT = 8 };
 
@@ -217,7 +218,7 @@ AVX512 static inline void store16(const __m512i h[8], uint8_t *out) {
  * first block, CHUNK_END on the last) or parent nodes (one block each, PARENT, counter 0). Their chaining values
  * go to out, 32 bytes each, in order; out may overlap the inputs (all are read before anything is written). */
 AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uint64_t counter, int per_input,
-                          uint32_t flags, uint32_t flags_start, uint32_t flags_end, uint8_t *out) {
+                          uint32_t flags, uint32_t flags_start, uint32_t flags_end, uint8_t *out, int lanes) {
     __m512i h[8], v[16], r[16], m[16];
     uint32_t lo[16], hi[16];
     for (int i = 0; i < 16; i++) {
@@ -228,7 +229,8 @@ AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uin
     const __m512i counter_lo = _mm512_loadu_si512(lo), counter_hi = _mm512_loadu_si512(hi);
     for (int i = 0; i < 8; i++) h[i] = _mm512_set1_epi32((int)IV[i]);
     for (size_t blk = 0; blk < blocks; blk++) {
-        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(base + i * stride + blk * BLOCK_LEN);
+        for (int i = 0; i < 16; i++)  /* a lane past `lanes` reads nothing: its value is not kept */
+            r[i] = i < lanes ? _mm512_loadu_si512(base + i * stride + blk * BLOCK_LEN) : _mm512_setzero_si512();
         transpose16(r, m);
 
         uint32_t f = flags | (blk == 0 ? flags_start : 0) | (blk == blocks - 1 ? flags_end : 0);
@@ -241,7 +243,13 @@ AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uin
         ROUNDS(GV);
         for (int i = 0; i < 8; i++) h[i] = _mm512_xor_si512(v[i], v[i + 8]);
     }
-    store16(h, out);
+    if (lanes == 16) {
+        store16(h, out);
+    } else {
+        uint8_t all[16 * CV_LEN];
+        store16(h, all);
+        memcpy(out, all, (size_t)lanes * CV_LEN);
+    }
 }
 #endif
 
@@ -250,16 +258,15 @@ static void hash_chunks(const uint8_t *in, size_t n, uint64_t counter, uint8_t *
     size_t i = 0;
 #ifdef HAVE_AVX512_BUILD
     if (have_avx512)
-        for (; i + 16 <= n; i += 16)
+        for (; i + SIMD_MIN <= n; i += 16)
             hash16(in + i * CHUNK_LEN, CHUNK_LEN, CHUNK_LEN / BLOCK_LEN, counter + i, 1, 0, CHUNK_START, CHUNK_END,
-                   out + i * CV_LEN);
+                   out + i * CV_LEN, n - i < 16 ? (int)(n - i) : 16);
 #endif
     for (; i < n; i++) chunk_cv(in + i * CHUNK_LEN, CHUNK_LEN, counter + i, 0, out + i * CV_LEN);
 }
 
-/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place.
- * Sixteen parents at a time; a level of fewer still takes one sixteen-wide call (its extra lanes read and write
- * values of the array no longer needed, inside it), cheaper than the portable compression of each. */
+/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place,
+ * sixteen parents at a time (a level of fewer in one call with lanes to spare: cheaper than one by one). */
 static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
     size_t n = PIECE_CHUNKS;
     while (n > 1) {
@@ -267,7 +274,8 @@ static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
 #ifdef HAVE_AVX512_BUILD
         if (have_avx512)
             for (; i < parents; i += 16)
-                hash16(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN);
+                hash16(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN,
+                       parents - i < 16 ? (int)(parents - i) : 16);
 #endif
         for (; i < parents; i++) parent_cv(cvs + 2 * i * CV_LEN, cvs + (2 * i + 1) * CV_LEN, 0, cvs + i * CV_LEN);
         n = parents;

@@ -23,8 +23,9 @@ from cloudvault.pieces import PIECE, PIECE_DIGEST, TREE, TwoPassHasher, read_pie
 _b3tree = pieces._b3tree or (pytest.skip("cloudvault._b3tree not built", allow_module_level=True)
                             if os.environ.get("CI") != "true" else None)  # fmt: skip
 M = PIECE
-LENGTHS = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 17 * 1024, M - 1, M,
-           M + 1, M + 1024, M + 1025, 2 * M, 2 * M + 5, 3 * M + 777, 5 * M]  # fmt: skip
+LENGTHS = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 5 * 1024 + 3, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1,
+           17 * 1024, M - 1, M, M + 1, M + 1024, M + 1025, M + 7 * 1024 + 9, 2 * M, 2 * M + 5, 3 * M + 777,
+           5 * M]  # fmt: skip
 CUTS = [None, 1000, 1024, 4096, 65537, M, 3 * M]
 DATA = random.Random(1).randbytes(5 * M)
 
