@@ -8,12 +8,13 @@ the bytes of piece hashes against the mirror's size, and what a re-index of the 
 `vault extract -o -` of one member of BENCH_MB MiB (zstd -T0, one frame) the same way.
 
 Issue 41's goal (index speed with piece hashes within 5% of the speed without them) is the `speed` column of a
-vault with piece hashes against a reference without: a venv of the commit before they landed
-(`git worktree add /tmp/nopieces 5afb70b^`), or of this tree with `PieceHasher.update` hashing only the whole.
-Where the cost is: every byte is hashed twice (the whole BLAKE3, and each MiB's own BLAKE3, whose chunk counter
-starts at 0, so no work of one is reused by the other); on two cores the second pass runs beside the first
-(hashing.PieceThread). Removing it would mean recording each piece's BLAKE3 subtree chaining value (as Bao does)
-instead of its own hash: a new piece format, and a native BLAKE3 for every reader that checks one.
+vault with piece hashes against a reference without: a venv of this tree with `PieceHasher.update` hashing only the
+whole and `pieces()` returning None (the session of 2026-12-05 patched cloudvault/pieces.py of 71e8911 so), then,
+in the same run, the tree before the one-pass hashes (71e8911: two passes) and the tree now.
+Where the cost was: every byte hashed twice (the whole BLAKE3, and each MiB's own BLAKE3, whose chunk counter starts
+at 0, so no work of one is reused by the other). Now each piece's hash is its BLAKE3 subtree chaining value, the
+node the whole hash's tree already holds (cloudvault/_b3tree.c, as Bao does): one pass, where the extension is
+built and the CPU has AVX-512 (else two, as before).
 """
 
 from __future__ import annotations
