@@ -4,8 +4,9 @@
  *
  * Written from the BLAKE3 specification (the BLAKE3 paper, sections 2.1-2.6): compression function, chunk chaining
  * with counters, the left-balanced binary tree of parent nodes, the ROOT flag on the last compression only.
- * Full chunks are compressed sixteen at a time with AVX-512 where the CPU has it; everything else (partial chunks,
- * parent nodes above a piece, the root) by the portable compression function. Checked against the `blake3` package
+ * Full chunks and the parents inside a piece are compressed sixteen at a time with AVX-512, or eight with AVX2,
+ * where the CPU has it; the rest (partial chunks, the parents above pieces, the root) by the portable compression
+ * function. Checked against the `blake3` package
  * for every length class in tests/unit/test_b3tree.py, and against cloudvault/b3tree_py.py (numpy) for the pieces.
  *
  * Python interface (cloudvault/pieces.py wraps it):
@@ -13,7 +14,7 @@
  *                 an object of one piece or less)
  *   Subtree(index): update(buffer); digest(length=32) -> the chaining value of piece `index` fed its bytes (a
  *                 piece of an object of more than one piece: never the root), cut to `length` bytes
- *   SIMD: "avx512" or "portable"
+ *   SIMD: "avx512", "avx2" or "portable" (CLOUDVAULT_B3TREE_SIMD=avx2|portable asks for a narrower one)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,7 +23,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define HAVE_AVX512_BUILD 1
+#define HAVE_X86_SIMD_BUILD 1
 #endif
 
 #define BLOCK_LEN 64
@@ -48,7 +49,12 @@ static const uint8_t SCHEDULE[7][16] = {
     {9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7},
     {11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13},
 };
-static int have_avx512;
+/* The widest compression this CPU runs: sixteen chunks at once (AVX-512), eight (AVX2), or one (portable). */
+typedef void (*hash_wide_fn)(const uint8_t *base, size_t stride, size_t blocks, uint64_t counter, int per_input,
+                             uint32_t flags, uint32_t flags_start, uint32_t flags_end, uint8_t *out, int lanes);
+static hash_wide_fn hash_wide;
+static int width = 1;
+static const char *simd = "portable";
 
 static inline uint32_t load32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -147,7 +153,7 @@ static void merge(const uint8_t *cvs, size_t n, uint32_t root, uint8_t out[CV_LE
 
 /* ---- sixteen at once: AVX-512 ---- */
 
-#ifdef HAVE_AVX512_BUILD
+#ifdef HAVE_X86_SIMD_BUILD
 #define AVX512 __attribute__((target("avx512f")))
 
 #define GV(a, b, c, d, x, y)                                                                  \
@@ -255,32 +261,112 @@ AVX512 static void hash16(const uint8_t *base, size_t stride, size_t blocks, uin
         memcpy(out, all, (size_t)lanes * CV_LEN);
     }
 }
+
+/* ---- eight at once: AVX2 (the same rounds on 256-bit vectors; no rotate instruction: bytes shuffled for 16 and 8,
+ * shifts for 12 and 7) ---- */
+
+#define AVX2 __attribute__((target("avx2")))
+
+#define ROR8V(x, c)                                                                                     \
+    ((c) == 16 ? _mm256_shuffle_epi8((x), rot16)                                                        \
+     : (c) == 8 ? _mm256_shuffle_epi8((x), rot8)                                                        \
+                : _mm256_or_si256(_mm256_srli_epi32((x), (c)), _mm256_slli_epi32((x), 32 - (c))))
+
+#define GV8(a, b, c, d, x, y)                                                     \
+    do {                                                                          \
+        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), (x));              \
+        v[d] = ROR8V(_mm256_xor_si256(v[d], v[a]), 16);                           \
+        v[c] = _mm256_add_epi32(v[c], v[d]);                                      \
+        v[b] = ROR8V(_mm256_xor_si256(v[b], v[c]), 12);                           \
+        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), (y));              \
+        v[d] = ROR8V(_mm256_xor_si256(v[d], v[a]), 8);                            \
+        v[c] = _mm256_add_epi32(v[c], v[d]);                                      \
+        v[b] = ROR8V(_mm256_xor_si256(v[b], v[c]), 7);                            \
+    } while (0)
+
+/* Eight rows of eight words in, eight columns out (m[w] holds word w of every row): 32-bit, then 64-bit unpacks
+ * within 128-bit lanes, then the lanes of rows 0-3 and 4-7 paired. */
+AVX2 static inline void transpose8(const __m256i r[8], __m256i m[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 2; g++) { /* rows 4g..4g+3: u[4g + j] holds word 4k + j of those rows in lane k */
+        const __m256i *x = t + 4 * g;
+        u[4 * g + 0] = _mm256_unpacklo_epi64(x[0], x[2]);
+        u[4 * g + 1] = _mm256_unpackhi_epi64(x[0], x[2]);
+        u[4 * g + 2] = _mm256_unpacklo_epi64(x[1], x[3]);
+        u[4 * g + 3] = _mm256_unpackhi_epi64(x[1], x[3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        m[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        m[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* As hash16, eight inputs at a time. */
+AVX2 static void hash8(const uint8_t *base, size_t stride, size_t blocks, uint64_t counter, int per_input,
+                       uint32_t flags, uint32_t flags_start, uint32_t flags_end, uint8_t *out, int lanes) {
+    const __m256i rot16 = _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+                                           2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    const __m256i rot8 = _mm256_setr_epi8(1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,
+                                          1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
+    __m256i h[8], v[16], r[8], m[16];
+    uint32_t lo[8], hi[8];
+    for (int i = 0; i < 8; i++) {
+        uint64_t c = counter + (per_input ? (uint64_t)i : 0);
+        lo[i] = (uint32_t)c;
+        hi[i] = (uint32_t)(c >> 32);
+    }
+    const __m256i counter_lo = _mm256_loadu_si256((const __m256i *)lo);
+    const __m256i counter_hi = _mm256_loadu_si256((const __m256i *)hi);
+    for (int i = 0; i < 8; i++) h[i] = _mm256_set1_epi32((int)IV[i]);
+    for (size_t blk = 0; blk < blocks; blk++) {
+        for (int half = 0; half < 2; half++) { /* words 0-7, then 8-15 */
+            for (int i = 0; i < 8; i++)
+                r[i] = i < lanes ? _mm256_loadu_si256((const __m256i *)(base + i * stride + blk * BLOCK_LEN + 32 * half))
+                                 : _mm256_setzero_si256();
+            transpose8(r, m + 8 * half);
+        }
+        for (int i = 0; i < lanes; i++)
+            _mm_prefetch((const char *)(base + i * stride + blk * BLOCK_LEN + 256), _MM_HINT_T0);
+        uint32_t f = flags | (blk == 0 ? flags_start : 0) | (blk == blocks - 1 ? flags_end : 0);
+        for (int i = 0; i < 8; i++) v[i] = h[i];
+        for (int i = 0; i < 4; i++) v[8 + i] = _mm256_set1_epi32((int)IV[i]);
+        v[12] = counter_lo;
+        v[13] = counter_hi;
+        v[14] = _mm256_set1_epi32(BLOCK_LEN);
+        v[15] = _mm256_set1_epi32((int)f);
+        ROUNDS(GV8);
+        for (int i = 0; i < 8; i++) h[i] = _mm256_xor_si256(v[i], v[i + 8]);
+    }
+    __m256i cv[8];
+    transpose8(h, cv); /* cv[j]: the eight words of input j */
+    for (int j = 0; j < lanes; j++) _mm256_storeu_si256((__m256i *)(out + j * CV_LEN), cv[j]);
+}
 #endif
 
 /* n full chunks at chunk counter `counter` -> n chaining values */
 static void hash_chunks(const uint8_t *in, size_t n, uint64_t counter, uint8_t *out) {
     size_t i = 0;
-#ifdef HAVE_AVX512_BUILD
-    if (have_avx512)
-        for (; i + SIMD_MIN <= n; i += 16)
-            hash16(in + i * CHUNK_LEN, CHUNK_LEN, CHUNK_LEN / BLOCK_LEN, counter + i, 1, 0, CHUNK_START, CHUNK_END,
-                   out + i * CV_LEN, n - i < 16 ? (int)(n - i) : 16);
-#endif
+    if (hash_wide)
+        for (; i + SIMD_MIN <= n; i += (size_t)width)
+            hash_wide(in + i * CHUNK_LEN, CHUNK_LEN, CHUNK_LEN / BLOCK_LEN, counter + i, 1, 0, CHUNK_START, CHUNK_END,
+                      out + i * CV_LEN, n - i < (size_t)width ? (int)(n - i) : width);
     for (; i < n; i++) chunk_cv(in + i * CHUNK_LEN, CHUNK_LEN, counter + i, 0, out + i * CV_LEN);
 }
 
 /* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place,
- * sixteen parents at a time (a level of fewer in one call with lanes to spare: cheaper than one by one). */
+ * `width` parents at a time (a level of fewer in one call with lanes to spare: cheaper than one by one). */
 static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
     size_t n = PIECE_CHUNKS;
     while (n > 1) {
         size_t parents = n / 2, i = 0;
-#ifdef HAVE_AVX512_BUILD
-        if (have_avx512)
-            for (; i < parents; i += 16)
-                hash16(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN,
-                       parents - i < 16 ? (int)(parents - i) : 16);
-#endif
+        if (hash_wide)
+            for (; i < parents; i += (size_t)width)
+                hash_wide(cvs + i * 2 * CV_LEN, 2 * CV_LEN, 1, 0, 0, PARENT, 0, 0, cvs + i * CV_LEN,
+                          parents - i < (size_t)width ? (int)(parents - i) : width);
         for (; i < parents; i++) parent_cv(cvs + 2 * i * CV_LEN, cvs + (2 * i + 1) * CV_LEN, 0, cvs + i * CV_LEN);
         n = parents;
     }
@@ -593,11 +679,16 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__b3tree(void) {
-#ifdef HAVE_AVX512_BUILD
+    const char *asked = getenv("CLOUDVAULT_B3TREE_SIMD"); /* "avx2" or "portable": tests compare the paths */
+#ifdef HAVE_X86_SIMD_BUILD
     __builtin_cpu_init();
-    have_avx512 = __builtin_cpu_supports("avx512f");
+    if (__builtin_cpu_supports("avx512f") && !asked) {
+        hash_wide = hash16, width = 16, simd = "avx512";
+    } else if (__builtin_cpu_supports("avx2") && !(asked && strcmp(asked, "avx2"))) {
+        hash_wide = hash8, width = 8, simd = "avx2";
+    }
 #endif
-    if (getenv("CLOUDVAULT_B3TREE_PORTABLE")) have_avx512 = 0; /* tests compare both paths */
+    (void)asked;
     if (PyType_Ready(&TreeHasherType) < 0 || PyType_Ready(&SubtreeType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
@@ -605,7 +696,7 @@ PyMODINIT_FUNC PyInit__b3tree(void) {
     Py_INCREF(&SubtreeType);
     if (PyModule_AddObject(m, "TreeHasher", (PyObject *)&TreeHasherType) < 0 ||
         PyModule_AddObject(m, "Subtree", (PyObject *)&SubtreeType) < 0 ||
-        PyModule_AddStringConstant(m, "SIMD", have_avx512 ? "avx512" : "portable") < 0) {
+        PyModule_AddStringConstant(m, "SIMD", simd) < 0) {
         Py_DECREF(m);
         return NULL;
     }

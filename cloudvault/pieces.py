@@ -7,7 +7,8 @@ Two kinds of BLOB, each saying which it is, both checked everywhere:
 - ONE PASS (a BLOB that starts with TREE): each piece's hash is its BLAKE3 chaining value, the inner node the BLAKE3
   tree of the whole object already has at that offset (1 MiB is 1024 chunks: a whole subtree). The native
   cloudvault._b3tree makes them and the whole BLAKE3 in one pass over the bytes. Written where the extension was
-  built and the CPU has AVX-512 (ONE_PASS); checked by the extension, or by cloudvault.b3subtree (numpy) without it.
+  built and the CPU has AVX-512 or AVX2 (ONE_PASS); checked by the extension, or by cloudvault.b3subtree (numpy)
+  without it.
 - TWO PASSES (older catalogs, and where ONE_PASS is off): each piece's own BLAKE3, a second pass beside the whole's.
 """
 
@@ -24,8 +25,9 @@ PIECE = 1 << 20
 PIECE_DIGEST = 16
 BESIDE_MIN = 256 << 10  # a smaller update is hashed twice where it is: handing it over would cost more
 TREE = b"\x01"  # the first byte of a one-pass BLOB; a two-pass BLOB is digests alone (a multiple of 16 bytes)
-# one pass only where it is faster than two: the extension's portable code runs ~0.8 GB/s, blake3's own ~4-8 GB/s
-ONE_PASS = _b3tree is not None and _b3tree.SIMD == "avx512"
+# one pass only where it is faster than two: the extension's portable code runs ~1 GB/s a core, against blake3's own
+# two passes of ~4-10 GB/s each; its AVX-512 code ~8 GB/s, its AVX2 code ~3 GB/s (bench/pieces.py, docs/performance.md)
+ONE_PASS = _b3tree is not None and _b3tree.SIMD in ("avx512", "avx2")
 
 
 def piece_count(size: int) -> int:

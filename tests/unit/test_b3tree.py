@@ -1,6 +1,6 @@
 """The one-pass piece hashes (cloudvault/_b3tree.c) against the `blake3` package and against the numpy code written
 apart from it (cloudvault/b3subtree.py): the whole hash is BLAKE3 for every length class however the bytes are cut,
-on the AVX-512 path and the portable one; each piece's value is the BLAKE3 tree's own node (the piece values merged
+on the AVX-512, AVX2 and portable paths; each piece's value is the BLAKE3 tree's own node (the piece values merged
 give `blake3`'s hash of the whole); a piece changed anywhere is refused, by the extension and without it; BLOBs of
 both kinds are read and checked."""
 
@@ -37,12 +37,13 @@ def fed(hasher, data: bytes, cut: int | None):
 
 
 def test_the_extension_is_built_and_used_where_ci_runs():
-    """CI builds the extension (gcc is installed there); on a CPU with AVX-512 the index uses it."""
+    """CI builds the extension (gcc is installed there); on a CPU with AVX-512 or AVX2 the index uses it."""
     assert _b3tree is not None, "cloudvault._b3tree was not built"
     with open("/proc/cpuinfo") as fh:
-        avx512 = " avx512f " in fh.read().replace("\n", " ")
-    assert (_b3tree.SIMD == "avx512") == avx512
-    assert avx512 == pieces.ONE_PASS
+        flags = fh.read().replace("\n", " ")
+    widest = "avx512" if " avx512f " in flags else "avx2" if " avx2 " in flags else "portable"
+    assert widest == _b3tree.SIMD
+    assert (widest != "portable") == pieces.ONE_PASS
 
 
 @pytest.mark.parametrize("length", LENGTHS)
@@ -59,14 +60,19 @@ def test_the_whole_hash_is_blake3_and_the_pieces_are_the_trees_nodes_however_cut
         assert b3subtree.merge(stacked, root=True) == want
 
 
-def test_the_portable_path_gives_the_same_hashes_as_the_avx512_one():
-    code = ("import sys, blake3; from cloudvault import _b3tree; assert _b3tree.SIMD == 'portable'\n"
+@pytest.mark.parametrize("narrower", ["avx2", "portable"])
+def test_a_narrower_path_gives_the_same_hashes_as_the_widest(narrower):
+    code = ("import os, blake3; from cloudvault import _b3tree\n"
+            "assert _b3tree.SIMD == os.environ['CLOUDVAULT_B3TREE_SIMD'], _b3tree.SIMD\n"
             "d = bytes(range(256)) * 12289\n"
             "for n in (0, 1024, 1025, 17 * 1024, 1 << 20, (1 << 20) + 1, len(d)):\n"
             "    h = _b3tree.TreeHasher(); h.update(d[:n]); root, values = h.finish()\n"
             "    assert root == blake3.blake3(d[:n]).digest(), n\n"
             "    print(n, values.hex())\n")  # fmt: skip
-    env = {**os.environ, "CLOUDVAULT_B3TREE_PORTABLE": "1"}
+    with open("/proc/cpuinfo") as fh:
+        if narrower == "avx2" and " avx2 " not in fh.read().replace("\n", " "):
+            pytest.skip("this CPU has no AVX2")
+    env = {**os.environ, "CLOUDVAULT_B3TREE_SIMD": narrower}
     portable = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     d = bytes(range(256)) * 12289
     for line in portable.stdout.splitlines():
