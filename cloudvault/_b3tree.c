@@ -512,26 +512,35 @@ static int claim(int *busy) {
     return 0;
 }
 
-static PyObject *tree_update(TreeHasher *self, PyObject *arg) {
+/* Feeds a buffer of at most `room` bytes to fn (-1: out of memory), the GIL let go for a large one, one thread at
+ * a time (busy). */
+typedef int (*feed_fn)(void *self, const uint8_t *in, size_t len);
+
+static PyObject *feed_buffer(PyObject *arg, int *busy, size_t room, feed_fn fn, void *self) {
     Py_buffer view;
-    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "TreeHasher not initialised");
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (claim(&self->busy) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
+    int rc = -2;
+    if ((size_t)view.len > room) {
+        PyErr_Format(PyExc_ValueError, "a piece holds at most %d bytes", PIECE_LEN);
+    } else if (claim(busy) == 0) {
+        if (view.len >= RELEASE_GIL_AT) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = fn(self, view.buf, (size_t)view.len);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = fn(self, view.buf, (size_t)view.len);
+        }
+        *busy = 0;
     }
-    int rc;
-    if (view.len >= RELEASE_GIL_AT) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = tree_feed(self, view.buf, (size_t)view.len);
-        Py_END_ALLOW_THREADS
-    } else {
-        rc = tree_feed(self, view.buf, (size_t)view.len);
-    }
-    self->busy = 0;
     PyBuffer_Release(&view);
-    if (rc < 0) return PyErr_NoMemory();
+    if (rc == -1) return PyErr_NoMemory();
+    if (rc < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *tree_update(TreeHasher *self, PyObject *arg) {
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "TreeHasher not initialised");
+    return feed_buffer(arg, &self->busy, SIZE_MAX, (feed_fn)tree_feed, self);
 }
 
 static PyObject *tree_finish(TreeHasher *self, PyObject *unused) {
@@ -612,33 +621,15 @@ static void subtree_dealloc(Subtree *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static void subtree_feed(piece_state *p, const uint8_t *in, size_t len) {
-    piece_feed(p, in, len); /* never past its piece: checked before */
+static int subtree_feed(Subtree *self, const uint8_t *in, size_t len) {
+    piece_feed(self->piece, in, len); /* never past its piece: feed_buffer's room */
+    self->fed += len;
+    return 0;
 }
 
 static PyObject *subtree_update(Subtree *self, PyObject *arg) {
-    Py_buffer view;
     if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (self->fed + (size_t)view.len > PIECE_LEN) {
-        PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "a piece holds at most %d bytes", PIECE_LEN);
-    }
-    if (claim(&self->busy) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (view.len >= RELEASE_GIL_AT) {
-        Py_BEGIN_ALLOW_THREADS
-        subtree_feed(self->piece, view.buf, (size_t)view.len);
-        Py_END_ALLOW_THREADS
-    } else {
-        subtree_feed(self->piece, view.buf, (size_t)view.len);
-    }
-    self->fed += (size_t)view.len;
-    self->busy = 0;
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    return feed_buffer(arg, &self->busy, PIECE_LEN - self->fed, (feed_fn)subtree_feed, self);
 }
 
 static PyObject *subtree_digest(Subtree *self, PyObject *args) {
