@@ -14,6 +14,8 @@
  *                 an object of one piece or less)
  *   Subtree(index): update(buffer); digest(length=32) -> the chaining value of piece `index` fed its bytes (a
  *                 piece of an object of more than one piece: never the root), cut to `length` bytes
+ *   root_of(values): the BLAKE3 of an object of more than one piece from its pieces' 32-byte values (a file's
+ *                 pieces hashed on many threads)
  *   SIMD: "avx512", "avx2" or "portable" (CLOUDVAULT_B3TREE_SIMD=avx2|portable asks for a narrower one)
  */
 #define PY_SSIZE_T_CLEAN
@@ -665,8 +667,29 @@ static PyTypeObject SubtreeType = {
     .tp_doc = "Subtree(index): the BLAKE3 chaining value of piece `index` of an object of more than one piece.",
 };
 
+/* ---- the root from the pieces' values: what a file hashed a piece per thread needs ---- */
+
+static PyObject *root_of(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    uint8_t root[CV_LEN];
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len < 2 * CV_LEN || view.len % CV_LEN) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "the values of two pieces or more, %d bytes each", CV_LEN);
+    }
+    merge(view.buf, (size_t)view.len / CV_LEN, ROOT, root);
+    PyBuffer_Release(&view);
+    return PyBytes_FromStringAndSize((const char *)root, CV_LEN);
+}
+
+static PyMethodDef module_methods[] = {
+    {"root_of", root_of, METH_O,
+     "root_of(values): the BLAKE3 of an object of more than one piece from its pieces' 32-byte values, in order."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_b3tree", "BLAKE3 with 1 MiB piece chaining values in one pass.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_b3tree", "BLAKE3 with 1 MiB piece chaining values in one pass.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__b3tree(void) {

@@ -7,30 +7,32 @@ import os
 import blake3
 
 from cloudvault.jobthreads import JobThreads
-from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher, piece_digest
+from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher, one_pass_result, piece_digest, piece_value
 
 CHUNK = 1 << 20
 MMAP_THRESHOLD = 16 << 20
-MAP_STEP = 64 << 20  # a mapped file is hashed this much per call (the GIL let go for each)
 
 
 def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None]:
-    """(BLAKE3, piece hashes) of a file; a big file memory-mapped, hashed in one pass where ONE_PASS, else its whole
-    hash and its pieces on all cores."""
+    """(BLAKE3, piece hashes) of a file; a big file memory-mapped and hashed on all cores: its pieces' values and the
+    whole hash merged from them where ONE_PASS, else the whole hash and then each piece's."""
     size = os.stat(path).st_size
     if size < MMAP_THRESHOLD:
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
     import mmap
-
-    if ONE_PASS:  # one pass over the map: the whole hash and the pieces' at once, ~6 GB/s
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            h = PieceHasher()
-            with memoryview(mapped) as view:
-                for at in range(0, size, MAP_STEP):
-                    h.update(view[at : at + MAP_STEP])
-            return h.hexdigest(), h.pieces()
     from concurrent.futures import ThreadPoolExecutor
+
+    if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # the extension lets the GIL go
+                    values = b"".join(pool.map(lambda at: piece_value(view[at : at + PIECE], at // PIECE),
+                                               range(0, size, PIECE)))  # fmt: skip
+            finally:
+                view.release()
+        return one_pass_result(values)
 
     h = blake3.blake3(max_threads=blake3.blake3.AUTO)
     h.update_mmap(os.fsdecode(path))

@@ -61,6 +61,22 @@ def piece_hasher(index: int, tree: bool):
     return Subtree(index)
 
 
+def piece_value(data, index: int) -> bytes:
+    """The 32-byte BLAKE3 chaining value of piece `index` (ONE_PASS only), its bytes given whole."""
+    h = _b3tree.Subtree(index)
+    h.update(data)
+    return h.digest()
+
+
+def one_pass_result(values: bytes) -> tuple[str, bytes]:
+    """(whole BLAKE3, BLOB) of an object of more than one piece from its pieces' 32-byte values (ONE_PASS only)."""
+    return _b3tree.root_of(values).hex(), _one_pass_blob(values)
+
+
+def _one_pass_blob(values: bytes) -> bytes:
+    return TREE + b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
+
+
 class PieceHasher:
     """The whole BLAKE3 of a stream and, once it is longer than one PIECE, the hashes of its pieces: in one pass
     where ONE_PASS (`threads` and `beside` then go unused: one core hashes at ~6 GB/s), else in two."""
@@ -135,5 +151,4 @@ class OnePassHasher(PieceHasher):
     def pieces(self) -> bytes | None:
         if self.size <= PIECE:
             return None
-        values = self._tree.finish()[1]
-        return TREE + b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
+        return _one_pass_blob(self._tree.finish()[1])

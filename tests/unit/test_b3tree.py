@@ -58,6 +58,7 @@ def test_the_whole_hash_is_blake3_and_the_pieces_are_the_trees_nodes_however_cut
         assert values == b"".join(b3subtree.values_of(data, M))
         stacked = np.stack([np.frombuffer(values[at : at + 32], "<u4") for at in range(0, len(values), 32)], axis=1)
         assert b3subtree.merge(stacked, root=True) == want
+        assert _b3tree.root_of(values) == want  # what a file hashed a piece per thread takes
 
 
 @pytest.mark.parametrize("narrower", ["avx2", "portable"])
@@ -92,6 +93,12 @@ def test_a_subtree_is_its_pieces_value_in_the_extension_and_in_numpy():
         native = fed(_b3tree.Subtree(index), piece, 300_000).digest()
         assert native == values[32 * index : 32 * index + 32] == b3subtree.Subtree(index).fed(piece).digest()
         assert fed(_b3tree.Subtree(index), piece, None).digest(PIECE_DIGEST) == native[:PIECE_DIGEST]
+
+
+def test_root_of_wants_the_values_of_two_pieces_or_more():
+    for bad in (b"", bytes(32), bytes(65)):
+        with pytest.raises(ValueError):
+            _b3tree.root_of(bad)
 
 
 def test_a_subtree_refuses_more_than_a_piece_and_an_empty_digest():
