@@ -56,10 +56,11 @@ def merge(catalog: Path, *, wait: bool = False, progress: Progress | None = None
                 generations.finish(conn, generation, report.mirrors, report.generation_counts())
         finally:
             conn.close()
-    info = {"plan": plan["hash"], "already": False, "shards": len(plan["tasks"]),
-            "from_shards": early.archives_read, "at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
-    write_json(lay.merged, info)
-    shutil.rmtree(lay.folder / "shards", ignore_errors=True)
+        info = {"plan": plan["hash"], "already": False, "shards": len(plan["tasks"]),
+                "from_shards": early.archives_read, "at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        # marked and cleared before the lock goes: a merge waiting for it then finds this plan merged
+        write_json(lay.merged, info)
+        shutil.rmtree(lay.folder / "shards", ignore_errors=True)
     return report, info
 
 

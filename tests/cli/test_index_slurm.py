@@ -246,6 +246,42 @@ def test_two_merges_at_once_one_waits_and_merges_nothing_twice(tmp_path, vault):
     assert catalog_rows(db) == _rows(local)
 
 
+def test_a_merge_marks_its_plan_merged_and_removes_its_shards_before_it_lets_another_writer_in(tmp_path, monkeypatch):
+    """A merge waiting for the lock must find the plan merged when it gets in: the marker is written, and the shards
+    removed, while the first merge still holds the catalog (before, both came after its lock was let go, and a
+    waiting merge under load read no marker and merged the half-removed shards again)."""
+    import fcntl
+
+    from cloudvault.index import merge as merging
+
+    mirror = _mirror(tmp_path)
+    db = tmp_path / "c.db"
+    _run_tasks(db, _write_plan(db, mirror, 2))
+    held = []
+
+    def lock_held() -> bool:
+        fd = os.open(tmp_path / "c.db.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def noted(what: str, step):
+        def run(*args, **kwargs):
+            held.append((what, lock_held()))
+            return step(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(merging, "write_json", noted("marker", merging.write_json))
+    monkeypatch.setattr(merging.shutil, "rmtree", noted("shards", merging.shutil.rmtree))
+    merging.merge(db)
+    assert held == [("marker", True), ("shards", True)]
+
+
 def test_an_archive_changed_after_its_task_read_it_is_read_again_by_the_merge(tmp_path, vault):
     mirror = _mirror(tmp_path)
     db = tmp_path / "c.db"
