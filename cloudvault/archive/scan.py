@@ -21,7 +21,7 @@ import blake3
 from cloudvault.archive import sparse
 from cloudvault.archive.formats import HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
-from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
+from cloudvault.archive.tar import MemberData, PlainRun, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
     DamagedFrame,
     ParallelFrameStream,
@@ -241,8 +241,15 @@ class ArchiveScan:
         those read before it, then the error."""
         waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
         try:
-            for header, data in iter_members(stream, self._damage, resume=resume):
-                waiting.append(self._record(header, data))
+            for item in iter_members(stream, self._damage, resume=resume, runs=True):
+                if type(item) is PlainRun:
+                    records, hashed = self._run_records(item)
+                    if hashed and not waiting:  # the usual case: all of them hashed here, none waiting before
+                        yield from records
+                        continue
+                    waiting.extend(records)
+                else:
+                    waiting.append(self._record(*item))
                 while waiting and _ready(waiting[0]):
                     yield _hashed(waiting.popleft())
             stream.drain()
@@ -330,6 +337,34 @@ class ArchiveScan:
         pieces = sparse.encode_map(h.sparse) if h.sparse is not None else None
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
                             h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
+
+    def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
+        """The records of a run of plain members (tar.PlainRun), and whether each is hashed already. A small
+        file with a plain name is done here in a few steps: its BLAKE3 over its view of the piece, its bytes to
+        the inspector's batch, its record; any other member (a folder, a large or nested-archive candidate, a
+        name to check or flag, any member once links were seen) goes through _record as a lone member would."""
+        records: list[MemberRecord] = []
+        hashed, new_record, contents, batch, done_here = True, MemberRecord._make, self._contents, self._batch, 0
+        piece, base, nest, links = run.piece, run.base, self._nest, bool(self._chains)
+        for h in run.headers:
+            at, size, name = h.data_offset - base, h.size, h.name
+            path = _plain_path(name) if h.type == "file" and size < RUN_MEMBER and not links else None
+            if path is None or (nest and might_be_archive(path)):
+                record = self._record(h, run.member_data(h))
+                hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
+                records.append(record)
+                continue
+            data = piece[at : at + size]
+            if size and batch is not None:
+                batch.add(path, name, data)
+            elif size and self._inspect is not None:
+                self.inspect_whole(path, name, data)
+            contents[path] = digest = blake3.blake3(data).hexdigest()
+            records.append(new_record((path, None, "file", size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname,
+                                       None, h.header_offset, h.data_offset, digest, None, None, None)))  # fmt: skip
+            done_here += 1
+        self.result.member_count += done_here  # _record counted the others
+        return records, hashed
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -499,6 +534,7 @@ SPOOL_NESTED = 32 << 20  # of it, in memory; the rest in an unnamed temporary fi
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
+RUN_MEMBER = min(HASH_APART, BATCH_MEMBER)  # smaller files of a plain run are hashed and batched in its loop
 BATCH_BYTES = 1 << 20
 
 
@@ -528,6 +564,17 @@ class _InspectBatch:
             return
         for path, name, start, end in members:
             self._scan.inspect_whole(path, name, data[start:end])
+
+
+def _plain_path(name: bytes) -> str | None:
+    """The catalog path of a tar name that needs nothing but decoding: UTF-8, not absolute, no './' to drop, no
+    '..' anywhere, not a pyvenv.cfg; None for any other (member_path and _record's checks judge it)."""
+    if name[:1] == b"/" or name[:2] == b"./" or b".." in name or name.endswith(b"pyvenv.cfg"):
+        return None
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _hashed_whole(data, beside: PieceThread | None) -> PieceHasher:

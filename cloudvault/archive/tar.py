@@ -448,20 +448,99 @@ def _is_sparse(ext: _Extensions) -> bool:
 
 
 EXTENSIONS = (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL, SOLARIS_PAX)
+PLAIN = {b"0": "file", b"\0": "file", b"7": "file", b"5": "dir"}  # the types a plain run holds
 
 
-def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
-                 resume: bool = False) -> Iterator[tuple[TarHeader, MemberData]]:  # fmt: skip
+class PlainRun(NamedTuple):
+    """Members read together from one decoded piece (plain_headers): their headers, and the piece their data lie
+    in, whose first byte is at stream offset base. Its views are valid until the walk is asked for what follows."""
+
+    headers: list[TarHeader]
+    piece: memoryview
+    base: int
+
+    def member_data(self, header: TarHeader) -> MemberData:
+        """One member's data, read as a lone member's is."""
+        at = header.data_offset - self.base
+        return MemberData(_Held(self.piece[at : at + header.size]), header.size)
+
+
+class _Held:
+    """Data held whole as one view, read as a stream (MemberData's source for a member of a PlainRun)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view, self.pos = view, 0
+
+    def read_view(self, n: int) -> memoryview:
+        view = self._view[self.pos : self.pos + n]
+        self.pos += len(view)
+        return view
+
+    def read_some(self, n: int) -> bytes:
+        return bytes(self.read_view(n))
+
+
+def plain_headers(piece: memoryview, at: int, pos: int) -> tuple[list[TarHeader], int]:
+    """The headers of the plain members that lie whole (header, data, padding) in piece from at on, pos being the
+    stream offset of piece[at], and where in piece they end. A plain member is a file or folder whose header
+    passes its checksum, with every field readable and no '/' ending a file's name, and no long-name or pax
+    record before it (the caller's to know): most members of most archives. The run stops before any other."""
+    headers: list[TarHeader] = []
+    end = len(piece)
+    new_header = TarHeader._make
+    while at + BLOCK <= end:
+        block = piece[at : at + BLOCK].tobytes()
+        kind = PLAIN.get(block[156:157])
+        if kind is None or block == ZERO_BLOCK or not checksum_ok(block):
+            break
+        fields, bad = _header_fields(block)
+        name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
+        if bad or not name or (kind == "file" and name[-1:] == b"/"):
+            break
+        stored = size if kind == "file" else 0
+        after = at + BLOCK + stored + (-stored % BLOCK)
+        if after > end:
+            break
+        headers.append(new_header((name, kind, stored, mode, mtime, uid, gid, uname, gname, linkname, pos,
+                                   pos + BLOCK, None, ())))  # fmt: skip
+        pos += after - at
+        at = after
+    return headers, at
+
+
+def _plain_run(stream: Stream, ext: _Extensions, found: tuple | None) -> PlainRun | None:
+    """The plain members at the stream's position in the piece it holds; None where the next member is not one,
+    or a header found ahead or records read before it (ext) are to be applied to it."""
+    if found is not None or ext.pending or ext.global_pax:
+        return None
+    piece, at = stream.at_hand()
+    headers, end = plain_headers(piece, at, stream.pos)
+    if not headers:
+        return None
+    base = stream.pos - at
+    stream.passed(end - at)
+    return PlainRun(headers, piece, base)
+
+
+def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *, resume: bool = False,
+                 runs: bool = False) -> Iterator[tuple[TarHeader, MemberData] | PlainRun]:  # fmt: skip
     """Each member's header and a reader of its data; read the data before asking for the next member.
     on_damage(kind, offset, detail) hears of a header that cannot be read, and the walk goes on past it (without
     it, such damage raises TarFormatError); fields that cannot be read are the header's problems. resume: the
-    stream starts somewhere inside the archive (after damage): the walk begins at the next header found there."""
+    stream starts somewhere inside the archive (after damage): the walk begins at the next header found there.
+    runs: where the stream lends its decoded pieces (`at_hand`), the plain members lying whole in one come as a
+    PlainRun, parsed together in place, instead of one (header, data) each."""
     ext = _Extensions()
     first = not resume
     found = _find_header(stream) if resume else None  # the header the walk resumes at (read: it is behind)
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
     read_view = getattr(stream, "read_view", stream.read_some)  # looked up once: this loop runs per member
+    runs = runs and hasattr(stream, "at_hand")
     while True:
+        if runs and (run := _plain_run(stream, ext, found)):
+            first = False
+            yield run
+            continue
         header_offset = stream.pos - BLOCK if found else stream.pos
         got, found = found or _next_header(stream, first, on_damage), None
         if ext_offset is None:
@@ -472,10 +551,7 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
         block, fields, bad = got
         name, mode, uid, gid, size, mtime, typeflag, linkname, uname, gname = fields
         if "size" in bad:
-            if on_damage is None:
-                raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header")
-            on_damage("corrupt_header", header_offset, f"{_label(name)}: size field unreadable; skipped to the "
-                      "next header")  # fmt: skip
+            _unreadable_size(on_damage, header_offset, name)
             ext.reset()
             ext_offset = None
             continue
@@ -504,6 +580,14 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
         if ext.pending:
             ext.reset()
         ext_offset = None
+
+
+def _unreadable_size(on_damage: DamageHandler | None, header_offset: int, name: bytes) -> None:
+    """A header whose size cannot be read: damage told to on_damage (the walk goes on at the next header), or
+    raised without one."""
+    if on_damage is None:
+        raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header")
+    on_damage("corrupt_header", header_offset, f"{_label(name)}: size field unreadable; skipped to the next header")
 
 
 NO_SIZE = ("hardlink", "symlink", "dir", "label")

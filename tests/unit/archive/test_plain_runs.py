@@ -1,0 +1,168 @@
+"""Plain members read together from a decoded piece (tar.PlainRun, the scan's batched loop) against the walk one
+member at a time and against tarfile: the same headers, data, records, hashes and flags, for members that cross
+pieces, odd members between plain ones, and damaged headers anywhere."""
+
+from __future__ import annotations
+
+import io
+import random
+import tarfile
+from functools import partial
+
+import blake3
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloudvault.archive.scan import ArchiveScan
+from cloudvault.archive.tar import PlainRun, TarFormatError, iter_members
+from cloudvault.index.secrets import DEFAULT_RULES, SecretRules
+
+
+class Pieces:
+    """A tar stream over bytes handed out in pieces of a given size, lending each piece as the zstd streams do
+    (at_hand, passed): runs stop at the piece's end."""
+
+    def __init__(self, data: bytes, piece: int) -> None:
+        self._data, self._piece, self.pos = memoryview(data), piece, 0
+
+    def _end(self) -> int:
+        return min(len(self._data), (self.pos // self._piece + 1) * self._piece)
+
+    def at_hand(self) -> tuple[memoryview, int]:
+        start = self.pos // self._piece * self._piece
+        return self._data[start : min(len(self._data), start + self._piece)], self.pos - start
+
+    def passed(self, n: int) -> None:
+        self.pos += n
+
+    def read_view(self, n: int) -> memoryview:
+        got = self._data[self.pos : min(self.pos + n, self._end())]
+        self.pos += len(got)
+        return got
+
+    def read_some(self, n: int) -> bytes:
+        return bytes(self.read_view(n))
+
+    def read(self, n: int) -> bytes:
+        parts = []
+        while n and (got := self.read_some(n)):
+            parts.append(got)
+            n -= len(got)
+        return b"".join(parts)
+
+
+def walked(stream, runs: bool) -> tuple[list[tuple], list[tuple], str | None]:
+    """(header, data) of every member, the damage told, and the error that ended the walk (None: its end)."""
+    damage, members = [], []
+    try:
+        for item in iter_members(stream, lambda *told: damage.append(told), runs=runs):
+            pairs = [(h, run_data(item, h)) for h in item.headers] if type(item) is PlainRun else [item]
+            members += [(h, bytes(data) if isinstance(data, memoryview) else b"".join(data.chunks()))
+                        for h, data in pairs]  # fmt: skip
+    except TarFormatError as exc:
+        return members, damage, f"{exc.kind} {exc}"
+    return members, damage, None
+
+
+def run_data(run: PlainRun, header) -> memoryview:
+    at = header.data_offset - run.base
+    return run.piece[at : at + header.size]
+
+
+ODD = {  # i % 97 -> the member after plain member i: (name, data, type, link target)
+    1: lambda i, rng: (f"runs/r{i // 50:03d}/", b"", tarfile.DIRTYPE, ""),
+    2: lambda i, rng: (f"./dot/{i}.txt", b"dot", tarfile.REGTYPE, ""),
+    3: lambda i, rng: (f"bytes/caf\udce9{i}.txt", b"latin-1 name", tarfile.REGTYPE, ""),
+    4: lambda i, rng: ("long/" + "x" * 150 + f"{i}.log", b"long name" * 40, tarfile.REGTYPE, ""),
+    5: lambda i, rng: (f"links/l{i}", b"", tarfile.SYMTYPE, f"../runs/r{i // 50:03d}"),
+    6: lambda i, rng: (f"links/h{i}", b"", tarfile.LNKTYPE, f"runs/r{i // 50:03d}/rank{i:05d}.log"),
+    7: lambda i, rng: (f"up/../escape{i}.txt", b"out", tarfile.REGTYPE, ""),
+    8: lambda i, rng: (f"big/{i}.bin", rng.randbytes(100 << 10), tarfile.REGTYPE, ""),
+    9: lambda i, rng: (f"empty/{i}", b"", tarfile.REGTYPE, ""),
+    10: lambda i, rng: (f"env{i}/pyvenv.cfg", b"home = /usr/bin\n", tarfile.REGTYPE, ""),
+    11: lambda i, rng: (f"secrets/{i}.env", b"HF_TOKEN=hf_" + b"a" * 34 + b"\n", tarfile.REGTYPE, ""),
+}
+
+
+def odd_tar(count: int, seed: int = 3) -> bytes:
+    """Small logs among the members a walk treats apart (ODD): folders, './' and non-UTF-8 names, a long name,
+    symlinks and hardlinks, a '..' name, empty and 100 KiB files, a secret, a pyvenv.cfg."""
+    rng = random.Random(seed)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:  # fmt: skip
+        for i in range(count):
+            members = [(f"runs/r{i // 50:03d}/rank{i:05d}.log", b"step loss=%d\n" % i * rng.randint(0, 300),
+                        tarfile.REGTYPE, "")]  # fmt: skip
+            if i % 97 in ODD:
+                members.append(ODD[i % 97](i, rng))
+            for name, data, kind, link in members:
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname, info.mtime, info.mode, info.size = kind, link, 1_760_000_000, 0o640, len(data)
+                tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("piece", [512, 4096, 65536, 1 << 20])
+def test_runs_give_the_headers_and_data_of_the_walk_one_member_at_a_time(piece):
+    """A pure refactor's check (passes on the code before runs too, where runs=True is ignored)."""
+    data = odd_tar(1200)
+    one_by_one = walked(Pieces(data, piece), runs=False)
+    together = walked(Pieces(data, piece), runs=True)
+    assert together == one_by_one and one_by_one[2] is None and len(one_by_one[0]) > 1200
+
+
+@settings(max_examples=150, deadline=None)
+@given(at=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255), piece=st.sampled_from([2048, 9000]))
+def test_a_damaged_byte_anywhere_is_read_the_same_with_runs_and_without(at, value, piece):
+    """Any byte changed (a header's checksum, size, type, a number's digit, the padding): the walk with runs
+    tells the same damage, reads the same members and ends the same way."""
+    data = bytearray(odd_tar(60, seed=at % 7))
+    data[at % len(data)] = value
+    assert walked(Pieces(bytes(data), piece), runs=True) == walked(Pieces(bytes(data), piece), runs=False)
+
+
+def tarfile_view(raw: bytes) -> dict[str, tuple]:
+    with tarfile.open(fileobj=io.BytesIO(raw), encoding="utf-8", errors="surrogateescape") as tar:
+        found = {}
+        for m in tar.getmembers():
+            data = tar.extractfile(m).read() if m.isfile() else None
+            digest = None if data is None else blake3.blake3(data).hexdigest()
+            found[m.name.removeprefix("./").rstrip("/")] = (m.size if m.isfile() else 0, m.mtime, m.offset,
+                                                             m.offset_data, digest)  # fmt: skip
+        return found
+
+
+def name_of(record) -> str:
+    """A record's name as tarfile gives it (non-UTF-8 bytes as surrogates), less a leading './'."""
+    if record.raw_path is None:
+        return record.path
+    return record.raw_path.decode("utf-8", "surrogateescape").removeprefix("./").rstrip("/")
+
+
+@pytest.mark.parametrize("decoders", [1, 2, 4])
+@pytest.mark.parametrize("frames", [1, 9])
+def test_the_scan_records_every_member_as_tarfile_reads_it_and_flags_the_odd_ones(decoders, frames):
+    raw = odd_tar(4000)  # ~8 MiB: members cross the scan's 4 MiB pieces
+    step = -(-len(raw) // frames)
+    cctx = zstandard.ZstdCompressor(level=1)
+    blob = b"".join(cctx.compress(raw[i : i + step]) for i in range(0, len(raw), step))
+    rules = SecretRules(dict(DEFAULT_RULES))
+    scan = ArchiveScan(io.BytesIO(blob), inspect=rules.scanner, prefilter=rules.may_match, decoders=decoders,
+                       opener=partial(io.BytesIO, blob))  # fmt: skip
+    records = list(scan)
+    view = tarfile_view(raw)
+    got = {name_of(r): (r.size, r.mtime, r.header_offset, r.data_offset, r.blake3 if r.type == "file" else None)
+           for r in records}  # fmt: skip
+    assert got == view and scan.result.member_count == len(records) == len(view)
+    assert scan.result.status == "ok" and len(scan.result.frames) == frames
+    flagged = {(f.kind, f.member) for f in scan.result.flags}
+    assert {m for k, m in flagged if k == "secret"} == {f"secrets/{i}.env" for i in range(4000) if i % 97 == 11}
+    assert {m for k, m in flagged if k == "unsafe_member"} >= {f"up/../escape{i}.txt" for i in range(4000)
+                                                             if i % 97 == 7}  # fmt: skip
+    assert sum(1 for k, _ in flagged if k == "non_utf8_name") == sum(1 for i in range(4000) if i % 97 == 3)
+    hardlinks = [r for r in records if r.type == "hardlink"]
+    by_path = {r.path: r for r in records}
+    assert hardlinks and all(r.blake3 == by_path[r.link_target].blake3 for r in hardlinks)
