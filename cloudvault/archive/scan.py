@@ -19,7 +19,7 @@ from typing import BinaryIO, NamedTuple, Protocol
 import blake3
 
 from cloudvault.archive import sparse
-from cloudvault.archive.formats import HEAD, might_be_archive, nested_format
+from cloudvault.archive.formats import ARCHIVE_NAMES, HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.tar import MemberData, PlainRun, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
@@ -340,31 +340,40 @@ class ArchiveScan:
 
     def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
         """The records of a run of plain members (tar.PlainRun), and whether each is hashed already. A small
-        file with a plain name is done here in a few steps: its BLAKE3 over its view of the piece, its bytes to
-        the inspector's batch, its record; any other member (a folder, a large or nested-archive candidate, a
-        name to check or flag, any member once links were seen) goes through _record as a lone member would."""
+        file with a plain name (_plain_paths) is done here in a few steps: its BLAKE3 over its view of the piece,
+        its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
+        check or flag, any member once links were seen) goes through _record as a lone member would."""
         records: list[MemberRecord] = []
-        hashed, new_record, contents, batch, done_here = True, MemberRecord._make, self._contents, self._batch, 0
-        piece, base, nest, links = run.piece, run.base, self._nest, bool(self._chains)
-        for h in run.headers:
-            at, size, name = h.data_offset - base, h.size, h.name
-            path = _plain_path(name) if h.type == "file" and size < RUN_MEMBER and not links else None
-            if path is None or (nest and might_be_archive(path)):
+        hashed, new_record, contents, whole, done_here = True, MemberRecord._make, self._contents, [], 0
+        piece, base = run.piece, run.base
+        paths = [None] * len(run.headers) if self._chains else _plain_paths([h.name for h in run.headers], self._nest)
+        for h, path in zip(run.headers, paths, strict=True):
+            if path is None or h.type != "file" or h.size >= RUN_MEMBER:
+                self._inspect_small(whole)  # the inspector sees members in archive order
                 record = self._record(h, run.member_data(h))
                 hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
                 records.append(record)
                 continue
-            data = piece[at : at + size]
-            if size and batch is not None:
-                batch.add(path, name, data)
-            elif size and self._inspect is not None:
-                self.inspect_whole(path, name, data)
-            contents[path] = digest = blake3.blake3(data).hexdigest()
-            records.append(new_record((path, None, "file", size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname,
-                                       None, h.header_offset, h.data_offset, digest, None, None, None)))  # fmt: skip
+            at = h.data_offset - base
+            data = piece[at : at + h.size]
+            whole.append((path, h.name, data))
             done_here += 1
+            contents[path] = digest = blake3.blake3(data).hexdigest()
+            records.append(new_record((path, None, "file", h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname,
+                                       None, h.header_offset, h.data_offset, digest, None, None, None)))  # fmt: skip
         self.result.member_count += done_here  # _record counted the others
+        self._inspect_small(whole)
         return records, hashed
+
+    def _inspect_small(self, whole: list[tuple[str, bytes, memoryview]]) -> None:
+        """Small members' (path, tar name, data) shown to the inspector (in a batch where there is one); emptied."""
+        if self._batch is not None:
+            self._batch.add_many(whole)
+        elif self._inspect is not None:
+            for path, name, data in whole:
+                if data:
+                    self.inspect_whole(path, name, data)
+        whole.clear()
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -555,6 +564,17 @@ class _InspectBatch:
         if len(self._buf) >= BATCH_BYTES:
             self.flush()
 
+    def add_many(self, members: list[tuple[str, bytes, memoryview]]) -> None:
+        """add, for many (path, tar name, data) at once (a plain run's: a few MiB at most)."""
+        buf, batched = self._buf, self._members
+        for path, name, data in members:
+            if data:
+                start = len(buf)
+                buf += data
+                batched.append((path, name, start, len(buf)))
+        if len(buf) >= BATCH_BYTES:
+            self.flush()
+
     def flush(self) -> None:
         if not self._members:
             return
@@ -566,15 +586,35 @@ class _InspectBatch:
             self._scan.inspect_whole(path, name, data[start:end])
 
 
-def _plain_path(name: bytes) -> str | None:
-    """The catalog path of a tar name that needs nothing but decoding: UTF-8, not absolute, no './' to drop, no
-    '..' anywhere, not a pyvenv.cfg; None for any other (member_path and _record's checks judge it)."""
+def _plain_paths(names: list[bytes], nest: bool) -> list[str | None]:
+    """The catalog paths of a run's names where a name needs nothing but decoding: UTF-8, not absolute, no './'
+    to drop, no '..' anywhere, not a pyvenv.cfg, and (nest) not named as an archive may be; None for any other
+    (member_path and _record's checks judge it). All are checked and decoded at once where none is odd."""
+    joined = b"\0".join(names)  # tar names hold no NUL
+    odd = b".." in joined or b"pyvenv.cfg" in joined or b"\0/" in joined or b"\0./" in joined or joined[:1] == b"/"
+    try:
+        paths = None if odd or joined[:2] == b"./" else joined.decode("utf-8").split("\0")
+    except UnicodeDecodeError:
+        paths = None
+    if paths is None:
+        return [_plain_path(name, nest) for name in names]
+    if nest and not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths}):
+        return [None if might_be_archive(path) else path for path in paths]
+    return paths
+
+
+ARCHIVE_ENDINGS = {name[name.rfind(".") :] for name in ARCHIVE_NAMES}  # a name ending in none may not be an archive
+
+
+def _plain_path(name: bytes, nest: bool) -> str | None:
+    """_plain_paths for one name."""
     if name[:1] == b"/" or name[:2] == b"./" or b".." in name or name.endswith(b"pyvenv.cfg"):
         return None
     try:
-        return name.decode("utf-8")
+        path = name.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    return None if nest and might_be_archive(path) else path
 
 
 def _hashed_whole(data, beside: PieceThread | None) -> PieceHasher:

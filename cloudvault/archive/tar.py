@@ -448,7 +448,8 @@ def _is_sparse(ext: _Extensions) -> bool:
 
 
 EXTENSIONS = (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL, SOLARIS_PAX)
-PLAIN = {b"0": "file", b"\0": "file", b"7": "file", b"5": "dir"}  # the types a plain run holds
+PLAIN = {ord("0"): "file", 0: "file", ord("7"): "file", ord("5"): "dir"}  # the typeflags a plain run holds
+ARRAY_RUN = 64  # a run of this many headers or more is checked and read as one array (archive/headerarrays.py)
 
 
 class PlainRun(NamedTuple):
@@ -485,27 +486,86 @@ def plain_headers(piece: memoryview, at: int, pos: int) -> tuple[list[TarHeader]
     stream offset of piece[at], and where in piece they end. A plain member is a file or folder whose header
     passes its checksum, with every field readable and no '/' ending a file's name, and no long-name or pax
     record before it (the caller's to know): most members of most archives. The run stops before any other."""
-    headers: list[TarHeader] = []
+    spans = _plain_spans(piece, at)
+    if len(spans) >= ARRAY_RUN:
+        headers = _array_headers(piece, spans, pos - at)
+    else:
+        headers = []
+        for offset, kind, stored in spans:
+            header = _plain_header(piece[offset : offset + BLOCK].tobytes(), kind, stored, pos - at + offset)
+            if header is None:
+                break
+            headers.append(header)
+    if not headers:
+        return [], at
+    last = headers[-1]
+    return headers, last.data_offset - (pos - at) + _stored(last) + (-_stored(last) % BLOCK)
+
+
+def _stored(header: TarHeader) -> int:
+    return header.size if header.type == "file" else 0
+
+
+def _plain_spans(piece: memoryview, at: int) -> list[tuple[int, str, int]]:
+    """(offset in piece, type, bytes of data) of the headers from at on whose typeflag and size field make them
+    look plain, up to the first that does not or does not lie whole in piece: found by their sizes alone, so
+    that all can be checked together."""
+    spans = []
     end = len(piece)
-    new_header = TarHeader._make
     while at + BLOCK <= end:
-        block = piece[at : at + BLOCK].tobytes()
-        kind = PLAIN.get(block[156:157])
-        if kind is None or block == ZERO_BLOCK or not checksum_ok(block):
+        kind = PLAIN.get(piece[at + 156])
+        if kind is None:
             break
-        fields, bad = _header_fields(block)
-        name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
-        if bad or not name or (kind == "file" and name[-1:] == b"/"):
-            break
-        stored = size if kind == "file" else 0
+        stored = 0
+        if kind == "file":
+            try:
+                stored = int(piece[at + 124 : at + 136].tobytes().rstrip(b"\0"), 8)
+            except ValueError:
+                break
         after = at + BLOCK + stored + (-stored % BLOCK)
-        if after > end:
+        if stored < 0 or after > end:
             break
-        headers.append(new_header((name, kind, stored, mode, mtime, uid, gid, uname, gname, linkname, pos,
-                                   pos + BLOCK, None, ())))  # fmt: skip
-        pos += after - at
+        spans.append((at, kind, stored))
         at = after
-    return headers, at
+    return spans
+
+
+def _plain_header(block: bytes, kind: str, stored: int, pos: int) -> TarHeader | None:
+    """The header of a plain member at stream offset pos, read as the walk reads any; None where it is not one."""
+    if block == ZERO_BLOCK or not checksum_ok(block):
+        return None
+    fields, bad = _header_fields(block)
+    name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
+    if bad or not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
+        return None
+    return TarHeader(name, kind, stored, mode, mtime, uid, gid, uname, gname, linkname, pos, pos + BLOCK, None, ())
+
+
+def _owner_name(field: bytes) -> str:
+    return cstring(field).decode("utf-8", "replace")
+
+
+def _array_headers(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> list[TarHeader]:
+    """The headers of spans read as one array (headerarrays.read_headers), up to the first not in canonical form;
+    base: the stream offset of piece[0]. Owner and group names are decoded once per run for each one met."""
+    from cloudvault.archive.headerarrays import read_headers  # numpy: only where a run is long
+
+    count, name_lens, numbers = read_headers(b"".join([piece[at : at + BLOCK] for at, _, _ in spans]))
+    names: dict[bytes, str] = {}
+    headers = []
+    for (at, kind, stored), name_len, mode, uid, gid, size, mtime in zip(
+        spans[:count], name_lens, numbers["mode"], numbers["uid"], numbers["gid"], numbers["size"], numbers["mtime"],
+        strict=True,
+    ):  # fmt: skip
+        name = piece[at : at + name_len].tobytes()
+        if not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
+            break
+        owner, group = piece[at + 265 : at + 297].tobytes(), piece[at + 297 : at + 329].tobytes()
+        uname = names[owner] if owner in names else names.setdefault(owner, _owner_name(owner))
+        gname = names[group] if group in names else names.setdefault(group, _owner_name(group))
+        headers.append(TarHeader(name, kind, stored, mode, mtime, uid, gid, uname, gname, b"", base + at,
+                                 base + at + BLOCK, None, ()))  # fmt: skip
+    return headers
 
 
 def _plain_run(stream: Stream, ext: _Extensions, found: tuple | None) -> PlainRun | None:

@@ -83,7 +83,18 @@ ODD = {  # i % 97 -> the member after plain member i: (name, data, type, link ta
     9: lambda i, rng: (f"empty/{i}", b"", tarfile.REGTYPE, ""),
     10: lambda i, rng: (f"env{i}/pyvenv.cfg", b"home = /usr/bin\n", tarfile.REGTYPE, ""),
     11: lambda i, rng: (f"secrets/{i}.env", b"HF_TOKEN=hf_" + b"a" * 34 + b"\n", tarfile.REGTYPE, ""),
+    12: lambda i, rng: (f"nested/{i}.TGZ", inner_tgz(i), tarfile.REGTYPE, ""),
 }
+
+
+def inner_tgz(i: int) -> bytes:
+    """A .tgz holding one file: an archive member the scan reads once more as an archive."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        info = tarfile.TarInfo(f"inner{i}.txt")
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"inner\n"))
+    return out.getvalue()
 
 
 def odd_tar(count: int, seed: int = 3) -> bytes:
@@ -114,14 +125,28 @@ def test_runs_give_the_headers_and_data_of_the_walk_one_member_at_a_time(piece):
     assert together == one_by_one and one_by_one[2] is None and len(one_by_one[0]) > 1200
 
 
-@settings(max_examples=150, deadline=None)
-@given(at=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255), piece=st.sampled_from([2048, 9000]))
-def test_a_damaged_byte_anywhere_is_read_the_same_with_runs_and_without(at, value, piece):
-    """Any byte changed (a header's checksum, size, type, a number's digit, the padding): the walk with runs
-    tells the same damage, reads the same members and ends the same way."""
-    data = bytearray(odd_tar(60, seed=at % 7))
-    data[at % len(data)] = value
+SMALL_ODD = odd_tar(240, seed=5)  # runs of up to 96 plain members: read as arrays in a 1 MiB piece
+with tarfile.open(fileobj=io.BytesIO(SMALL_ODD)) as _tar:
+    HEADERS = [m.offset for m in _tar.getmembers()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(member=st.integers(min_value=0), at=st.integers(min_value=0, max_value=511),
+       value=st.integers(min_value=0, max_value=255), piece=st.sampled_from([2048, 9000, 1 << 20]))  # fmt: skip
+def test_a_damaged_header_byte_is_read_the_same_with_runs_and_without(member, at, value, piece):
+    """Any byte of any header changed (its checksum, size, type, a digit of a number, a name, the magic): the
+    walk with runs tells the same damage, reads the same members and ends the same way."""
+    data = bytearray(SMALL_ODD)
+    data[HEADERS[member % len(HEADERS)] + at] = value
     assert walked(Pieces(bytes(data), piece), runs=True) == walked(Pieces(bytes(data), piece), runs=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(at=st.integers(min_value=0), value=st.integers(min_value=0, max_value=255))
+def test_a_damaged_byte_anywhere_is_read_the_same_with_runs_and_without(at, value):
+    data = bytearray(SMALL_ODD)
+    data[at % len(data)] = value
+    assert walked(Pieces(bytes(data), 1 << 20), runs=True) == walked(Pieces(bytes(data), 1 << 20), runs=False)
 
 
 def tarfile_view(raw: bytes) -> dict[str, tuple]:
@@ -153,10 +178,13 @@ def test_the_scan_records_every_member_as_tarfile_reads_it_and_flags_the_odd_one
     scan = ArchiveScan(io.BytesIO(blob), inspect=rules.scanner, prefilter=rules.may_match, decoders=decoders,
                        opener=partial(io.BytesIO, blob))  # fmt: skip
     records = list(scan)
+    inside = [r for r in records if ".TGZ/" in r.path]  # read once more as archives
+    assert {r.path for r in inside} == {f"nested/{i}.TGZ/inner{i}.txt" for i in range(4000) if i % 97 == 12}
+    records = [r for r in records if r not in inside]
     view = tarfile_view(raw)
     got = {name_of(r): (r.size, r.mtime, r.header_offset, r.data_offset, r.blake3 if r.type == "file" else None)
            for r in records}  # fmt: skip
-    assert got == view and scan.result.member_count == len(records) == len(view)
+    assert got == view and scan.result.member_count == len(records) + len(inside) == len(view) + len(inside)
     assert scan.result.status == "ok" and len(scan.result.frames) == frames
     flagged = {(f.kind, f.member) for f in scan.result.flags}
     assert {m for k, m in flagged if k == "secret"} == {f"secrets/{i}.env" for i in range(4000) if i % 97 == 11}

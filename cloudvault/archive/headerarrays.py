@@ -1,0 +1,44 @@
+"""Many tar headers checked and read at once as the rows of one array (numpy): the headers of a long plain run
+(tar.plain_headers), where a loop over them in Python cost more than decoding their members.
+
+Only the canonical form that GNU tar, bsdtar and Python's tarfile write is read here: the checksum as six octal
+digits, a NUL and a space, matching the unsigned byte sum; mode, uid, gid, size and mtime as octal digits ending
+in a NUL; no link name; no ustar prefix. The first header in any other form (or damaged) ends what is read, and
+the walk reads it the way it reads any header (tar.py), so what is read here is what it would read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BLOCK = 512
+# (first byte, digits) of each field read as octal digits then a NUL, in TarHeader's order
+NUMBERS = {"mode": (100, 7), "uid": (108, 7), "gid": (116, 7), "size": (124, 11), "mtime": (136, 11)}
+USTAR = np.frombuffer(b"ustar\0", dtype=np.uint8)
+
+
+def _octal(rows: np.ndarray, first: int, digits: int) -> tuple[np.ndarray, np.ndarray]:
+    """The number each row holds at [first, first + digits) as octal digits, and whether it is read so."""
+    d = rows[:, first : first + digits].astype(np.int64) - 48
+    ok = ((d >= 0) & (d <= 7)).all(axis=1)
+    return d @ (8 ** np.arange(digits - 1, -1, -1, dtype=np.int64)), ok
+
+
+def read_headers(blocks: bytes) -> tuple[int, list[int], dict[str, list[int]]]:
+    """How many of the headers in blocks (512 bytes each, one after another), from the first, are in canonical
+    form with a right checksum; the length of each one's name, and its numbers (field -> values) for those."""
+    rows = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, BLOCK)
+    stored, ok = _octal(rows, 148, 6)
+    ok &= (rows[:, 154] == 0) & (rows[:, 155] == 32)
+    ok &= rows.sum(axis=1, dtype=np.int64) - rows[:, 148:156].sum(axis=1, dtype=np.int64) + 8 * 32 == stored
+    numbers = {}
+    for field, (first, digits) in NUMBERS.items():
+        numbers[field], readable = _octal(rows, first, digits)
+        ok &= readable & (rows[:, first + digits] == 0)
+    ok &= rows[:, 157] == 0  # no link name
+    ustar = (rows[:, 257:263] == USTAR).all(axis=1)
+    ok &= ~ustar | (rows[:, 345] == 0)  # no prefix to join to the name
+    names = rows[:, :100] == 0
+    name_len = np.where(names.any(axis=1), names.argmax(axis=1), 100)
+    count = len(rows) if ok.all() else int(ok.argmin())
+    return count, name_len[:count].tolist(), {field: values[:count].tolist() for field, values in numbers.items()}
