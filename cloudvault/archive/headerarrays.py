@@ -9,6 +9,8 @@ the walk reads it the way it reads any header (tar.py), so what is read here is 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 BLOCK = 512
@@ -24,9 +26,19 @@ def _octal(rows: np.ndarray, first: int, digits: int) -> tuple[np.ndarray, np.nd
     return d @ (8 ** np.arange(digits - 1, -1, -1, dtype=np.int64)), ok
 
 
-def read_headers(blocks: bytes) -> tuple[int, list[int], dict[str, list[int]]]:
-    """How many of the headers in blocks (512 bytes each, one after another), from the first, are in canonical
-    form with a right checksum; the length of each one's name, and its numbers (field -> values) for those."""
+class ReadHeaders(NamedTuple):
+    """What read_headers found: how many headers, from the first, are read; their names, each followed by a NUL;
+    their numbers (field -> values); and the owner and group fields (32 bytes each) all of them share, if they do."""
+
+    count: int
+    names: bytes
+    numbers: dict[str, list[int]]
+    owner: tuple[bytes, bytes] | None
+
+
+def read_headers(blocks: bytes) -> ReadHeaders:
+    """The headers in blocks (512 bytes each, one after another) from the first on, up to the first that is not in
+    canonical form with a right checksum."""
     rows = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, BLOCK)
     stored, ok = _octal(rows, 148, 6)
     ok &= (rows[:, 154] == 0) & (rows[:, 155] == 32)
@@ -38,7 +50,17 @@ def read_headers(blocks: bytes) -> tuple[int, list[int], dict[str, list[int]]]:
     ok &= rows[:, 157] == 0  # no link name
     ustar = (rows[:, 257:263] == USTAR).all(axis=1)
     ok &= ~ustar | (rows[:, 345] == 0)  # no prefix to join to the name
-    names = rows[:, :100] == 0
-    name_len = np.where(names.any(axis=1), names.argmax(axis=1), 100)
     count = len(rows) if ok.all() else int(ok.argmin())
-    return count, name_len[:count].tolist(), {field: values[:count].tolist() for field, values in numbers.items()}
+    rows = rows[:count]
+    owners = rows[:, 265:329]
+    same = bool(count) and bool((owners == owners[0]).all())
+    return ReadHeaders(count, _names(rows), {field: values[:count].tolist() for field, values in numbers.items()},
+                       (owners[0, :32].tobytes(), owners[0, 32:].tobytes()) if same else None)  # fmt: skip
+
+
+def _names(rows: np.ndarray) -> bytes:
+    """Each row's name (its first 100 bytes up to a NUL), each followed by a NUL, in one bytes."""
+    named = np.zeros((len(rows), 101), dtype=np.uint8)
+    named[:, :100] = rows[:, :100]
+    ends = (named == 0).argmax(axis=1)  # the first NUL; column 100 is one
+    return named[np.arange(101) <= ends[:, None]].tobytes()

@@ -21,7 +21,8 @@ import blake3
 from cloudvault.archive import sparse
 from cloudvault.archive.formats import ARCHIVE_NAMES, HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
-from cloudvault.archive.tar import MemberData, PlainRun, TarFormatError, TarHeader, iter_members
+from cloudvault.archive.plainruns import PlainRun, PlainRuns
+from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
     DamagedFrame,
     ParallelFrameStream,
@@ -241,7 +242,7 @@ class ArchiveScan:
         those read before it, then the error."""
         waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
         try:
-            for item in iter_members(stream, self._damage, resume=resume, runs=True):
+            for item in iter_members(stream, self._damage, resume=resume, runs=PlainRuns()):
                 if type(item) is PlainRun:
                     records, hashed = self._run_records(item)
                     if hashed and not waiting:  # the usual case: all of them hashed here, none waiting before
@@ -344,35 +345,37 @@ class ArchiveScan:
         its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
         check or flag, any member once links were seen) goes through _record as a lone member would."""
         records: list[MemberRecord] = []
-        hashed, new_record, contents, whole, done_here = True, MemberRecord._make, self._contents, [], 0
+        hashed, contents, whole, done_here = True, self._contents, [], 0
+        new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
         piece, base = run.piece, run.base
-        paths = [None] * len(run.headers) if self._chains else _plain_paths([h.name for h in run.headers], self._nest)
+        paths = [None] * len(run.headers) if self._chains else _plain_paths(run.names, len(run.headers), self._nest)
         for h, path in zip(run.headers, paths, strict=True):
-            if path is None or h.type != "file" or h.size >= RUN_MEMBER:
+            name, kind, size, mode, mtime, uid, gid, uname, gname, _, header_offset, data_offset, _, _ = h
+            if path is None or kind != "file" or size >= RUN_MEMBER:
                 self._inspect_small(whole)  # the inspector sees members in archive order
                 record = self._record(h, run.member_data(h))
                 hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
                 records.append(record)
                 continue
-            at = h.data_offset - base
-            data = piece[at : at + h.size]
-            whole.append((path, h.name, data))
+            data = piece[data_offset - base : data_offset - base + size]
+            if size:
+                whole.append((path, name, data))
+            contents[path] = digest = hash_of(data).hexdigest()
+            records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
+                                                     gname, None, header_offset, data_offset, digest, None, None,
+                                                     None)))  # fmt: skip
             done_here += 1
-            contents[path] = digest = blake3.blake3(data).hexdigest()
-            records.append(new_record((path, None, "file", h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname,
-                                       None, h.header_offset, h.data_offset, digest, None, None, None)))  # fmt: skip
         self.result.member_count += done_here  # _record counted the others
         self._inspect_small(whole)
         return records, hashed
 
     def _inspect_small(self, whole: list[tuple[str, bytes, memoryview]]) -> None:
         """Small members' (path, tar name, data) shown to the inspector (in a batch where there is one); emptied."""
-        if self._batch is not None:
-            self._batch.add_many(whole)
+        if whole and self._batch is not None:
+            self._batch.add_many(*zip(*whole, strict=True))
         elif self._inspect is not None:
             for path, name, data in whole:
-                if data:
-                    self.inspect_whole(path, name, data)
+                self.inspect_whole(path, name, data)
         whole.clear()
 
     def _judge_venv_links(self) -> None:
@@ -554,50 +557,45 @@ class _InspectBatch:
 
     def __init__(self, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
         self._prefilter, self._scan = prefilter, scan
-        self._buf = bytearray()
-        self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in _buf
+        self._parts: list[bytes] = []  # the members' bytes, copied (a piece they were read from is filled again)
+        self._size = 0
+        self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
-        start = len(self._buf)
-        self._buf += data
-        self._members.append((path, name, start, len(self._buf)))
-        if len(self._buf) >= BATCH_BYTES:
-            self.flush()
+        self.add_many([path], [name], [data])
 
-    def add_many(self, members: list[tuple[str, bytes, memoryview]]) -> None:
-        """add, for many (path, tar name, data) at once (a plain run's: a few MiB at most)."""
-        buf, batched = self._buf, self._members
-        for path, name, data in members:
-            if data:
-                start = len(buf)
-                buf += data
-                batched.append((path, name, start, len(buf)))
-        if len(buf) >= BATCH_BYTES:
+    def add_many(self, paths: list[str], names: list[bytes], datas: list[bytes | memoryview]) -> None:
+        """add, for many members at once (a plain run's), copied in one join."""
+        ends = list(itertools.accumulate(map(len, datas), initial=self._size))
+        self._members += zip(paths, names, ends[:-1], ends[1:], strict=True)
+        self._parts.append(b"".join(datas))
+        self._size = ends[-1]
+        if self._size >= BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
         if not self._members:
             return
-        data, members = bytes(self._buf), self._members
-        self._buf, self._members = bytearray(), []
+        data, members = b"".join(self._parts), self._members
+        self._parts, self._size, self._members = [], 0, []
         if not self._prefilter(data):
             return
         for path, name, start, end in members:
             self._scan.inspect_whole(path, name, data[start:end])
 
 
-def _plain_paths(names: list[bytes], nest: bool) -> list[str | None]:
-    """The catalog paths of a run's names where a name needs nothing but decoding: UTF-8, not absolute, no './'
-    to drop, no '..' anywhere, not a pyvenv.cfg, and (nest) not named as an archive may be; None for any other
-    (member_path and _record's checks judge it). All are checked and decoded at once where none is odd."""
-    joined = b"\0".join(names)  # tar names hold no NUL
-    odd = b".." in joined or b"pyvenv.cfg" in joined or b"\0/" in joined or b"\0./" in joined or joined[:1] == b"/"
+def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
+    """The catalog paths of a run's count names (each followed by a NUL: tar names hold none) where a name needs
+    nothing but decoding: UTF-8, not absolute, no './' to drop, no '..' anywhere, not a pyvenv.cfg, and (nest)
+    not named as an archive may be; None for any other (member_path and _record's checks judge it). All are
+    checked and decoded at once where none is odd."""
+    odd = b".." in names or b"pyvenv.cfg" in names or b"\0/" in names or b"\0./" in names or names[:1] == b"/"
     try:
-        paths = None if odd or joined[:2] == b"./" else joined.decode("utf-8").split("\0")
+        paths = None if odd or names[:2] == b"./" else names.decode("utf-8").split("\0", count)[:count]
     except UnicodeDecodeError:
         paths = None
     if paths is None:
-        return [_plain_path(name, nest) for name in names]
+        return [_plain_path(name, nest) for name in names.split(b"\0", count)[:count]]
     if nest and not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths}):
         return [None if might_be_archive(path) else path for path in paths]
     return paths

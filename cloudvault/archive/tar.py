@@ -7,7 +7,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cloudvault.archive import sparse
 from cloudvault.archive.numbers import parse_number  # sparse maps read it too: it sits below both
@@ -235,7 +235,7 @@ def number(field: bytes) -> int:
         return parse_number(field)
 
 
-def _header_fields(block: bytes) -> tuple:
+def header_fields(block: bytes) -> tuple:
     """The header's fields in FIELDS order (one unpack: this runs once per member), and the names of the numeric
     fields that could not be read (given as 0)."""
     name, mode, uid, gid, size, mtime, _, typeflag, link, magic, uname, gname, _, _, prefix = HEADER.unpack(block)
@@ -327,7 +327,7 @@ def _next_header(stream: Stream, first: bool, on_damage: DamageHandler | None) -
     if block == ZERO_BLOCK:
         return None
     if checksum_ok(block):
-        return block, *_header_fields(block)
+        return block, *header_fields(block)
     if first or on_damage is None:
         raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
     on_damage("corrupt_header", header_offset, "bad tar header checksum; skipped to the next header")
@@ -346,7 +346,7 @@ def _find_header(stream: Stream) -> tuple | None:
         if len(block) < BLOCK:
             return None
         if block != ZERO_BLOCK and checksum_ok(block):
-            return block, *_header_fields(block)
+            return block, *header_fields(block)
 
 
 def _resync(stream: Stream) -> tuple | None:
@@ -356,7 +356,7 @@ def _resync(stream: Stream) -> tuple | None:
         if len(block) < BLOCK or block == ZERO_BLOCK:
             return None
         if checksum_ok(block):
-            return block, *_header_fields(block)
+            return block, *header_fields(block)
 
 
 def _oldgnu_sparse(block: bytes, stream: Stream, stored: int, problems: list[str]) -> tuple[list | None, int]:
@@ -448,156 +448,24 @@ def _is_sparse(ext: _Extensions) -> bool:
 
 
 EXTENSIONS = (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL, SOLARIS_PAX)
-PLAIN = {ord("0"): "file", 0: "file", ord("7"): "file", ord("5"): "dir"}  # the typeflags a plain run holds
-ARRAY_RUN = 64  # a run of this many headers or more is checked and read as one array (archive/headerarrays.py)
-
-
-class PlainRun(NamedTuple):
-    """Members read together from one decoded piece (plain_headers): their headers, and the piece their data lie
-    in, whose first byte is at stream offset base. Its views are valid until the walk is asked for what follows."""
-
-    headers: list[TarHeader]
-    piece: memoryview
-    base: int
-
-    def member_data(self, header: TarHeader) -> MemberData:
-        """One member's data, read as a lone member's is."""
-        at = header.data_offset - self.base
-        return MemberData(_Held(self.piece[at : at + header.size]), header.size)
-
-
-class _Held:
-    """Data held whole as one view, read as a stream (MemberData's source for a member of a PlainRun)."""
-
-    def __init__(self, view: memoryview) -> None:
-        self._view, self.pos = view, 0
-
-    def read_view(self, n: int) -> memoryview:
-        view = self._view[self.pos : self.pos + n]
-        self.pos += len(view)
-        return view
-
-    def read_some(self, n: int) -> bytes:
-        return bytes(self.read_view(n))
-
-
-def plain_headers(piece: memoryview, at: int, pos: int) -> tuple[list[TarHeader], int]:
-    """The headers of the plain members that lie whole (header, data, padding) in piece from at on, pos being the
-    stream offset of piece[at], and where in piece they end. A plain member is a file or folder whose header
-    passes its checksum, with every field readable and no '/' ending a file's name, and no long-name or pax
-    record before it (the caller's to know): most members of most archives. The run stops before any other."""
-    spans = _plain_spans(piece, at)
-    if len(spans) >= ARRAY_RUN:
-        headers = _array_headers(piece, spans, pos - at)
-    else:
-        headers = []
-        for offset, kind, stored in spans:
-            header = _plain_header(piece[offset : offset + BLOCK].tobytes(), kind, stored, pos - at + offset)
-            if header is None:
-                break
-            headers.append(header)
-    if not headers:
-        return [], at
-    last = headers[-1]
-    return headers, last.data_offset - (pos - at) + _stored(last) + (-_stored(last) % BLOCK)
-
-
-def _stored(header: TarHeader) -> int:
-    return header.size if header.type == "file" else 0
-
-
-def _plain_spans(piece: memoryview, at: int) -> list[tuple[int, str, int]]:
-    """(offset in piece, type, bytes of data) of the headers from at on whose typeflag and size field make them
-    look plain, up to the first that does not or does not lie whole in piece: found by their sizes alone, so
-    that all can be checked together."""
-    spans = []
-    end = len(piece)
-    while at + BLOCK <= end:
-        kind = PLAIN.get(piece[at + 156])
-        if kind is None:
-            break
-        stored = 0
-        if kind == "file":
-            try:
-                stored = int(piece[at + 124 : at + 136].tobytes().rstrip(b"\0"), 8)
-            except ValueError:
-                break
-        after = at + BLOCK + stored + (-stored % BLOCK)
-        if stored < 0 or after > end:
-            break
-        spans.append((at, kind, stored))
-        at = after
-    return spans
-
-
-def _plain_header(block: bytes, kind: str, stored: int, pos: int) -> TarHeader | None:
-    """The header of a plain member at stream offset pos, read as the walk reads any; None where it is not one."""
-    if block == ZERO_BLOCK or not checksum_ok(block):
-        return None
-    fields, bad = _header_fields(block)
-    name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
-    if bad or not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
-        return None
-    return TarHeader(name, kind, stored, mode, mtime, uid, gid, uname, gname, linkname, pos, pos + BLOCK, None, ())
-
-
-def _owner_name(field: bytes) -> str:
-    return cstring(field).decode("utf-8", "replace")
-
-
-def _array_headers(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> list[TarHeader]:
-    """The headers of spans read as one array (headerarrays.read_headers), up to the first not in canonical form;
-    base: the stream offset of piece[0]. Owner and group names are decoded once per run for each one met."""
-    from cloudvault.archive.headerarrays import read_headers  # numpy: only where a run is long
-
-    count, name_lens, numbers = read_headers(b"".join([piece[at : at + BLOCK] for at, _, _ in spans]))
-    names: dict[bytes, str] = {}
-    headers = []
-    for (at, kind, stored), name_len, mode, uid, gid, size, mtime in zip(
-        spans[:count], name_lens, numbers["mode"], numbers["uid"], numbers["gid"], numbers["size"], numbers["mtime"],
-        strict=True,
-    ):  # fmt: skip
-        name = piece[at : at + name_len].tobytes()
-        if not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
-            break
-        owner, group = piece[at + 265 : at + 297].tobytes(), piece[at + 297 : at + 329].tobytes()
-        uname = names[owner] if owner in names else names.setdefault(owner, _owner_name(owner))
-        gname = names[group] if group in names else names.setdefault(group, _owner_name(group))
-        headers.append(TarHeader(name, kind, stored, mode, mtime, uid, gid, uname, gname, b"", base + at,
-                                 base + at + BLOCK, None, ()))  # fmt: skip
-    return headers
-
-
-def _plain_run(stream: Stream, ext: _Extensions, found: tuple | None) -> PlainRun | None:
-    """The plain members at the stream's position in the piece it holds; None where the next member is not one,
-    or a header found ahead or records read before it (ext) are to be applied to it."""
-    if found is not None or ext.pending or ext.global_pax:
-        return None
-    piece, at = stream.at_hand()
-    headers, end = plain_headers(piece, at, stream.pos)
-    if not headers:
-        return None
-    base = stream.pos - at
-    stream.passed(end - at)
-    return PlainRun(headers, piece, base)
 
 
 def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *, resume: bool = False,
-                 runs: bool = False) -> Iterator[tuple[TarHeader, MemberData] | PlainRun]:  # fmt: skip
+                 runs: Callable[[Stream], Any] | None = None) -> Iterator[tuple[TarHeader, MemberData] | Any]:  # noqa: E501  # fmt: skip
     """Each member's header and a reader of its data; read the data before asking for the next member.
     on_damage(kind, offset, detail) hears of a header that cannot be read, and the walk goes on past it (without
     it, such damage raises TarFormatError); fields that cannot be read are the header's problems. resume: the
     stream starts somewhere inside the archive (after damage): the walk begins at the next header found there.
-    runs: where the stream lends its decoded pieces (`at_hand`), the plain members lying whole in one come as a
-    PlainRun, parsed together in place, instead of one (header, data) each."""
+    runs: reads the plain members at the stream's position together where it can (archive/plainruns.py), asked
+    wherever nothing read before applies to the next header; what it returns (a PlainRun) is yielded as it is,
+    and where it returns None the next member is read here."""
     ext = _Extensions()
     first = not resume
     found = _find_header(stream) if resume else None  # the header the walk resumes at (read: it is behind)
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
     read_view = getattr(stream, "read_view", stream.read_some)  # looked up once: this loop runs per member
-    runs = runs and hasattr(stream, "at_hand")
     while True:
-        if runs and (run := _plain_run(stream, ext, found)):
+        if runs is not None and found is None and not ext.pending and not ext.global_pax and (run := runs(stream)):
             first = False
             yield run
             continue

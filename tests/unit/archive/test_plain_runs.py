@@ -15,8 +15,10 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cloudvault.archive import plainruns
+from cloudvault.archive.plainruns import PlainRun, PlainRuns
 from cloudvault.archive.scan import ArchiveScan
-from cloudvault.archive.tar import PlainRun, TarFormatError, iter_members
+from cloudvault.archive.tar import TarFormatError, iter_members
 from cloudvault.index.secrets import DEFAULT_RULES, SecretRules
 
 
@@ -53,7 +55,7 @@ class Pieces:
         return b"".join(parts)
 
 
-def walked(stream, runs: bool) -> tuple[list[tuple], list[tuple], str | None]:
+def walked(stream, runs: PlainRuns | None) -> tuple[list[tuple], list[tuple], str | None]:
     """(header, data) of every member, the damage told, and the error that ended the walk (None: its end)."""
     damage, members = [], []
     try:
@@ -116,12 +118,15 @@ def odd_tar(count: int, seed: int = 3) -> bytes:
     return out.getvalue()
 
 
+ARRAYS = {"one by one": 10**9, "as arrays": 0}  # PlainRuns' arrays_after: how a run's headers are read
+
+
+@pytest.mark.parametrize("arrays", ARRAYS)
 @pytest.mark.parametrize("piece", [512, 4096, 65536, 1 << 20])
-def test_runs_give_the_headers_and_data_of_the_walk_one_member_at_a_time(piece):
-    """A pure refactor's check (passes on the code before runs too, where runs=True is ignored)."""
+def test_runs_give_the_headers_and_data_of_the_walk_one_member_at_a_time(piece, arrays):
     data = odd_tar(1200)
-    one_by_one = walked(Pieces(data, piece), runs=False)
-    together = walked(Pieces(data, piece), runs=True)
+    one_by_one = walked(Pieces(data, piece), runs=None)
+    together = walked(Pieces(data, piece), runs=PlainRuns(arrays_after=ARRAYS[arrays]))
     assert together == one_by_one and one_by_one[2] is None and len(one_by_one[0]) > 1200
 
 
@@ -130,15 +135,21 @@ with tarfile.open(fileobj=io.BytesIO(SMALL_ODD)) as _tar:
     HEADERS = [m.offset for m in _tar.getmembers()]
 
 
+def same_with_runs_and_without(data: bytes, piece: int) -> bool:
+    without = walked(Pieces(data, piece), runs=None)
+    return all(walked(Pieces(data, piece), runs=PlainRuns(arrays_after=after)) == without for after in ARRAYS.values())
+
+
 @settings(max_examples=300, deadline=None)
 @given(member=st.integers(min_value=0), at=st.integers(min_value=0, max_value=511),
        value=st.integers(min_value=0, max_value=255), piece=st.sampled_from([2048, 9000, 1 << 20]))  # fmt: skip
 def test_a_damaged_header_byte_is_read_the_same_with_runs_and_without(member, at, value, piece):
     """Any byte of any header changed (its checksum, size, type, a digit of a number, a name, the magic): the
-    walk with runs tells the same damage, reads the same members and ends the same way."""
+    walk with runs, their headers read one by one or as arrays, tells the same damage, reads the same members
+    and ends the same way."""
     data = bytearray(SMALL_ODD)
     data[HEADERS[member % len(HEADERS)] + at] = value
-    assert walked(Pieces(bytes(data), piece), runs=True) == walked(Pieces(bytes(data), piece), runs=False)
+    assert same_with_runs_and_without(bytes(data), piece)
 
 
 @settings(max_examples=100, deadline=None)
@@ -146,7 +157,7 @@ def test_a_damaged_header_byte_is_read_the_same_with_runs_and_without(member, at
 def test_a_damaged_byte_anywhere_is_read_the_same_with_runs_and_without(at, value):
     data = bytearray(SMALL_ODD)
     data[at % len(data)] = value
-    assert walked(Pieces(bytes(data), 1 << 20), runs=True) == walked(Pieces(bytes(data), 1 << 20), runs=False)
+    assert same_with_runs_and_without(bytes(data), 1 << 20)
 
 
 def tarfile_view(raw: bytes) -> dict[str, tuple]:
@@ -167,9 +178,12 @@ def name_of(record) -> str:
     return record.raw_path.decode("utf-8", "surrogateescape").removeprefix("./").rstrip("/")
 
 
+@pytest.mark.parametrize("arrays", ARRAYS)
 @pytest.mark.parametrize("decoders", [1, 2, 4])
 @pytest.mark.parametrize("frames", [1, 9])
-def test_the_scan_records_every_member_as_tarfile_reads_it_and_flags_the_odd_ones(decoders, frames):
+def test_the_scan_records_every_member_as_tarfile_reads_it_and_flags_the_odd_ones(decoders, frames, arrays,
+                                                                                   monkeypatch):  # fmt: skip
+    monkeypatch.setattr(plainruns, "ARRAY_AFTER", ARRAYS[arrays])
     raw = odd_tar(4000)  # ~8 MiB: members cross the scan's 4 MiB pieces
     step = -(-len(raw) // frames)
     cctx = zstandard.ZstdCompressor(level=1)
