@@ -576,7 +576,7 @@ class _InspectBatch:
     def flush(self) -> None:
         if not self._members:
             return
-        data, members = b"".join(self._parts), self._members
+        data, members = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts), self._members
         self._parts, self._size, self._members = [], 0, []
         if not self._prefilter(data):
             return
