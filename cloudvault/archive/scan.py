@@ -173,6 +173,9 @@ class ArchiveScan:
         self.result = ScanResult()
         self._chains = LinkChains()
         self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
+        # small files of plain runs not yet in _contents, as (records, first, end): put there (_settle) only once a
+        # member read alone needs it (a hardlink reads it), in archive order; most archives of them never do
+        self._unsettled: list[tuple[list[MemberRecord], int, int]] = []
         self._venv_links: list[tuple[str, str, str]] = []  # (env root, reason, path): judged once all is read
         self._venv_roots: set[str] = set()  # folders holding a pyvenv.cfg
 
@@ -345,29 +348,38 @@ class ArchiveScan:
         its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
         check or flag, any member once links were seen) goes through _record as a lone member would."""
         records: list[MemberRecord] = []
-        hashed, contents, whole, done_here = True, self._contents, [], 0
+        hashed, whole, done_here, first_small = True, [], 0, 0
         new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
         piece, base = run.piece, run.base
         paths = [None] * len(run.headers) if self._chains else _plain_paths(run.names, len(run.headers), self._nest)
         for h, path in zip(run.headers, paths, strict=True):
             name, kind, size, mode, mtime, uid, gid, uname, gname, _, header_offset, data_offset, _, _ = h
             if path is None or kind != "file" or size >= RUN_MEMBER:
-                self._inspect_small(whole)  # the inspector sees members in archive order
+                self._inspect_small(whole)  # the inspector sees members in archive order, and a lone member
+                self._unsettled.append((records, first_small, len(records)))  # the contents before it
                 record = self._record(h, run.member_data(h))
                 hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
                 records.append(record)
+                first_small = len(records)
                 continue
             data = piece[data_offset - base : data_offset - base + size]
             if size:
                 whole.append((path, name, data))
-            contents[path] = digest = hash_of(data).hexdigest()
+            digest = hash_of(data).hexdigest()
             records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
                                                      gname, None, header_offset, data_offset, digest, None, None,
                                                      None)))  # fmt: skip
             done_here += 1
         self.result.member_count += done_here  # _record counted the others
         self._inspect_small(whole)
+        self._unsettled.append((records, first_small, len(records)))
         return records, hashed
+
+    def _settle(self) -> None:
+        """The small files of plain runs into _contents, in archive order (records: path 0, BLAKE3 13)."""
+        for records, first, end in self._unsettled:
+            self._contents.update((r[0], r[13]) for r in records[first:end])
+        self._unsettled = []
 
     def _inspect_small(self, whole: list[tuple[str, bytes, memoryview]]) -> None:
         """Small members' (path, tar name, data) shown to the inspector (in a batch where there is one); emptied."""
@@ -390,6 +402,8 @@ class ArchiveScan:
         """The member's BLAKE3 (or, for one of more than a piece, the PieceHasher or HashJob that has it and its
         piece hashes: `_hashed` takes both); a hardlink's is that of its target as extracting up to here left it (a
         later member of the target's name, a `tar -r` update, does not change what the link holds)."""
+        if self._unsettled:
+            self._settle()
         if header.type == "hardlink":
             digest = self._contents.get(link or "")
             if digest is None:
