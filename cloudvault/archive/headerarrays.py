@@ -1,9 +1,10 @@
 """Many tar headers checked and read at once as the rows of one array (numpy): the headers of a long plain run
-(tar.plain_headers), where a loop over them in Python cost more than decoding their members.
+(archive/plainruns.py), where a loop over them in Python cost more than decoding their members.
 
-Only the canonical form that GNU tar, bsdtar and Python's tarfile write is read here: the checksum as six octal
-digits, a NUL and a space, matching the unsigned byte sum; mode, uid, gid, size and mtime as octal digits ending
-in a NUL; no link name; no ustar prefix. The first header in any other form (or damaged) ends what is read, and
+Only the canonical forms that GNU tar, Python's tarfile and bsdtar write are read here: the checksum as six
+octal digits, a NUL and a space, matching the unsigned byte sum; mode, uid, gid, size and mtime as octal digits
+filling the field but its last byte, a NUL or a space (or, bsdtar's 8-byte fields, but a space and a NUL); no
+link name; no ustar prefix. The first header in any other form (or damaged) ends what is read, and
 the walk reads it the way it reads any header (tar.py), so what is read here is what it would read.
 """
 
@@ -14,9 +15,20 @@ from typing import NamedTuple
 import numpy as np
 
 BLOCK = 512
-# (first byte, digits) of each field read as octal digits then a NUL, in TarHeader's order
+# (first byte, digits) of each numeric field, in TarHeader's order
 NUMBERS = {"mode": (100, 7), "uid": (108, 7), "gid": (116, 7), "size": (124, 11), "mtime": (136, 11)}
 USTAR = np.frombuffer(b"ustar\0", dtype=np.uint8)
+
+
+def _number(rows: np.ndarray, first: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric field of width bytes: octal digits, then a NUL or a space in its last byte, or (bsdtar) a space
+    then a NUL in its last two; and whether each row's is written so."""
+    end = rows[:, first + width - 1]
+    full, readable = _octal(rows, first, width - 1)
+    readable &= (end == 0) | (end == 32)
+    short, spaced = _octal(rows, first, width - 2)
+    spaced &= (rows[:, first + width - 2] == 32) & (end == 0)
+    return np.where(readable, full, short), readable | spaced
 
 
 def _octal(rows: np.ndarray, first: int, digits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -45,8 +57,8 @@ def read_headers(blocks: bytes) -> ReadHeaders:
     ok &= rows.sum(axis=1, dtype=np.int64) - rows[:, 148:156].sum(axis=1, dtype=np.int64) + 8 * 32 == stored
     numbers = {}
     for field, (first, digits) in NUMBERS.items():
-        numbers[field], readable = _octal(rows, first, digits)
-        ok &= readable & (rows[:, first + digits] == 0)
+        numbers[field], readable = _number(rows, first, digits + 1)
+        ok &= readable
     ok &= rows[:, 157] == 0  # no link name
     ustar = (rows[:, 257:263] == USTAR).all(axis=1)
     ok &= ~ustar | (rows[:, 345] == 0)  # no prefix to join to the name

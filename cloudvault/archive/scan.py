@@ -343,7 +343,7 @@ class ArchiveScan:
                             h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
 
     def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
-        """The records of a run of plain members (tar.PlainRun), and whether each is hashed already. A small
+        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. A small
         file with a plain name (_plain_paths) is done here in a few steps: its BLAKE3 over its view of the piece,
         its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
         check or flag, any member once links were seen) goes through _record as a lone member would."""
@@ -576,7 +576,11 @@ class _InspectBatch:
         self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
-        self.add_many([path], [name], [data])
+        self._members.append((path, name, self._size, self._size + len(data)))
+        self._parts.append(bytes(data))
+        self._size += len(data)
+        if self._size >= BATCH_BYTES:
+            self.flush()
 
     def add_many(self, paths: list[str], names: list[bytes], datas: list[bytes | memoryview]) -> None:
         """add, for many members at once (a plain run's), copied in one join."""
