@@ -26,6 +26,8 @@ def _number(rows: np.ndarray, first: int, width: int) -> tuple[np.ndarray, np.nd
     end = rows[:, first + width - 1]
     full, readable = _octal(rows, first, width - 1)
     readable &= (end == 0) | (end == 32)
+    if readable.all():  # every row one way: the other is not looked for
+        return full, readable
     short, spaced = _octal(rows, first, width - 2)
     spaced &= (rows[:, first + width - 2] == 32) & (end == 0)
     return np.where(readable, full, short), readable | spaced
@@ -54,7 +56,7 @@ def read_headers(blocks: bytes) -> ReadHeaders:
     rows = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, BLOCK)
     stored, ok = _octal(rows, 148, 6)
     ok &= (rows[:, 154] == 0) & (rows[:, 155] == 32)
-    ok &= rows.sum(axis=1, dtype=np.int64) - rows[:, 148:156].sum(axis=1, dtype=np.int64) + 8 * 32 == stored
+    ok &= rows.sum(axis=1, dtype=np.int32) - rows[:, 148:156].sum(axis=1, dtype=np.int32) + 8 * 32 == stored
     numbers = {}
     for field, (first, digits) in NUMBERS.items():
         numbers[field], readable = _number(rows, first, digits + 1)

@@ -348,14 +348,14 @@ class ArchiveScan:
         its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
         check or flag, any member once links were seen) goes through _record as a lone member would."""
         records: list[MemberRecord] = []
-        hashed, whole, done_here, first_small = True, [], 0, 0
+        hashed, small, done_here, first_small = True, ([], []), 0, 0  # small: the paths and data to inspect
         new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
         piece, base = run.piece, run.base
         paths = [None] * len(run.headers) if self._chains else _plain_paths(run.names, len(run.headers), self._nest)
         for h, path in zip(run.headers, paths, strict=True):
-            name, kind, size, mode, mtime, uid, gid, uname, gname, _, header_offset, data_offset, _, _ = h
+            _, kind, size, mode, mtime, uid, gid, uname, gname, _, header_offset, data_offset, _, _ = h
             if path is None or kind != "file" or size >= RUN_MEMBER:
-                self._inspect_small(whole)  # the inspector sees members in archive order, and a lone member
+                self._inspect_small(*small)  # the inspector sees members in archive order, and a lone member
                 self._unsettled.append((records, first_small, len(records)))  # the contents before it
                 record = self._record(h, run.member_data(h))
                 hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
@@ -364,14 +364,15 @@ class ArchiveScan:
                 continue
             data = piece[data_offset - base : data_offset - base + size]
             if size:
-                whole.append((path, name, data))
+                small[0].append(path)
+                small[1].append(data)
             digest = hash_of(data).hexdigest()
             records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
                                                      gname, None, header_offset, data_offset, digest, None, None,
                                                      None)))  # fmt: skip
             done_here += 1
         self.result.member_count += done_here  # _record counted the others
-        self._inspect_small(whole)
+        self._inspect_small(*small)
         self._unsettled.append((records, first_small, len(records)))
         return records, hashed
 
@@ -381,14 +382,16 @@ class ArchiveScan:
             self._contents.update((r[0], r[13]) for r in records[first:end])
         self._unsettled = []
 
-    def _inspect_small(self, whole: list[tuple[str, bytes, memoryview]]) -> None:
-        """Small members' (path, tar name, data) shown to the inspector (in a batch where there is one); emptied."""
-        if whole and self._batch is not None:
-            self._batch.add_many(*zip(*whole, strict=True))
+    def _inspect_small(self, paths: list[str], datas: list[memoryview]) -> None:
+        """The bytes of small members with plain names (their tar names are their paths' UTF-8) shown to the
+        inspector, in a batch where there is one; both lists emptied."""
+        if paths and self._batch is not None:
+            self._batch.add_many(paths, datas)
         elif self._inspect is not None:
-            for path, name, data in whole:
-                self.inspect_whole(path, name, data)
-        whole.clear()
+            for path, data in zip(paths, datas, strict=True):
+                self.inspect_whole(path, path.encode(), data)
+        paths.clear()
+        datas.clear()
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -573,7 +576,8 @@ class _InspectBatch:
         self._prefilter, self._scan = prefilter, scan
         self._parts: list[bytes] = []  # the members' bytes, copied (a piece they were read from is filled again)
         self._size = 0
-        self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in the batch
+        self._members: list[tuple[str, bytes | None, int, int]] = []  # path, tar name (None: the path's UTF-8),
+        # start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
         self._members.append((path, name, self._size, self._size + len(data)))
@@ -582,10 +586,10 @@ class _InspectBatch:
         if self._size >= BATCH_BYTES:
             self.flush()
 
-    def add_many(self, paths: list[str], names: list[bytes], datas: list[bytes | memoryview]) -> None:
-        """add, for many members at once (a plain run's), copied in one join."""
+    def add_many(self, paths: list[str], datas: list[bytes | memoryview]) -> None:
+        """add, for many members whose tar names are their paths' UTF-8 (a plain run's), copied in one join."""
         ends = list(itertools.accumulate(map(len, datas), initial=self._size))
-        self._members += zip(paths, names, ends[:-1], ends[1:], strict=True)
+        self._members += zip(paths, itertools.repeat(None), ends[:-1], ends[1:])
         self._parts.append(b"".join(datas))
         self._size = ends[-1]
         if self._size >= BATCH_BYTES:
@@ -599,7 +603,7 @@ class _InspectBatch:
         if not self._prefilter(data):
             return
         for path, name, start, end in members:
-            self._scan.inspect_whole(path, name, data[start:end])
+            self._scan.inspect_whole(path, path.encode() if name is None else name, data[start:end])
 
 
 def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
