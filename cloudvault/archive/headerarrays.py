@@ -50,13 +50,14 @@ class ReadHeaders(NamedTuple):
     owner: tuple[bytes, bytes] | None
 
 
-def read_headers(blocks: bytes) -> ReadHeaders:
+def read_headers(blocks: bytes, files: list[bool], stored: list[int]) -> ReadHeaders:
     """The headers in blocks (512 bytes each, one after another) from the first on, up to the first that is not in
-    canonical form with a right checksum."""
+    canonical form with a right checksum, or has no name, or is a file (files) whose name ends in '/' or whose
+    size is not the bytes of data found for it (stored)."""
     rows = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, BLOCK)
-    stored, ok = _octal(rows, 148, 6)
+    stored_sum, ok = _octal(rows, 148, 6)
     ok &= (rows[:, 154] == 0) & (rows[:, 155] == 32)
-    ok &= rows.sum(axis=1, dtype=np.int32) - rows[:, 148:156].sum(axis=1, dtype=np.int32) + 8 * 32 == stored
+    ok &= rows.sum(axis=1, dtype=np.int32) - rows[:, 148:156].sum(axis=1, dtype=np.int32) + 8 * 32 == stored_sum
     numbers = {}
     for field, (first, digits) in NUMBERS.items():
         numbers[field], readable = _number(rows, first, digits + 1)
@@ -64,17 +65,27 @@ def read_headers(blocks: bytes) -> ReadHeaders:
     ok &= rows[:, 157] == 0  # no link name
     ustar = (rows[:, 257:263] == USTAR).all(axis=1)
     ok &= ~ustar | (rows[:, 345] == 0)  # no prefix to join to the name
+    name_ends = _name_ends(rows)
+    files = np.asarray(files, dtype=bool)
+    ok &= (name_ends > 0) & ~(files & (rows[np.arange(len(rows)), np.maximum(name_ends - 1, 0)] == ord("/")))
+    ok &= ~files | (numbers["size"] == np.asarray(stored, dtype=np.int64))
     count = len(rows) if ok.all() else int(ok.argmin())
     rows = rows[:count]
     owners = rows[:, 265:329]
     same = bool(count) and bool((owners == owners[0]).all())
-    return ReadHeaders(count, _names(rows), {field: values[:count].tolist() for field, values in numbers.items()},
+    return ReadHeaders(count, _names(rows, name_ends[:count]),
+                       {field: values[:count].tolist() for field, values in numbers.items()},
                        (owners[0, :32].tobytes(), owners[0, 32:].tobytes()) if same else None)  # fmt: skip
 
 
-def _names(rows: np.ndarray) -> bytes:
-    """Each row's name (its first 100 bytes up to a NUL), each followed by a NUL, in one bytes."""
+def _name_ends(rows: np.ndarray) -> np.ndarray:
+    """Where each row's name ends: its first NUL in the 100 bytes of the name field, or 100."""
+    nul = rows[:, :100] == 0
+    return np.where(nul.any(axis=1), nul.argmax(axis=1), 100)
+
+
+def _names(rows: np.ndarray, ends: np.ndarray) -> bytes:
+    """Each row's name (its first ends bytes), each followed by a NUL, in one bytes."""
     named = np.zeros((len(rows), 101), dtype=np.uint8)
     named[:, :100] = rows[:, :100]
-    ends = (named == 0).argmax(axis=1)  # the first NUL; column 100 is one
-    return named[np.arange(101) <= ends[:, None]].tobytes()
+    return named[np.arange(101) <= ends[:, None]].tobytes()  # named[i, ends[i]] is a NUL

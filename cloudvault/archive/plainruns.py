@@ -24,19 +24,35 @@ ARRAY_AFTER = 40_000  # ... once a walk has met this many plain members (numpy's
 
 
 class PlainRun(NamedTuple):
-    """Plain members read together: their headers, their names each followed by a NUL (to be decoded at once),
-    and the piece their data lie in, whose first byte is at stream offset base. Its views are valid until the
-    walk is asked for what follows."""
+    """Plain members read together, as columns (one entry a member, no header made for a member the scan takes as
+    it is): their names (and all of them each followed by a NUL, to be decoded at once), types, sizes, numbers,
+    owners and header offsets; and the piece their data lie in (a member's data start a block after its header),
+    whose first byte is at stream offset base. Its views are valid until the walk is asked for what follows."""
 
-    headers: list[TarHeader]
-    names: bytes
+    names: list[bytes]
+    joined_names: bytes
+    kinds: list[str]
+    sizes: list[int]
+    modes: list[int]
+    mtimes: list[int]
+    uids: list[int]
+    gids: list[int]
+    unames: list[str]
+    gnames: list[str]
+    offsets: list[int]
     piece: memoryview
     base: int
 
-    def member_data(self, header: TarHeader) -> MemberData:
-        """One member's data, read as a lone member's is."""
-        at = header.data_offset - self.base
-        return MemberData(_Held(self.piece[at : at + header.size]), header.size)
+    def header(self, i: int) -> TarHeader:
+        """Member i's header, as the walk makes one for a lone member."""
+        at = self.offsets[i]
+        return TarHeader(self.names[i], self.kinds[i], self.sizes[i], self.modes[i], self.mtimes[i], self.uids[i],
+                         self.gids[i], self.unames[i], self.gnames[i], b"", at, at + BLOCK, None, ())  # fmt: skip
+
+    def member_data(self, i: int) -> MemberData:
+        """Member i's data, read as a lone member's is."""
+        at = self.offsets[i] + BLOCK - self.base
+        return MemberData(_Held(self.piece[at : at + self.sizes[i]]), self.sizes[i])
 
 
 class _Held:
@@ -72,16 +88,16 @@ class PlainRuns:
         base = stream.pos - at
         spans = plain_spans(piece, at)
         if len(spans) >= ARRAY_RUN and self._met >= self._arrays_after:
-            headers, names = _array_headers(piece, spans, base)
+            run = _array_run(piece, spans, base)
         else:
-            headers, names = _headers(piece, spans, base)
-        if not headers:
+            run = _run(piece, spans, base)
+        if run is None:
             if spans:
                 self._not_before = base + _end(spans[-1])
             return None
-        self._met += len(headers)
-        stream.passed(_end(spans[len(headers) - 1]) - at)
-        return PlainRun(headers, names, piece, base)
+        self._met += len(run.kinds)
+        stream.passed(_end(spans[len(run.kinds) - 1]) - at)
+        return run
 
 
 def _end(span: tuple[int, str, int]) -> int:
@@ -116,43 +132,45 @@ def plain_spans(piece: memoryview, at: int) -> list[tuple[int, str, int]]:
     return spans
 
 
-def _headers(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> tuple[list[TarHeader], bytes]:
-    """The headers of spans read one by one as the walk reads any, up to the first that is not plain; and their
-    names, each followed by a NUL."""
-    headers = []
+def _run(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> PlainRun | None:
+    """The run of spans read header by header as the walk reads any, up to the first that is not plain (None
+    when that is the first)."""
+    rows = []
     for at, kind, stored in spans:
         block = piece[at : at + BLOCK].tobytes()
         if block == ZERO_BLOCK or not checksum_ok(block):
             break
         fields, bad = header_fields(block)
         name, mode, uid, gid, size, mtime, _, linkname, uname, gname = fields
-        if bad or not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
+        if bad or not name or linkname or (kind == "file" and (name[-1:] == b"/" or size != stored)):
             break
-        headers.append(TarHeader(name, kind, stored, mode, mtime, uid, gid, uname, gname, linkname, base + at,
-                                 base + at + BLOCK, None, ()))  # fmt: skip
-    return headers, b"".join(h.name + b"\0" for h in headers)
+        rows.append((name, kind, stored, mode, mtime, uid, gid, uname, gname, base + at))
+    if not rows:
+        return None
+    names, kinds, sizes, modes, mtimes, uids, gids, unames, gnames, offsets = map(list, zip(*rows, strict=True))
+    return PlainRun(names, b"".join(name + b"\0" for name in names), kinds, sizes, modes, mtimes, uids, gids, unames,
+                    gnames, offsets, piece, base)  # fmt: skip
 
 
-def _array_headers(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> tuple[list[TarHeader], bytes]:
-    """_headers, read as one array (headerarrays.read_headers) up to the first not in canonical form."""
+def _array_run(piece: memoryview, spans: list[tuple[int, str, int]], base: int) -> PlainRun | None:
+    """_run, read as one array (headerarrays.read_headers) up to the first not in canonical form."""
     from cloudvault.archive.headerarrays import read_headers  # numpy: only where runs are long and many
 
-    found = read_headers(b"".join([piece[at : at + BLOCK] for at, _, _ in spans]))
-    names = found.names.split(b"\0")
+    starts = [at for at, _, _ in spans]
+    found = read_headers(b"".join([piece[at : at + BLOCK] for at in starts]), [kind == "file" for _, kind, _ in spans],
+                         [stored for _, _, stored in spans])  # fmt: skip
+    count = found.count
+    if not count:
+        return None
     numbers = found.numbers
-    owners = found.owner and (_owner_name(found.owner[0]), _owner_name(found.owner[1]))
-    new, headers = tuple.__new__, []
-    for (at, kind, stored), name, mode, uid, gid, size, mtime in zip(
-        spans, names, numbers["mode"], numbers["uid"], numbers["gid"], numbers["size"], numbers["mtime"],
-        strict=False,  # names has one more (after the last NUL); spans may have more than were read
-    ):  # fmt: skip
-        if not name or (kind == "file" and (name[-1:] == b"/" or size != stored)):
-            break
-        uname, gname = owners or (_owner_name(piece[at + 265 : at + 297].tobytes()),
-                                  _owner_name(piece[at + 297 : at + 329].tobytes()))  # fmt: skip
-        headers.append(new(TarHeader, (name, kind, stored, mode, mtime, uid, gid, uname, gname, b"", base + at,
-                                       base + at + BLOCK, None, ())))  # fmt: skip
-    return headers, b"".join(h.name + b"\0" for h in headers) if len(headers) < found.count else found.names
+    if found.owner is not None:
+        unames, gnames = [_owner_name(found.owner[0])] * count, [_owner_name(found.owner[1])] * count
+    else:
+        unames = [_owner_name(piece[at + 265 : at + 297].tobytes()) for at in starts[:count]]
+        gnames = [_owner_name(piece[at + 297 : at + 329].tobytes()) for at in starts[:count]]
+    return PlainRun(found.names.split(b"\0", count)[:count], found.names, [kind for _, kind, _ in spans[:count]],
+                    [stored for _, _, stored in spans[:count]], numbers["mode"], numbers["mtime"], numbers["uid"],
+                    numbers["gid"], unames, gnames, [base + at for at in starts[:count]], piece, base)  # fmt: skip
 
 
 def _owner_name(field: bytes) -> str:

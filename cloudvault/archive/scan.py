@@ -22,7 +22,7 @@ from cloudvault.archive import sparse
 from cloudvault.archive.formats import ARCHIVE_NAMES, HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
 from cloudvault.archive.plainruns import PlainRun, PlainRuns
-from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
+from cloudvault.archive.tar import BLOCK, MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
     DamagedFrame,
     ParallelFrameStream,
@@ -348,27 +348,29 @@ class ArchiveScan:
         its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
         check or flag, any member once links were seen) goes through _record as a lone member would."""
         records: list[MemberRecord] = []
+        count, piece, base = len(run.kinds), run.piece, run.base
         hashed, small, done_here, first_small = True, ([], []), 0, 0  # small: the paths and data to inspect
         new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
-        piece, base = run.piece, run.base
-        paths = [None] * len(run.headers) if self._chains else _plain_paths(run.names, len(run.headers), self._nest)
-        for h, path in zip(run.headers, paths, strict=True):
-            _, kind, size, mode, mtime, uid, gid, uname, gname, _, header_offset, data_offset, _, _ = h
+        paths = [None] * count if self._chains else _plain_paths(run.joined_names, count, self._nest)
+        for i, (path, kind, size, offset, mode, mtime, uid, gid, uname, gname) in enumerate(zip(
+            paths, run.kinds, run.sizes, run.offsets, run.modes, run.mtimes, run.uids, run.gids, run.unames,
+            run.gnames, strict=True,
+        )):  # fmt: skip
             if path is None or kind != "file" or size >= RUN_MEMBER:
                 self._inspect_small(*small)  # the inspector sees members in archive order, and a lone member
                 self._unsettled.append((records, first_small, len(records)))  # the contents before it
-                record = self._record(h, run.member_data(h))
+                record = self._record(run.header(i), run.member_data(i))
                 hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
                 records.append(record)
                 first_small = len(records)
                 continue
-            data = piece[data_offset - base : data_offset - base + size]
+            data = piece[offset + BLOCK - base : offset + BLOCK - base + size]
             if size:
                 small[0].append(path)
                 small[1].append(data)
             digest = hash_of(data).hexdigest()
             records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
-                                                     gname, None, header_offset, data_offset, digest, None, None,
+                                                     gname, None, offset, offset + BLOCK, digest, None, None,
                                                      None)))  # fmt: skip
             done_here += 1
         self.result.member_count += done_here  # _record counted the others
