@@ -368,7 +368,7 @@ class ArchiveScan:
             if size:
                 small[0].append(path)
                 small[1].append(data)
-            digest = hash_of(data).hexdigest()
+            digest = hash_of(data).digest().hex()  # as hexdigest(), which makes its text more slowly
             records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
                                                      gname, None, offset, offset + BLOCK, digest, None, None,
                                                      None)))  # fmt: skip
