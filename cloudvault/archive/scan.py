@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +52,9 @@ class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     pieces: the BLAKE3 of each 1 MiB of its data as extracted (hashing.PieceHasher), None for one piece or less."""
 
     __slots__ = ()
+
+
+RECORD_PATH, RECORD_BLAKE3 = operator.itemgetter(0), operator.itemgetter(13)  # of a MemberRecord, in C
 
 
 class Inspector(Protocol):
@@ -379,9 +383,10 @@ class ArchiveScan:
         return records, hashed
 
     def _settle(self) -> None:
-        """The small files of plain runs into _contents, in archive order (records: path 0, BLAKE3 13)."""
+        """The small files of plain runs into _contents, in archive order."""
         for records, first, end in self._unsettled:
-            self._contents.update((r[0], r[13]) for r in records[first:end])
+            part = records[first:end]
+            self._contents.update(zip(map(RECORD_PATH, part), map(RECORD_BLAKE3, part), strict=True))
         self._unsettled = []
 
     def _inspect_small(self, paths: list[str], datas: list[memoryview]) -> None:
