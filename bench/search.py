@@ -59,6 +59,8 @@ def build(work: Path) -> tuple[Path, Path]:
                 (archive_id, path),
             )
             lst.write(f"./{path}\n")
+        # `vault index` writes members' search rows after an archive's rows (catalog/files.py): here, once at the end
+        conn.execute("INSERT INTO members_fts(members_fts) VALUES ('rebuild')")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     print(

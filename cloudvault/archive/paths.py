@@ -33,6 +33,10 @@ class LinkChains:
     def __init__(self) -> None:
         self._links: dict[str, str] = {}  # where a link sits (its folder resolved) -> its target
 
+    def __bool__(self) -> bool:
+        """Whether any symlink was seen: until one is, no member's place depends on those before it."""
+        return bool(self._links)
+
     def _resolve(self, path: str) -> str:
         """path with the links seen so far followed (lexically), relative to the archive's root; OUTSIDE when it
         climbs out of it, LOOP when the links go round."""

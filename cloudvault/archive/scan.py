@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -19,9 +20,10 @@ from typing import BinaryIO, NamedTuple, Protocol
 import blake3
 
 from cloudvault.archive import sparse
-from cloudvault.archive.formats import HEAD, might_be_archive, nested_format
+from cloudvault.archive.formats import ARCHIVE_NAMES, HEAD, might_be_archive, nested_format
 from cloudvault.archive.paths import LinkChains, unsafe_reason
-from cloudvault.archive.tar import MemberData, TarFormatError, TarHeader, iter_members
+from cloudvault.archive.plainruns import PlainRun, PlainRuns
+from cloudvault.archive.tar import BLOCK, MemberData, TarFormatError, TarHeader, iter_members
 from cloudvault.archive.zstdframes import (
     DamagedFrame,
     ParallelFrameStream,
@@ -50,6 +52,9 @@ class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     pieces: the BLAKE3 of each 1 MiB of its data as extracted (hashing.PieceHasher), None for one piece or less."""
 
     __slots__ = ()
+
+
+RECORD_PATH, RECORD_BLAKE3 = operator.itemgetter(0), operator.itemgetter(13)  # of a MemberRecord, in C
 
 
 class Inspector(Protocol):
@@ -172,6 +177,9 @@ class ArchiveScan:
         self.result = ScanResult()
         self._chains = LinkChains()
         self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
+        # small files of plain runs not yet in _contents, as (records, first, end): put there (_settle) only once a
+        # member read alone needs it (a hardlink reads it), in archive order; most archives of them never do
+        self._unsettled: list[tuple[list[MemberRecord], int, int]] = []
         self._venv_links: list[tuple[str, str, str]] = []  # (env root, reason, path): judged once all is read
         self._venv_roots: set[str] = set()  # folders holding a pyvenv.cfg
 
@@ -241,8 +249,15 @@ class ArchiveScan:
         those read before it, then the error."""
         waiting: deque[MemberRecord] = deque()  # records whose member is still being hashed, in archive order
         try:
-            for header, data in iter_members(stream, self._damage, resume=resume):
-                waiting.append(self._record(header, data))
+            for item in iter_members(stream, self._damage, resume=resume, runs=PlainRuns()):
+                if type(item) is PlainRun:
+                    records, hashed = self._run_records(item)
+                    if hashed and not waiting:  # the usual case: all of them hashed here, none waiting before
+                        yield from records
+                        continue
+                    waiting.extend(records)
+                else:
+                    waiting.append(self._record(*item))
                 while waiting and _ready(waiting[0]):
                     yield _hashed(waiting.popleft())
             stream.drain()
@@ -331,6 +346,60 @@ class ArchiveScan:
         return MemberRecord(path, raw, h.type, h.size, h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname, link,
                             h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
 
+    def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
+        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. A small
+        file with a plain name (_plain_paths) is done here in a few steps: its BLAKE3 over its view of the piece,
+        its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
+        check or flag, any member once links were seen) goes through _record as a lone member would."""
+        records: list[MemberRecord] = []
+        count, piece, base = len(run.kinds), run.piece, run.base
+        hashed, small, done_here, first_small = True, ([], []), 0, 0  # small: the paths and data to inspect
+        new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
+        paths = [None] * count if self._chains else _plain_paths(run.joined_names, count, self._nest)
+        for i, (path, kind, size, offset, mode, mtime, uid, gid, uname, gname) in enumerate(zip(
+            paths, run.kinds, run.sizes, run.offsets, run.modes, run.mtimes, run.uids, run.gids, run.unames,
+            run.gnames, strict=True,
+        )):  # fmt: skip
+            if path is None or kind != "file" or size >= RUN_MEMBER:
+                self._inspect_small(*small)  # the inspector sees members in archive order, and a lone member
+                self._unsettled.append((records, first_small, len(records)))  # the contents before it
+                record = self._record(run.header(i), run.member_data(i))
+                hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
+                records.append(record)
+                first_small = len(records)
+                continue
+            data = piece[offset + BLOCK - base : offset + BLOCK - base + size]
+            if size:
+                small[0].append(path)
+                small[1].append(data)
+            digest = hash_of(data).digest().hex()  # as hexdigest(), which makes its text more slowly
+            records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
+                                                     gname, None, offset, offset + BLOCK, digest, None, None,
+                                                     None)))  # fmt: skip
+            done_here += 1
+        self.result.member_count += done_here  # _record counted the others
+        self._inspect_small(*small)
+        self._unsettled.append((records, first_small, len(records)))
+        return records, hashed
+
+    def _settle(self) -> None:
+        """The small files of plain runs into _contents, in archive order."""
+        for records, first, end in self._unsettled:
+            part = records[first:end]
+            self._contents.update(zip(map(RECORD_PATH, part), map(RECORD_BLAKE3, part), strict=True))
+        self._unsettled = []
+
+    def _inspect_small(self, paths: list[str], datas: list[memoryview]) -> None:
+        """The bytes of small members with plain names (their tar names are their paths' UTF-8) shown to the
+        inspector, in a batch where there is one; both lists emptied."""
+        if paths and self._batch is not None:
+            self._batch.add_many(paths, datas)
+        elif self._inspect is not None:
+            for path, data in zip(paths, datas, strict=True):
+                self.inspect_whole(path, path.encode(), data)
+        paths.clear()
+        datas.clear()
+
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
         pyvenv.cfg beside its bin/ is flagged as any link leading outside."""
@@ -343,6 +412,8 @@ class ArchiveScan:
         """The member's BLAKE3 (or, for one of more than a piece, the PieceHasher or HashJob that has it and its
         piece hashes: `_hashed` takes both); a hardlink's is that of its target as extracting up to here left it (a
         later member of the target's name, a `tar -r` update, does not change what the link holds)."""
+        if self._unsettled:
+            self._settle()
         if header.type == "hardlink":
             digest = self._contents.get(link or "")
             if digest is None:
@@ -499,6 +570,7 @@ SPOOL_NESTED = 32 << 20  # of it, in memory; the rest in an unnamed temporary fi
 HASH_APART = 64 << 10  # a smaller member is hashed where it is read: handing it over would cost more
 HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hashed on several threads
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
+RUN_MEMBER = min(HASH_APART, BATCH_MEMBER)  # smaller files of a plain run are hashed and batched in its loop
 BATCH_BYTES = 1 << 20
 
 
@@ -509,25 +581,67 @@ class _InspectBatch:
 
     def __init__(self, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
         self._prefilter, self._scan = prefilter, scan
-        self._buf = bytearray()
-        self._members: list[tuple[str, bytes, int, int]] = []  # path, tar name, start and end in _buf
+        self._parts: list[bytes] = []  # the members' bytes, copied (a piece they were read from is filled again)
+        self._size = 0
+        self._members: list[tuple[str, bytes | None, int, int]] = []  # path, tar name (None: the path's UTF-8),
+        # start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
-        start = len(self._buf)
-        self._buf += data
-        self._members.append((path, name, start, len(self._buf)))
-        if len(self._buf) >= BATCH_BYTES:
+        self._members.append((path, name, self._size, self._size + len(data)))
+        self._parts.append(bytes(data))
+        self._size += len(data)
+        if self._size >= BATCH_BYTES:
+            self.flush()
+
+    def add_many(self, paths: list[str], datas: list[bytes | memoryview]) -> None:
+        """add, for many members whose tar names are their paths' UTF-8 (a plain run's), copied in one join."""
+        ends = list(itertools.accumulate(map(len, datas), initial=self._size))
+        self._members += zip(paths, itertools.repeat(None), ends[:-1], ends[1:])
+        self._parts.append(b"".join(datas))
+        self._size = ends[-1]
+        if self._size >= BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
         if not self._members:
             return
-        data, members = bytes(self._buf), self._members
-        self._buf, self._members = bytearray(), []
+        data, members = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts), self._members
+        self._parts, self._size, self._members = [], 0, []
         if not self._prefilter(data):
             return
         for path, name, start, end in members:
-            self._scan.inspect_whole(path, name, data[start:end])
+            self._scan.inspect_whole(path, path.encode() if name is None else name, data[start:end])
+
+
+def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
+    """The catalog paths of a run's count names (each followed by a NUL: tar names hold none) where a name needs
+    nothing but decoding: UTF-8, not absolute, no './' to drop, no '..' anywhere, not a pyvenv.cfg, and (nest)
+    not named as an archive may be; None for any other (member_path and _record's checks judge it). All are
+    checked and decoded at once where none is odd."""
+    odd = b".." in names or b"pyvenv.cfg" in names or b"\0/" in names or b"\0./" in names or names[:1] == b"/"
+    try:
+        paths = None if odd or names[:2] == b"./" else names.decode("utf-8").split("\0", count)[:count]
+    except UnicodeDecodeError:
+        paths = None
+    if paths is None:
+        return [_plain_path(name, nest) for name in names.split(b"\0", count)[:count]]
+    if nest and not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths}):
+        return [None if might_be_archive(path) else path for path in paths]
+    return paths
+
+
+ARCHIVE_ENDINGS = {name[name.rfind(".") :] for name in ARCHIVE_NAMES}  # a name ending in none may not be an archive
+
+
+def _plain_path(name: bytes, nest: bool) -> str | None:
+    """_plain_paths for one name."""
+    if name[:1] == b"/" or name[:2] == b"./" or b".." in name or name.endswith(b"pyvenv.cfg"):
+        return None
+    try:
+        path = name.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if nest and might_be_archive(path) else path
 
 
 def _hashed_whole(data, beside: PieceThread | None) -> PieceHasher:

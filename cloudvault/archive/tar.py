@@ -7,7 +7,7 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cloudvault.archive import sparse
 from cloudvault.archive.numbers import parse_number  # sparse maps read it too: it sits below both
@@ -235,7 +235,7 @@ def number(field: bytes) -> int:
         return parse_number(field)
 
 
-def _header_fields(block: bytes) -> tuple:
+def header_fields(block: bytes) -> tuple:
     """The header's fields in FIELDS order (one unpack: this runs once per member), and the names of the numeric
     fields that could not be read (given as 0)."""
     name, mode, uid, gid, size, mtime, _, typeflag, link, magic, uname, gname, _, _, prefix = HEADER.unpack(block)
@@ -327,7 +327,7 @@ def _next_header(stream: Stream, first: bool, on_damage: DamageHandler | None) -
     if block == ZERO_BLOCK:
         return None
     if checksum_ok(block):
-        return block, *_header_fields(block)
+        return block, *header_fields(block)
     if first or on_damage is None:
         raise TarFormatError("not_tar" if first else "corrupt_header", header_offset, "bad tar header checksum")
     on_damage("corrupt_header", header_offset, "bad tar header checksum; skipped to the next header")
@@ -346,7 +346,7 @@ def _find_header(stream: Stream) -> tuple | None:
         if len(block) < BLOCK:
             return None
         if block != ZERO_BLOCK and checksum_ok(block):
-            return block, *_header_fields(block)
+            return block, *header_fields(block)
 
 
 def _resync(stream: Stream) -> tuple | None:
@@ -356,7 +356,7 @@ def _resync(stream: Stream) -> tuple | None:
         if len(block) < BLOCK or block == ZERO_BLOCK:
             return None
         if checksum_ok(block):
-            return block, *_header_fields(block)
+            return block, *header_fields(block)
 
 
 def _oldgnu_sparse(block: bytes, stream: Stream, stored: int, problems: list[str]) -> tuple[list | None, int]:
@@ -450,18 +450,25 @@ def _is_sparse(ext: _Extensions) -> bool:
 EXTENSIONS = (LONG_NAME, LONG_LINK, PAX, PAX_GLOBAL, SOLARIS_PAX)
 
 
-def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
-                 resume: bool = False) -> Iterator[tuple[TarHeader, MemberData]]:  # fmt: skip
+def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *, resume: bool = False,
+                 runs: Callable[[Stream], Any] | None = None) -> Iterator[tuple[TarHeader, MemberData] | Any]:  # noqa: E501  # fmt: skip
     """Each member's header and a reader of its data; read the data before asking for the next member.
     on_damage(kind, offset, detail) hears of a header that cannot be read, and the walk goes on past it (without
     it, such damage raises TarFormatError); fields that cannot be read are the header's problems. resume: the
-    stream starts somewhere inside the archive (after damage): the walk begins at the next header found there."""
+    stream starts somewhere inside the archive (after damage): the walk begins at the next header found there.
+    runs: reads the plain members at the stream's position together where it can (archive/plainruns.py), asked
+    wherever nothing read before applies to the next header; what it returns (a PlainRun) is yielded as it is,
+    and where it returns None the next member is read here."""
     ext = _Extensions()
     first = not resume
     found = _find_header(stream) if resume else None  # the header the walk resumes at (read: it is behind)
     ext_offset = None  # where a member's long-name or pax records begin: its header in the tar sense
     read_view = getattr(stream, "read_view", stream.read_some)  # looked up once: this loop runs per member
     while True:
+        if runs is not None and found is None and not ext.pending and not ext.global_pax and (run := runs(stream)):
+            first = False
+            yield run
+            continue
         header_offset = stream.pos - BLOCK if found else stream.pos
         got, found = found or _next_header(stream, first, on_damage), None
         if ext_offset is None:
@@ -472,10 +479,7 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
         block, fields, bad = got
         name, mode, uid, gid, size, mtime, typeflag, linkname, uname, gname = fields
         if "size" in bad:
-            if on_damage is None:
-                raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header")
-            on_damage("corrupt_header", header_offset, f"{_label(name)}: size field unreadable; skipped to the "
-                      "next header")  # fmt: skip
+            _unreadable_size(on_damage, header_offset, name)
             ext.reset()
             ext_offset = None
             continue
@@ -504,6 +508,14 @@ def iter_members(stream: Stream, on_damage: DamageHandler | None = None, *,
         if ext.pending:
             ext.reset()
         ext_offset = None
+
+
+def _unreadable_size(on_damage: DamageHandler | None, header_offset: int, name: bytes) -> None:
+    """A header whose size cannot be read: damage told to on_damage (the walk goes on at the next header), or
+    raised without one."""
+    if on_damage is None:
+        raise TarFormatError("corrupt_header", header_offset, "unreadable number in tar header")
+    on_damage("corrupt_header", header_offset, f"{_label(name)}: size field unreadable; skipped to the next header")
 
 
 NO_SIZE = ("hardlink", "symlink", "dir", "label")

@@ -547,6 +547,17 @@ class ThreadedFrameStream(FrameStream):
         self.pos += step
         return view
 
+    def at_hand(self) -> tuple[memoryview, int]:
+        """The decoded piece being read (the next one once it is read to its end; empty at the end of the stream)
+        and where reading stands in it: for reading many small things in place (archive/plainruns.py), valid until
+        the next read; passed(n) then moves past what was read there."""
+        self._step(1)
+        return memoryview(self._piece), self._at
+
+    def passed(self, n: int) -> None:
+        self._at += n
+        self.pos += n
+
     def _next_piece_or_end(self) -> memoryview | None:
         try:
             piece = self._next_piece()

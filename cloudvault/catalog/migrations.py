@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # names of members that may be tars (formats.might_be_archive's, less the zip, rar and 7z ones): LIKE ignores case
 NESTED_NAMES = (".tar", ".tgz", ".taz", ".tbz2", ".tbz", ".tb2", ".txz", ".tzst", ".tzs", ".gz", ".bz2", ".xz", ".zst",
                 ".zstd")  # fmt: skip
@@ -62,6 +62,11 @@ ALTER TABLE archives ADD COLUMN format TEXT NOT NULL DEFAULT 'tar.zst';
     8: f"""
 UPDATE files SET ctime_ns = -1 WHERE id IN (SELECT a.file_id FROM archives a JOIN members m ON m.archive_id = a.id
     WHERE m.type = 'file' AND ({" OR ".join(f"m.path LIKE '%{suffix}'" for suffix in NESTED_NAMES)}));
+""",
+    # A member's search row is written by `vault index` in one pass after its archive's rows (catalog/files.py
+    # build_member_search), not by a trigger per row; the rows already in members_fts stay as they are.
+    9: """
+DROP TRIGGER IF EXISTS members_ai;
 """,
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import operator
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -184,11 +185,22 @@ def members_within(shard: sqlite3.Connection, first: int, raw_start: int, raw_en
     return [path for (path,) in rows]
 
 
+# Most members have no raw name, link, sparse map or piece hashes: a batch of only such is written with those
+# columns as NULL literals, 12 values bound a row instead of 17 (half the cost of the batch's insert).
+RARE_FIELDS = operator.itemgetter(1, 10, 14, 15, 16)  # raw_path, link_target, raw_link_target, sparse_map, pieces
+NONE_RARE = (None,) * 5
+PLAIN_FIELDS = operator.itemgetter(0, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13)
+PLAIN_INSERT = "INSERT INTO members VALUES (?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)"
+
+
 def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
     """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
     it = iter(records)
     while batch := list(itertools.islice(it, SHARD_BATCH)):
-        shard.executemany(SHARD_INSERT, batch)
+        if all(map(NONE_RARE.__eq__, map(RARE_FIELDS, batch))):
+            shard.executemany(PLAIN_INSERT, map(PLAIN_FIELDS, batch))
+        else:
+            shard.executemany(SHARD_INSERT, batch)
 
 
 @contextlib.contextmanager
