@@ -49,6 +49,9 @@ def main() -> int:
 
 def measure(work: Path) -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # the demo mirrors made here are registered in a registry of their own, removed with them: recorded in the
+    # user's, every later `vault extract -o` of theirs would be guarded against these folders after they are gone
+    env["XDG_STATE_HOME"] = str(work / "state")
     vaults = vault_commands()
     dbs = []  # each vault its own demo catalog: one catalog shared would be migrated by the newer vault, and the
     for i, vault in enumerate(vaults):  # older would then time its "catalog too new" error
