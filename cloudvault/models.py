@@ -1,21 +1,115 @@
-"""Small immutable records passed between the layers.
+"""Small immutable records passed between the layers, and `record`, the one way the package makes a record type.
 
 They are namedtuples rather than dataclasses: `vault extract` and `vault search` must start in a few tens of
-milliseconds, and building dataclasses at import costs several.
+milliseconds, and building dataclasses at import costs several. And they are made by `record`, not
+collections.namedtuple, which compiles a __new__ for every class (~70 microseconds of start-up each, a dozen of
+them before `vault extract` reads a byte); a record is a namedtuple in everything else (fields, defaults, _make,
+_replace, _asdict, repr, pickling, match).
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
+import sys
+from operator import itemgetter
+
+try:
+    from _collections import _tuplegetter  # the field accessor collections.namedtuple itself uses (CPython's C one)
+except ImportError:  # pragma: no cover - another Python
+
+    def _tuplegetter(index: int, doc: str) -> property:
+        return property(itemgetter(index), doc=doc)
 
 
-class Frame(namedtuple("Frame", "comp_offset comp_size raw_offset raw_size")):
+class _Record(tuple):
+    """What every record class shares: namedtuple's methods, written once over the class's _fields."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+    _field_defaults: dict = {}
+
+    @classmethod
+    def _make(cls, iterable):
+        made = tuple.__new__(cls, iterable)
+        if len(made) != len(cls._fields):
+            raise TypeError(f"Expected {len(cls._fields)} arguments, got {len(made)}")
+        return made
+
+    def _replace(self, **changes):
+        made = self._make(map(changes.pop, self._fields, self))
+        if changes:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        return made
+
+    def _asdict(self) -> dict:
+        return dict(zip(self._fields, self, strict=True))
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True))
+        return f"{self.__class__.__name__}({shown})"
+
+
+def _given(cls, args: tuple, kwargs: dict) -> list:
+    """The values of a record made with keywords (or too few or many values), refused with namedtuple's TypeErrors."""
+    name, fields = cls.__name__, cls._fields
+    if len(args) > len(fields):
+        raise TypeError(f"{name}() takes at most {len(fields)} arguments ({len(args)} given)")
+    twice = next((field for field in fields[: len(args)] if field in kwargs), None)
+    if twice is not None:
+        raise TypeError(f"{name}() got multiple values for argument {twice!r}")
+    values = list(args)
+    for field in fields[len(args) :]:
+        if field in kwargs:
+            values.append(kwargs.pop(field))
+        elif field in cls._field_defaults:
+            values.append(cls._field_defaults[field])
+        else:
+            raise TypeError(f"{name}() missing required argument {field!r}")
+    if kwargs:
+        raise TypeError(f"{name}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    return values
+
+
+def record(typename: str, field_names: str, *, defaults: tuple = ()) -> type:
+    """A namedtuple class of these space-separated fields (the last len(defaults) of them with those defaults),
+    made without compiling code; its __module__ is the caller's, so its values pickle."""
+    fields = tuple(field_names.split())
+    count, first_default = len(fields), len(fields) - len(defaults)
+    new_tuple = tuple.__new__
+    by_name = itemgetter(*fields) if count > 1 else lambda given: (given[fields[0]],)
+
+    def __new__(cls, *args, **kwargs):  # the usual calls (every field by position or by name) bound in C
+        if kwargs:
+            if not args and len(kwargs) == count:
+                try:
+                    return new_tuple(cls, by_name(kwargs))
+                except KeyError:
+                    pass  # a name that is not a field: refused below
+        elif len(args) == count:
+            return new_tuple(cls, args)
+        elif first_default <= len(args) < count:
+            return new_tuple(cls, args + defaults[len(args) - first_default :])
+        return new_tuple(cls, _given(cls, args, kwargs))
+
+    namespace = {
+        "__doc__": f"{typename}({', '.join(fields)})", "__slots__": (), "__new__": __new__, "_fields": fields,
+        "_field_defaults": dict(zip(fields[first_default:], defaults, strict=True)), "__match_args__": fields,
+        **{name: _tuplegetter(index, f"Alias for field number {index}") for index, name in enumerate(fields)},
+    }  # fmt: skip
+    made = type(typename, (_Record,), namespace)
+    made.__module__ = sys._getframe(1).f_globals.get("__name__", "__main__")
+    return made
+
+
+class Frame(record("Frame", "comp_offset comp_size raw_offset raw_size")):
     """One zstd frame: where it sits in the compressed file and which decompressed bytes it holds."""
 
     __slots__ = ()
 
 
-class NestedArchive(namedtuple("NestedArchive", "raw_offset raw_size format status member_path member_offset")):
+class NestedArchive(record("NestedArchive", "raw_offset raw_size format status member_path member_offset")):
     """An archive member read once more as a tar archive (archive/nested.py): its decoded bytes sit at raw_offset in
     the outer archive's raw space (past the outer's own), raw_size of them, in format; status is its scan's outcome;
     member_path and member_offset name the outer member (its data offset) whose verified bytes it is."""
@@ -24,7 +118,7 @@ class NestedArchive(namedtuple("NestedArchive", "raw_offset raw_size format stat
 
 
 class FileStat(
-    namedtuple("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
+    record("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
 ):
     """What a walk of the mirror sees of one path (kind: file | symlink); the signature decides a re-index."""
 
@@ -35,14 +129,14 @@ class FileStat(
         return (self.size, self.mtime_ns, self.inode, self.ctime_ns)
 
 
-class Flag(namedtuple("Flag", "kind detail member", defaults=(None,))):
+class Flag(record("Flag", "kind detail member", defaults=(None,))):
     """Something worth a warning: damage, an unsafe path, a secret (never its value)."""
 
     __slots__ = ()
 
 
 class Member(
-    namedtuple(
+    record(
         "Member",
         "mirror_id entry_id path raw_path type size mode mtime blake3 link_target archive file_id data_offset "
         "raw_link_target sparse_map",
@@ -64,7 +158,7 @@ class Member(
         return f"{self.archive.rsplit('/', 1)[-1]} :: {self.path}" if self.archive else self.path
 
 
-class Entry(namedtuple("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
+class Entry(record("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
     """One top-level directory of a mirror, with its manifest metadata."""
 
     __slots__ = ()

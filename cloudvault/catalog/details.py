@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 
 from cloudvault.catalog.flagged import one_block_xz
 from cloudvault.catalog.query import Hit
+from cloudvault.models import record
 
-EntryFlag = namedtuple("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
+EntryFlag = record("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
 
 # The fields of EntryDetails. key_files and flags (EntryFlag) are tuples, settings a dict; archive_formats: archives
 # by the format the index recorded (archive/formats.py's names); one_block_xz: large xz archives of one block (path ->
@@ -18,9 +18,9 @@ _DETAILS = ("mirror entry what node_gpu measured size_text key_files caution set
             "archive_formats members bytes_on_disk environment flags one_block_xz restores runs")  # fmt: skip
 
 
-class EntryDetails(namedtuple("EntryDetails", _DETAILS)):
-    """One entry as `vault show` tells it. (A plain namedtuple: a typing.NamedTuple compiles each field's annotation
-    at import, and dataclasses cost more: ~1 ms and ~5 ms of every `vault show` and `vault ls`.)"""
+class EntryDetails(record("EntryDetails", _DETAILS)):
+    """One entry as `vault show` tells it. (A record, models.record: a typing.NamedTuple compiles each field's
+    annotation at import, and dataclasses cost more: ~1 ms and ~5 ms of every `vault show` and `vault ls`.)"""
 
     __slots__ = ()
 

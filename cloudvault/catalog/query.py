@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
+from cloudvault.models import record
 
 KINDS = ("entry", "doc", "file", "member", "restore", "run")
 COUNT_CAP = 100_000
 
 
-class Hit(namedtuple("Hit", "kind entry path archive size blake3 mirror text")):
+class Hit(record("Hit", "kind entry path archive size blake3 mirror text")):
     """One search or listing result; `archive` is the archive's mirror path for members, else None.
 
     A namedtuple, not a dataclass: the search process must start fast, and dataclasses costs milliseconds.
