@@ -25,8 +25,9 @@ from cloudvault.errors import (
 )
 from cloudvault.io.landing import Landing, write_symlink
 from cloudvault.io.members import MemberReader, MemberStream, read_order
-from cloudvault.models import Member, record
+from cloudvault.models import Member
 from cloudvault.progress import Progress
+from cloudvault.record import record
 
 Written = record("Written", "path dest size blake3 archive status")
 LINK_HINT = " (--allow-outside-links to create it anyway)"

@@ -7,7 +7,7 @@ import sqlite3
 
 from cloudvault.catalog import query  # query.resolve_entry looked up at the call
 from cloudvault.catalog.details import EntryDetails, entry_details, list_entry
-from cloudvault.models import record
+from cloudvault.record import record
 
 
 class Listing(record("Listing", "entry pattern hits")):

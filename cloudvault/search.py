@@ -9,7 +9,7 @@ import sqlite3
 from cloudvault.catalog import query
 from cloudvault.catalog.flagged import all_flags, searched_documents
 from cloudvault.catalog.query import KINDS, search
-from cloudvault.models import record
+from cloudvault.record import record
 
 # What `vault search` is asked: every term must match; only this entry (ID prefix) or any; these kinds; at most
 # limit hits per kind (0: all).

@@ -6,7 +6,7 @@ import sqlite3
 
 from cloudvault.catalog.flagged import one_block_xz
 from cloudvault.catalog.query import Hit
-from cloudvault.models import record
+from cloudvault.record import record
 
 EntryFlag = record("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from cloudvault.models import record
+from cloudvault.record import record
 
 
 def secret_holders(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> set[tuple[int, str | None]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
-from cloudvault.models import record
+from cloudvault.record import record
 
 KINDS = ("entry", "doc", "file", "member", "restore", "run")
 COUNT_CAP = 100_000

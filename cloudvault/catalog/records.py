@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.rows import records_of
-from cloudvault.models import record
+from cloudvault.record import record
 
 Restore = record(
     "Restore", "id kind mirror_id entry_id name source source_hash target status detail started_at finished_at"

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from cloudvault.errors import MirrorNotFound, MirrorUnreachable
-from cloudvault.models import FileStat, record
+from cloudvault.models import FileStat
+from cloudvault.record import record
 
 REMOTE_BLOCK = 1 << 20  # ranged reads of this size; a frame costs about its own compressed size
 

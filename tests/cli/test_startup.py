@@ -33,10 +33,12 @@ def loaded_by(args: list[str], costly: tuple[str, ...] = COSTLY) -> str:
 
 
 # what each command must not load beyond COSTLY: json is only for sparse members (extract) and for show's settings
-# and records; bz2, lzma and zlib only for telling a .gz/.bz2/.xz archive's format (index) and for reading one
+# and records; bz2, lzma and zlib only for telling a .gz/.bz2/.xz archive's format (index) and for reading one; the
+# shared models (members, frames, file stats) and the atomic writer only where bytes are read or written
 DECOMPRESSORS = ("bz2", "lzma", "zlib", "_compression")
-NOT_USED = {"show": DECOMPRESSORS, "ls": ("json", "cloudvault.catalog.records", *DECOMPRESSORS),
-            "extract": ("json", *DECOMPRESSORS)}  # fmt: skip
+BYTE_PATH = ("cloudvault.models", "cloudvault.atomic")
+NOT_USED = {"show": (*DECOMPRESSORS, *BYTE_PATH), "ls": ("json", "cloudvault.catalog.records", *DECOMPRESSORS,
+            *BYTE_PATH), "extract": ("json", *DECOMPRESSORS)}  # fmt: skip
 
 
 @pytest.mark.parametrize("command", [["show", "014"], ["ls", "018"], ["extract", "018", "compaction_meta.json"]])

@@ -1,4 +1,4 @@
-"""models.record: a namedtuple made without compiling code (collections.namedtuple evals a __new__ for every class,
+"""record: a namedtuple made without compiling code (collections.namedtuple evals a __new__ for every class,
 ~70 microseconds of start-up each, a dozen of them before `vault extract` reads a byte). It must behave as the
 namedtuple it replaces: checked here against collections.namedtuple itself."""
 
@@ -13,7 +13,7 @@ from collections import namedtuple
 
 import pytest
 
-from cloudvault.models import record
+from cloudvault.record import record
 
 FIELDS = "path size mode blake3 archive"
 Made = record("Made", FIELDS, defaults=(None, None))
