@@ -39,6 +39,8 @@ class _Record(tuple):
             raise ValueError(f"Got unexpected field names: {list(changes)!r}")
         return made
 
+    __replace__ = _replace  # copy.replace (Python 3.13), as namedtuple has it
+
     def _asdict(self) -> dict:
         return dict(zip(self._fields, self, strict=True))
 

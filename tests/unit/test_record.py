@@ -69,6 +69,7 @@ def test_fields_defaults_make_replace_and_match_are_a_namedtuples():
     with pytest.raises(TypeError):
         Made._make([1, 2])
     assert tuple(made._replace(size=7, archive="a")) == tuple(std._replace(size=7, archive="a"))
+    assert made.__replace__(size=7) == made._replace(size=7)  # copy.replace, Python 3.13
     with pytest.raises(ValueError):
         made._replace(nope=1)
     with pytest.raises(AttributeError):
