@@ -84,10 +84,9 @@ def _unlink_if_there(path: str | os.PathLike) -> None:
         os.unlink(path)
 
 
-@contextlib.contextmanager
-def atomic_path(final: str | os.PathLike, *, force: bool = False, mode: int = 0o600) -> Iterator[str | os.PathLike]:
-    """A temp path beside final to fill (created empty with mode); renamed onto final when the block ends
-    without error, removed when it does not. final existing is DestinationExists unless force."""
+def _temp_beside(final: str | os.PathLike, force: bool) -> str | os.PathLike:
+    """The temp name beside final, its folder made and a stale temp of this pid removed; final existing is
+    DestinationExists unless force, and a folder is never replaced."""
     if os.path.isdir(final) and not os.path.islink(final):
         raise UsageError(detail=f"{final} is a folder; vault never replaces a folder with a file")
     if os.path.lexists(final) and not force:
@@ -95,10 +94,14 @@ def atomic_path(final: str | os.PathLike, *, force: bool = False, mode: int = 0o
     os.makedirs(os.path.dirname(os.fspath(final)) or ".", exist_ok=True)
     tmp = temp_name(final)
     _unlink_if_there(tmp)
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    return tmp
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: str | os.PathLike, final: str | os.PathLike) -> Iterator[None]:
+    """The temp file removed if the block fails; a full disk or quota is NoSpace, naming final."""
     try:
-        yield tmp
-        commit(tmp, final)
+        yield
     except OSError as exc:
         _unlink_if_there(tmp)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -109,11 +112,35 @@ def atomic_path(final: str | os.PathLike, *, force: bool = False, mode: int = 0o
         raise
 
 
+def _create(tmp: str | os.PathLike, mode: int) -> int:
+    return os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+
+
+@contextlib.contextmanager
+def atomic_path(final: str | os.PathLike, *, force: bool = False, mode: int = 0o600) -> Iterator[str | os.PathLike]:
+    """A temp path beside final to fill (created empty with mode); renamed onto final when the block ends
+    without error, removed when it does not. final existing is DestinationExists unless force."""
+    tmp = _temp_beside(final, force)
+    os.close(_create(tmp, mode))
+    with _removed_on_failure(tmp, final):
+        yield tmp
+        commit(tmp, final)
+
+
 @contextlib.contextmanager
 def atomic_write(final: str | os.PathLike, *, force: bool = False, mode: int = 0o600) -> Iterator[BinaryIO]:
-    """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds."""
-    with atomic_path(final, force=force, mode=mode) as tmp, open(tmp, "wb") as fh:
-        yield fh  # closed here, then fsynced and renamed by atomic_path
+    """An open binary file to write final's bytes into; final appears, whole, only if the block succeeds. The temp
+    file is created, written and fsynced through one descriptor (no second open to truncate it, whose close
+    starts a writeback on ext4, nor a third to fsync it)."""
+    tmp = _temp_beside(final, force)
+    fd = _create(tmp, mode)
+    with _removed_on_failure(tmp, final):
+        with open(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fd)
+        os.replace(tmp, final)
+        fsync_dir(os.path.dirname(os.fspath(final)) or ".")
 
 
 def write_text(final: str | os.PathLike, text: str, *, force: bool = True, mode: int = 0o644) -> None:

@@ -6,7 +6,6 @@ import os
 import posixpath
 import sqlite3
 import sys
-from collections import namedtuple
 from collections.abc import Callable
 
 from cloudvault.archive.formats import through_archive
@@ -28,12 +27,13 @@ from cloudvault.io.landing import Landing, write_symlink
 from cloudvault.io.members import MemberReader, MemberStream, read_order
 from cloudvault.models import Member
 from cloudvault.progress import Progress
+from cloudvault.record import record
 
-Written = namedtuple("Written", "path dest size blake3 archive status")
+Written = record("Written", "path dest size blake3 archive status")
 LINK_HINT = " (--allow-outside-links to create it anyway)"
 
 
-class ExtractReport(namedtuple("ExtractReport", "written not_written frames_read bytes_decompressed without_pieces")):
+class ExtractReport(record("ExtractReport", "written not_written frames_read bytes_decompressed without_pieces")):
     """What was written, and how much was decompressed to write it (the measure of a good seek): the typed result
     of `vault extract`, and its --json. not_written: --salvage's (member label, why) of what did not verify;
     without_pieces: members indexed before piece hashes, held back whole until verified."""
@@ -61,7 +61,7 @@ class _Tally:
 
 # What `vault extract` is asked: PATHs of one entry (globs, folders, x.tar.zst/inner), only from one archive or
 # any, written under dest (None: stdout) as options say.
-ExtractRequest = namedtuple("ExtractRequest", "entry paths archive dest options")
+ExtractRequest = record("ExtractRequest", "entry paths archive dest options")
 
 
 def extract_entry(conn: sqlite3.Connection, request: ExtractRequest,
@@ -163,7 +163,7 @@ def _refuse_name_clash(targets: list[Member]) -> None:
 # How `vault extract` writes: folders kept, existing files replaced, links out allowed; with salvage, a member
 # that is damaged or does not verify is left out (the report says why) and the rest are written. (A namedtuple:
 # extract's start-up imports no dataclasses.)
-ExtractOptions = namedtuple("ExtractOptions", "keep_path force allow_outside_links salvage", defaults=(False,) * 4)
+ExtractOptions = record("ExtractOptions", "keep_path force allow_outside_links salvage", defaults=(False,) * 4)
 
 
 def extract(

@@ -4,13 +4,13 @@ results. Namedtuples, not dataclasses: ls and show must start fast."""
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 
 from cloudvault.catalog import query  # query.resolve_entry looked up at the call
 from cloudvault.catalog.details import EntryDetails, entry_details, list_entry
+from cloudvault.record import record
 
 
-class Listing(namedtuple("Listing", "entry pattern hits")):
+class Listing(record("Listing", "entry pattern hits")):
     """The entry's ID, the glob asked (None: everything) and what matched (catalog.query.Hit: files, then members)."""
 
     __slots__ = ()

@@ -1,21 +1,22 @@
 """Small immutable records passed between the layers.
 
-They are namedtuples rather than dataclasses: `vault extract` and `vault search` must start in a few tens of
-milliseconds, and building dataclasses at import costs several.
+They are records (cloudvault/record.py: namedtuples made without compiling code) rather than dataclasses: `vault
+extract` and `vault search` must start in a few tens of milliseconds, and building dataclasses at import costs
+several.
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
+from cloudvault.record import record
 
 
-class Frame(namedtuple("Frame", "comp_offset comp_size raw_offset raw_size")):
+class Frame(record("Frame", "comp_offset comp_size raw_offset raw_size")):
     """One zstd frame: where it sits in the compressed file and which decompressed bytes it holds."""
 
     __slots__ = ()
 
 
-class NestedArchive(namedtuple("NestedArchive", "raw_offset raw_size format status member_path member_offset")):
+class NestedArchive(record("NestedArchive", "raw_offset raw_size format status member_path member_offset")):
     """An archive member read once more as a tar archive (archive/nested.py): its decoded bytes sit at raw_offset in
     the outer archive's raw space (past the outer's own), raw_size of them, in format; status is its scan's outcome;
     member_path and member_offset name the outer member (its data offset) whose verified bytes it is."""
@@ -24,7 +25,7 @@ class NestedArchive(namedtuple("NestedArchive", "raw_offset raw_size format stat
 
 
 class FileStat(
-    namedtuple("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
+    record("FileStat", "path raw_path kind size mtime_ns ctime_ns inode mode link_target", defaults=(None,))
 ):
     """What a walk of the mirror sees of one path (kind: file | symlink); the signature decides a re-index."""
 
@@ -35,14 +36,14 @@ class FileStat(
         return (self.size, self.mtime_ns, self.inode, self.ctime_ns)
 
 
-class Flag(namedtuple("Flag", "kind detail member", defaults=(None,))):
+class Flag(record("Flag", "kind detail member", defaults=(None,))):
     """Something worth a warning: damage, an unsafe path, a secret (never its value)."""
 
     __slots__ = ()
 
 
 class Member(
-    namedtuple(
+    record(
         "Member",
         "mirror_id entry_id path raw_path type size mode mtime blake3 link_target archive file_id data_offset "
         "raw_link_target sparse_map",
@@ -64,7 +65,7 @@ class Member(
         return f"{self.archive.rsplit('/', 1)[-1]} :: {self.path}" if self.archive else self.path
 
 
-class Entry(namedtuple("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
+class Entry(record("Entry", "mirror entry_id what node_gpu measured size_text key_files caution settings_json")):
     """One top-level directory of a mirror, with its manifest metadata."""
 
     __slots__ = ()

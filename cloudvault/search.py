@@ -5,18 +5,18 @@ Namedtuples, not dataclasses: the search process must start fast."""
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 
 from cloudvault.catalog import query
 from cloudvault.catalog.flagged import all_flags, searched_documents
 from cloudvault.catalog.query import KINDS, search
+from cloudvault.record import record
 
 # What `vault search` is asked: every term must match; only this entry (ID prefix) or any; these kinds; at most
 # limit hits per kind (0: all).
-SearchRequest = namedtuple("SearchRequest", "terms entry kinds limit")
+SearchRequest = record("SearchRequest", "terms entry kinds limit")
 
 
-class Searched(namedtuple("Searched", "query hits totals cautions documents")):
+class Searched(record("Searched", "query hits totals cautions documents")):
     """Hits by kind (catalog.query.Hit), each kind's total, the cautions of the entries hit, and how many
     documents' text was searched (the rest is known by name)."""
 
@@ -31,7 +31,7 @@ class Searched(namedtuple("Searched", "query hits totals cautions documents")):
                 "results": [h.to_json() for kind in KINDS for h in self.hits.get(kind, ())]}  # fmt: skip
 
 
-class Flags(namedtuple("Flags", "flags")):
+class Flags(record("Flags", "flags")):
     """Every flag of the catalog, or of one kind (catalog.flagged.Flag)."""
 
     __slots__ = ()

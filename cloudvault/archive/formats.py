@@ -8,10 +8,6 @@ tar header.
 
 from __future__ import annotations
 
-import bz2
-import lzma
-import zlib
-
 HEAD = 64 << 10  # the bytes a caller reads from the start of a file for archive_format
 
 OPENED = ("tar.zst", "tar", "tar.gz", "tar.bz2", "tar.xz", "zip")  # formats whose members vault indexes
@@ -109,12 +105,18 @@ def _compression(head: bytes) -> str | None:
 
 def _decompressed_head(compressed: str, head: bytes) -> bytes:
     """The first decompressed bytes the head holds (empty when it holds none that decode)."""
-    try:
+    try:  # each decoder imported here, for the format it reads: `vault extract` imports this module for through_archive
         if compressed == "gz":
+            import zlib
+
             return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 1024)
         if compressed == "bz2":
+            import bz2
+
             return bz2.BZ2Decompressor().decompress(head, 1024)
         if compressed == "xz":
+            import lzma
+
             return lzma.LZMADecompressor().decompress(head, 1024)
         import io
 

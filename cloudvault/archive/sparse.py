@@ -13,7 +13,6 @@ from cloudvault.archive.numbers import parse_number
 
 Piece = tuple[int, int]
 CHUNK = 1 << 20
-ZEROS = memoryview(bytes(CHUNK))
 
 
 class SparseMapError(ValueError):

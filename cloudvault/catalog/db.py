@@ -8,7 +8,6 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cloudvault.atomic import atomic_path
 from cloudvault.catalog import migrations
 from cloudvault.catalog.migrations import SCHEMA_VERSION
 from cloudvault.errors import (
@@ -51,6 +50,8 @@ def _uri_path(path: str) -> str:
 
 def _create(path: str) -> None:
     """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
+    from cloudvault.atomic import atomic_path  # here: `vault show` and `vault ls` never write a file
+
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:

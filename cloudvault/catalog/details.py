@@ -2,41 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections import namedtuple
-from typing import NamedTuple
 
-from cloudvault.catalog import records
 from cloudvault.catalog.flagged import one_block_xz
 from cloudvault.catalog.query import Hit
+from cloudvault.record import record
 
-EntryFlag = namedtuple("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
+EntryFlag = record("EntryFlag", "kind path member detail")  # a flag of one of the entry's files
+
+# The fields of EntryDetails. key_files and flags (EntryFlag) are tuples, settings a dict; archive_formats: archives
+# by the format the index recorded (archive/formats.py's names); one_block_xz: large xz archives of one block (path ->
+# decompressed bytes), read from their start; restores and runs: catalog.records' Restore (detail parsed) and Run
+# (summary parsed), tuples of them.
+_DETAILS = ("mirror entry what node_gpu measured size_text key_files caution settings present files archives "
+            "archive_formats members bytes_on_disk environment flags one_block_xz restores runs")  # fmt: skip
 
 
-class EntryDetails(NamedTuple):
-    """One entry as `vault show` tells it. (A named tuple: dataclasses costs `show` ~5 ms of start-up.)"""
+class EntryDetails(record("EntryDetails", _DETAILS)):
+    """One entry as `vault show` tells it. (A record, models.record: a typing.NamedTuple compiles each field's
+    annotation at import, and dataclasses cost more: ~1 ms and ~5 ms of every `vault show` and `vault ls`.)"""
 
-    mirror: str
-    entry: str
-    what: str
-    node_gpu: str
-    measured: str
-    size_text: str
-    key_files: tuple[str, ...]
-    caution: str
-    settings: dict
-    present: bool
-    files: int
-    archives: int
-    archive_formats: dict[str, int]  # archives by the format the index recorded (archive/formats.py's names)
-    members: int
-    bytes_on_disk: int
-    environment: str | None
-    flags: tuple[EntryFlag, ...]
-    one_block_xz: dict[str, int]  # large xz archives of one block (path -> decompressed bytes): read from their start
-    restores: tuple[records.Restore, ...]  # detail parsed
-    runs: tuple[records.Run, ...]  # summary parsed
+    __slots__ = ()
 
     def to_json(self) -> dict:
         return self._asdict() | {"key_files": list(self.key_files), "flags": [f._asdict() for f in self.flags],
@@ -45,6 +31,10 @@ class EntryDetails(NamedTuple):
 
 
 def entry_details(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> EntryDetails:
+    import json  # here, with records (the writers of restores and runs): `vault ls` loads neither
+
+    from cloudvault.catalog import records
+
     row = conn.execute(
         "SELECT m.name, e.what, e.node_gpu, e.measured, e.size_text, e.key_files, e.caution, e.settings, e.present "
         "FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE e.mirror_id = ? AND e.entry_id = ?",

@@ -4,7 +4,8 @@ place or damaged since they were recorded (no read path hands out their bytes)."
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
+
+from cloudvault.record import record
 
 
 def secret_holders(conn: sqlite3.Connection, mirror_id: int, entry_id: str) -> set[tuple[int, str | None]]:
@@ -29,7 +30,7 @@ def secret_flags(conn: sqlite3.Connection, targets) -> list[tuple[str, str]]:
 
 
 # One flag of the catalog, where it is and why: `archive` is its file's path when that file is an archive.
-Flag = namedtuple("Flag", "entry path archive member kind detail")
+Flag = record("Flag", "entry path archive member kind detail")
 
 
 def all_flags(conn: sqlite3.Connection, kind: str | None = None) -> list[Flag]:

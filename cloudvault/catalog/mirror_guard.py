@@ -32,13 +32,44 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def _folders_of(path: str) -> set[tuple[int, int]] | None:
+    """The identities (device, inode) of a resolved path and of each folder above it; None when it is not all
+    there (or cannot be looked at)."""
+    held = set()
+    while True:
+        try:
+            found = os.stat(path)
+        except OSError:
+            return None
+        held.add((found.st_dev, found.st_ino))
+        parent = os.path.dirname(path)
+        if parent == path:
+            return held
+        path = parent
+
+
 def mirror_holding(path: str | os.PathLike, roots: Iterable[str]) -> str | None:
-    """The root (as given) of the local mirror that path is inside or is, else None."""
+    """The root (as given) of the local mirror that path is inside or is, else None.
+
+    The path is resolved once. Where it exists, a root holds it when the root, its links followed, is one of the
+    folders the path resolves through, compared by identity (one stat a root: the registry may list hundreds); a
+    root that is not there cannot hold a path that is. A path not there yet is compared as text with each root
+    resolved."""
     target = _resolved(path)
+    folders = _folders_of(target)
     for root in roots:
         if "://" in root and not root.startswith("file://"):
             continue
-        if _inside(target, _resolved(root.removeprefix("file://"))):
+        local = root.removeprefix("file://")
+        if folders is None:
+            if _inside(target, _resolved(local)):
+                return root
+            continue
+        try:
+            found = os.stat(local)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) in folders:
             return root
     return None
 

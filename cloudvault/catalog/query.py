@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from collections import namedtuple
 
 from cloudvault.errors import AmbiguousEntry, EntryNotFound
+from cloudvault.record import record
 
 KINDS = ("entry", "doc", "file", "member", "restore", "run")
 COUNT_CAP = 100_000
 
 
-class Hit(namedtuple("Hit", "kind entry path archive size blake3 mirror text")):
+class Hit(record("Hit", "kind entry path archive size blake3 mirror text")):
     """One search or listing result; `archive` is the archive's mirror path for members, else None.
 
     A namedtuple, not a dataclass: the search process must start fast, and dataclasses costs milliseconds.
@@ -70,16 +70,16 @@ def _like_clause(column: str, terms: list[str]) -> tuple[str, list[str]]:
 
 # -- entries ----------------------------------------------------------------------------------------------------
 def resolve_entry(conn: sqlite3.Connection, query: str) -> tuple[int, str, str]:
-    """(mirror_id, entry_id, mirror name) of the one entry that query names exactly or by unique prefix."""
-    sql = "SELECT e.mirror_id, e.entry_id, m.name FROM entries e JOIN mirrors m ON m.id = e.mirror_id WHERE "
+    """(mirror_id, entry_id, mirror name) of the one entry that query names exactly or by unique prefix. One query:
+    the entries it is a prefix of, those it names exactly marked (no index serves either: entries are few)."""
     mirror, _, name = query.rstrip("/").rpartition(":")  # shell completion adds the slash
     extra, args = ("m.name = ? AND ", [mirror]) if mirror else ("", [])
-    rows = conn.execute(sql + extra + "e.entry_id = ? AND e.entry_id != ''", [*args, name]).fetchall()
-    if not rows:
-        pattern = like_escape(name) + "%"
-        rows = conn.execute(
-            sql + extra + "e.entry_id LIKE ? ESCAPE '\\' AND e.entry_id != '' ORDER BY e.entry_id", [*args, pattern]
-        ).fetchall()
+    found = conn.execute(
+        "SELECT e.mirror_id, e.entry_id, m.name, e.entry_id = ? FROM entries e JOIN mirrors m ON m.id = e.mirror_id "
+        f"WHERE {extra}e.entry_id LIKE ? ESCAPE '\\' AND e.entry_id != '' ORDER BY e.entry_id, e.mirror_id",
+        [name, *args, like_escape(name) + "%"],
+    ).fetchall()
+    rows = [row[:3] for row in found if row[3]] or [row[:3] for row in found]  # named exactly, else by prefix
     if len(rows) == 1:
         return rows[0]
     if not rows:

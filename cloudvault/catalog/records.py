@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import namedtuple
 from datetime import UTC, datetime
 
 from cloudvault.catalog.db import transaction
 from cloudvault.catalog.rows import records_of
+from cloudvault.record import record
 
-Restore = namedtuple(
+Restore = record(
     "Restore", "id kind mirror_id entry_id name source source_hash target status detail started_at finished_at"
 )
-Run = namedtuple(
+Run = record(
     "Run",
     "id run_id recipe recipe_hash mirror_id entry_id executor job_id folder status verdict summary started_at "
     "finished_at",

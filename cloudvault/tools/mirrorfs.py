@@ -10,12 +10,12 @@ import contextlib
 import os
 import stat
 import sys
-from collections import namedtuple
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from cloudvault.errors import MirrorNotFound, MirrorUnreachable
 from cloudvault.models import FileStat
+from cloudvault.record import record
 
 REMOTE_BLOCK = 1 << 20  # ranged reads of this size; a frame costs about its own compressed size
 
@@ -190,7 +190,7 @@ def require_mirror(mirror) -> None:
 
 
 # -- walking a local directory ----------------------------------------------------------------------------
-class WalkProblem(namedtuple("WalkProblem", "path detail")):
+class WalkProblem(record("WalkProblem", "path detail")):
     """A directory or file the walk could not read; it becomes a flag, and the walk goes on."""
 
     __slots__ = ()
