@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import logging
 import os
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 from cloudvault.errors import VaultError
-from cloudvault.mount.frames import Sources
+from cloudvault.mount.frames import Sources, bytes_address
 from cloudvault.mount.session import MountFailed, import_mfusepy, mounted
 from cloudvault.mount.tree import Node, Tree
 
@@ -37,11 +38,10 @@ LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a sig
 
 
 class Handle:
-    """One open file: its node and its verified reads."""
+    """One open file: its path, its node and its verified reads."""
 
-    def __init__(self, node: Node, read) -> None:
-        self.node = node
-        self.read = read
+    def __init__(self, path: str, node: Node, read) -> None:
+        self.path, self.node, self.read = path, node, read
 
 
 class VaultFS:
@@ -125,27 +125,42 @@ class VaultFS:
         with self._lock:
             fh = self._next
             self._next += 1
-            self.handles[fh] = Handle(node, read)
+            self.handles[fh] = Handle(path, node, read)
         return fh
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        buffer = ctypes.create_string_buffer(max(0, size))
+        return buffer.raw[: self.read_into(path, ctypes.addressof(buffer), size, offset, fh)]
+
+    def read_into(self, path: str | None, address: int, size: int, offset: int, fh: int) -> int:
+        """Bytes [offset, offset + size) of the open file fh written at address (libfuse's buffer), copied once
+        from where their piece verified; how many (fewer at the file's end)."""
         handle = self.handles.get(fh)
         if handle is None:
             raise self.error(errno.EBADF)
         size = max(0, min(size, handle.node.size - offset))
+        if not size:
+            return 0
         try:
-            data = handle.read(offset, size) if size else b""
-            if len(data) != size:
-                raise OSError(f"{len(data)} bytes where the catalog has {size}")
+            parts = handle.read.parts(offset, size) if hasattr(handle.read, "parts") else None
+            if parts is None:
+                data = handle.read(offset, size)
+                parts = [(data, bytes_address(data), len(data))]
+            done = 0
+            for _, at, n in parts:  # the holders keep each part's memory where it is until the copy is done
+                ctypes.memmove(address + done, at, min(n, size - done))
+                done += n
+            if done != size:
+                raise OSError(f"{done} bytes where the catalog has {size}")
         except VaultError as exc:
-            log.error("vault mount: EIO %s: %s", path, exc.message)
+            log.error("vault mount: EIO %s: %s", path or handle.path, exc.message)
             raise self.error(errno.EIO) from None
         except OSError as exc:
             if isinstance(exc, import_mfusepy().FuseOSError):
                 raise
-            log.error("vault mount: EIO %s: %s", path, exc)
+            log.error("vault mount: EIO %s: %s", path or handle.path, exc)
             raise self.error(errno.EIO) from None
-        return data
+        return size
 
     def release(self, path: str, fh: int) -> int:
         handle = self.handles.pop(fh, None)
@@ -174,9 +189,21 @@ def _fuse_error(code: int) -> OSError:
 def make_operations(vfs: VaultFS):
     """An mfusepy.Operations whose reads are vfs's and whose writes are EROFS."""
     mfusepy = import_mfusepy()
-    methods = {name: _bound(getattr(vfs, name)) for name in READS}
+    methods = {name: _bound(getattr(vfs, name)) for name in (*READS, "read_into")}
     methods.update({name: _bound(vfs.read_only) for name in WRITES})
     return type("VaultOperations", (mfusepy.Operations,), methods)()
+
+
+def fuse_binding(mfusepy):
+    """mfusepy's FUSE, but a read is written into libfuse's buffer by the operations' read_into (one copy, from
+    where the bytes verified) rather than returned as bytes for mfusepy to copy."""
+
+    class VaultFUSE(mfusepy.FUSE):
+        def read(self, path, buf, size, offset, fip) -> int:
+            address = ctypes.cast(buf, ctypes.c_void_p).value
+            return self.operations.read_into(None, address, size, offset, fip.contents.fh)
+
+    return VaultFUSE
 
 
 def _bound(fn):
@@ -198,7 +225,7 @@ def serve(tree, sources, mountpoint: Path, *, allow_flagged: bool = False, debug
         caches = {"kernel_cache": True, "attr_timeout": KERNEL_CACHE_S, "entry_timeout": KERNEL_CACHE_S,
                   "negative_timeout": KERNEL_CACHE_S}  # fmt: skip
         with stopping_signals_to_libfuse():
-            mfusepy.FUSE(ops, str(mountpoint), foreground=True, ro=True, nothreads=False, fsname="cloudvault",
+            fuse_binding(mfusepy)(ops, str(mountpoint), foreground=True, ro=True, nothreads=False, fsname="cloudvault",
                          subtype="vault", debug=debug, max_threads=MAX_THREADS, **caches)  # fmt: skip
     except RuntimeError as exc:
         if str(exc) == str(LOOP_ENDED_BY_SIGNAL) and not mounted(mountpoint):

@@ -22,3 +22,107 @@ def test_decoded_frames_are_private_memory_not_shared_memory():
     for at in range(0, len(buffer), 4096):
         buffer[at] = 1
     assert _rss_shmem_kib() - before < 1024, "the frame's pages are shared memory"
+
+
+def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
+    """A catalog of one multi-frame archive (as pzstd writes, of frames of 1 MiB raw) holding members, as tarfile
+    wrote them."""
+    import io
+    import tarfile
+
+    import zstandard
+
+    entry = tmp_path / "mirror" / "018_reads"
+    entry.mkdir(parents=True)
+    raw = tmp_path / "reads.tar"
+    with tarfile.open(raw, "w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tar, step = raw.read_bytes(), 1 << 20
+    frames = [
+        zstandard.ZstdCompressor(write_checksum=True).compress(tar[at : at + step]) for at in range(0, len(tar), step)
+    ]
+    (entry / "reads.tar.zst").write_bytes(b"".join(frames))
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(tmp_path / "mirror")).code == 0
+    return db
+
+
+def _sources(db: Path, cache_bytes: int):
+    from cloudvault.catalog.db import open_shared_reader
+    from cloudvault.io.members import PieceCache
+    from cloudvault.mount.frames import FrameCache, Sources
+    from cloudvault.mount.tree import build_tree
+
+    conn = open_shared_reader(str(db))
+    tree = build_tree(conn)
+    return conn, tree, Sources(conn, FrameCache(cache_bytes), tree.lock, PieceCache(64 << 20))
+
+
+def _node(tree, name: str):
+    (path,) = [p for p in tree.nodes if p.endswith("/reads.tar.zst") and tree.nodes[p].is_dir]
+    return tree.lookup(f"{path}/{name}")
+
+
+def test_a_piece_checked_where_its_frame_was_decoded_is_checked_again_once_that_memory_holds_another_frame(
+    tmp_path, vault
+):
+    """The frame cache may let a frame go while the piece cache still says a piece of it verified: its memory then
+    decodes other frames, so the piece is decoded and checked again, never read from where it was."""
+    import gc
+    import os
+
+    members = {f"part{i:02d}.bin": os.urandom(300_000) * 3 for i in range(24)}  # 900 KB each, frames of 1 MiB
+    db = _pzstd_catalog(tmp_path, vault, members)
+    conn, tree, sources = _sources(db, 16 << 20)  # 14 frames at a time and 2 freed ones kept for the next: reading
+    # all 21 lets the first go and its memory decode later ones
+    try:
+        first = sources.reader(_node(tree, "part00.bin").data)
+        assert first(0, 900_000) == members["part00.bin"]
+        for name, data in members.items():
+            assert sources.reader(_node(tree, name).data)(0, len(data)) == data
+        gc.collect()
+        assert first(0, 900_000) == members["part00.bin"]
+        assert first(123_456, 5) == members["part00.bin"][123_456:123_461]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_a_read_hands_fuse_the_verified_bytes_without_copying_them_on_the_python_heap(tmp_path, vault):
+    """VaultFS.read_into writes a read straight into libfuse's buffer from the memory its piece was decoded into
+    and checked in: no piece-sized or read-sized bytes object is made (tracemalloc's peak stays small), and the
+    bytes are tarfile's."""
+    import ctypes
+    import os
+    import tracemalloc
+
+    from cloudvault.mount.fs import VaultFS
+
+    data = os.urandom(1 << 20) * 3  # three pieces
+    db = _pzstd_catalog(tmp_path, vault, {"big.bin": data})
+    conn, tree, sources = _sources(db, 64 << 20)
+    vfs = VaultFS(tree, sources)
+    try:
+        (path,) = [p for p in tree.nodes if p.endswith("/reads.tar.zst")]
+        fh = vfs.open(f"{path}/big.bin", os.O_RDONLY)
+        buf = ctypes.create_string_buffer(1 << 17)
+        address = ctypes.addressof(buf)
+        vfs.read_into(None, address, 1 << 17, 0, fh)  # the first read: the archive opened, its first frame begun
+        tracemalloc.start()
+        try:
+            got = []
+            for offset in range(0, len(data), 1 << 17):
+                n = vfs.read_into(None, address, 1 << 17, offset, fh)
+                got.append(buf.raw[:n])
+            peak = tracemalloc.get_traced_memory()[1] - sum(len(g) + 64 for g in got)
+        finally:
+            tracemalloc.stop()
+        assert b"".join(got) == data
+        assert peak < 64 << 10, f"{peak} bytes allocated beyond what the test kept"
+        vfs.release(None, fh)
+    finally:
+        sources.close()
+        conn.close()
