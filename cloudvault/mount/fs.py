@@ -34,6 +34,7 @@ XATTR_BLAKE3 = "user.cloudvault.blake3"
 XATTR_SOURCE = "user.cloudvault.source"
 MAX_THREADS = 16
 KERNEL_CACHE_S = 3600  # the tree and its bytes never change while mounted: the kernel may keep what it was told
+KEPT_LISTINGS = 16  # folders whose listing (names and attributes) is kept for the kernel's next part of it
 LOOP_ENDED_BY_SIGNAL = 8  # fuse_main's return when its loop was ended (by a signal the handlers caught)
 
 
@@ -52,6 +53,7 @@ class VaultFS:
         self.sources = sources
         self.allow_flagged = allow_flagged
         self.handles: dict[int, Handle] = {}
+        self._listings: dict[str, list] = {}  # the last KEPT_LISTINGS folders listed, oldest first
         self._next = 1
         self._lock = threading.Lock()
         self.uid, self.gid = os.getuid(), os.getgid()
@@ -65,7 +67,9 @@ class VaultFS:
         return node
 
     def getattr(self, path: str, fh=None) -> dict:
-        node = self._node(path)
+        return self.attributes(self._node(path))
+
+    def attributes(self, node: Node) -> dict:
         mtime = node.mtime_ns or self.started
         return {"st_mode": node.mode, "st_size": node.size, "st_nlink": 2 if node.is_dir else 1,
                 "st_uid": self.uid, "st_gid": self.gid, "st_mtime": mtime / 1e9, "st_ctime": mtime / 1e9,
@@ -76,6 +80,26 @@ class VaultFS:
         if not node.is_dir:
             raise self.error(errno.ENOTDIR)
         return [".", "..", *self.tree.names(path)]
+
+    def listing(self, path: str) -> list[tuple[str, dict | None]]:
+        """The folder's names, each with its attributes where they are at hand (its node kept by the listing),
+        for READDIRPLUS: the kernel then has each entry and never looks it up. The last few listings are kept: the
+        kernel asks for a long one in parts, and the tree never changes while mounted."""
+        with self._lock:
+            found = self._listings.get(path)
+        if found is not None:
+            return found
+        names = self.readdir(path, None)
+        prefix = path.rstrip("/")
+        found = [(name, None) for name in names[:2]]
+        for name in names[2:]:
+            node = self.tree.kept(f"{prefix}/{name}")
+            found.append((name, None if node is None else self.attributes(node)))
+        with self._lock:
+            self._listings[path] = found
+            while len(self._listings) > KEPT_LISTINGS:
+                self._listings.pop(next(iter(self._listings)))
+        return found
 
     def readlink(self, path: str) -> str:
         node = self._node(path)
@@ -176,9 +200,14 @@ class VaultFS:
         return _fuse_error(code)
 
 
+READDIR_PLUS = 1  # libfuse's fuse_readdir_flags: the kernel asked for READDIRPLUS
+FILL_DIR_PLUS = 2  # fuse_fill_dir_flags: this entry's attributes are whole (the kernel keeps them)
+CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h: READDIRPLUS only for a listing's first part, or after lookups
+
 WRITES = ("chmod", "chown", "create", "mkdir", "mknod", "rename", "rmdir", "symlink", "link", "truncate",
           "unlink", "utimens", "write", "setxattr", "removexattr")  # fmt: skip
 READS = ("getattr", "readdir", "readlink", "listxattr", "getxattr", "statfs", "open", "read", "release")
+MORE = ("read_into", "listing")  # what fuse_binding's FUSE calls besides mfusepy's operations
 
 
 def _fuse_error(code: int) -> OSError:
@@ -189,7 +218,7 @@ def _fuse_error(code: int) -> OSError:
 def make_operations(vfs: VaultFS):
     """An mfusepy.Operations whose reads are vfs's and whose writes are EROFS."""
     mfusepy = import_mfusepy()
-    methods = {name: _bound(getattr(vfs, name)) for name in (*READS, "read_into")}
+    methods = {name: _bound(getattr(vfs, name)) for name in (*READS, *MORE)}
     methods.update({name: _bound(vfs.read_only) for name in WRITES})
     return type("VaultOperations", (mfusepy.Operations,), methods)()
 
@@ -202,6 +231,26 @@ def fuse_binding(mfusepy):
         def read(self, path, buf, size, offset, fip) -> int:
             address = ctypes.cast(buf, ctypes.c_void_p).value
             return self.operations.read_into(None, address, size, offset, fip.contents.fh)
+
+        def init_fuse_3(self, conn, config) -> None:
+            super().init_fuse_3(conn, config)
+            if conn:  # READDIRPLUS on every listing, not only its first part: a folder's later entries too
+                conn.contents.want &= ~CAP_READDIRPLUS_AUTO
+
+        def readdir_fuse_3(self, path, buf, filler, offset, fip, flags) -> int:
+            """READDIRPLUS in libfuse's offset mode (entry i's offset i + 1: only then does libfuse pass the
+            attributes on), from offset, as many as the kernel's buffer takes."""
+            if not flags & READDIR_PLUS:
+                return super().readdir_fuse_3(path, buf, filler, offset, fip, flags)
+            st = mfusepy.c_stat()
+            entries = self.operations.listing(path.decode(self.encoding, self.errors))
+            for at in range(offset, len(entries)):
+                name, attrs = entries[at]
+                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+                mfusepy.set_st_attrs(st, attrs or {"st_mode": stat.S_IFDIR}, use_ns=self.use_ns)
+                if filler(buf, name.encode(self.encoding, self.errors), st, at + 1, FILL_DIR_PLUS if attrs else 0):
+                    break
+            return 0
 
     return VaultFUSE
 

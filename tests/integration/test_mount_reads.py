@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from integration.test_mount import fuse  # noqa: F401  (fixture)
+
 
 def _rss_shmem_kib() -> int:
     status = Path("/proc/self/status").read_text().splitlines()
@@ -126,3 +130,48 @@ def test_a_read_hands_fuse_the_verified_bytes_without_copying_them_on_the_python
     finally:
         sources.close()
         conn.close()
+
+
+@pytest.mark.fuse
+def test_a_listed_folders_entries_come_with_their_attributes_so_opening_each_asks_the_mount_no_lookup(
+    tmp_path,
+    vault,
+    fuse,  # noqa: F811
+):
+    """A listing answers READDIRPLUS with each entry's attributes, as often as the kernel asks: `grep -r` (read
+    the folder, then open and read each file) costs the mount no LOOKUP per file, and the bytes and sizes are
+    tarfile's."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from cloudvault.mount.session import mounted
+
+    members = {f"logs/run_{i:04d}.log": f"step {i} loss {i / 7:.4f}\n".encode() * (1 + i % 50) for i in range(600)}
+    db = _pzstd_catalog(tmp_path, vault, members)
+    point, log = tmp_path / "point", tmp_path / "fuse.log"
+    point.mkdir()
+    options = {"catalog": str(db), "mountpoint": str(point), "debug": True}
+    with open(log, "wb") as err:
+        serving = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault.mount.serve", json.dumps(options)],
+                                   stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+    try:
+        folder = point / "mirror" / "018_reads" / "reads.tar.zst" / "logs"
+        for _ in range(500):
+            if mounted(point) and folder.exists():
+                break
+            time.sleep(0.02)
+        names = sorted(os.listdir(folder))
+        assert len(names) == len(members)
+        before = log.read_text(errors="replace").count("LOOKUP")
+        for name in names:
+            path = folder / name
+            assert os.stat(path).st_size == len(members[f"logs/{name}"])
+            assert path.read_bytes() == members[f"logs/{name}"]
+        lookups = log.read_text(errors="replace").count("LOOKUP") - before
+        assert lookups == 0, f"{lookups} lookups for {len(names)} files already listed"
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(point)], check=False)
+        serving.wait(timeout=30)
