@@ -228,6 +228,11 @@ def fuse_binding(mfusepy):
     where the bytes verified) rather than returned as bytes for mfusepy to copy."""
 
     class VaultFUSE(mfusepy.FUSE):
+        def _wrapper(self, func, *args, **kwargs):
+            if not getattr(_thread_state, "kept", False):
+                keep_thread_state()
+            return super()._wrapper(func, *args, **kwargs)
+
         def read(self, path, buf, size, offset, fip) -> int:
             address = ctypes.cast(buf, ctypes.c_void_p).value
             return self.operations.read_into(None, address, size, offset, fip.contents.fh)
@@ -253,6 +258,18 @@ def fuse_binding(mfusepy):
             return 0
 
     return VaultFUSE
+
+
+_thread_state = threading.local()
+
+
+def keep_thread_state() -> None:
+    """Keep this libfuse thread's Python thread state for its next callbacks. Python makes one for each callback
+    on a thread it did not start and drops it after, with its 16 KiB frame stack mapped and unmapped each time
+    (an unmap in a threaded process interrupts every other CPU to flush its TLB): three per file `grep -r` reads.
+    One more PyGILState_Ensure, never released, keeps it (libfuse keeps its threads: at most max_threads)."""
+    ctypes.pythonapi.PyGILState_Ensure()
+    _thread_state.kept = True
 
 
 def _bound(fn):

@@ -188,3 +188,62 @@ def test_the_mount_uses_zstd_once_before_it_serves_so_the_first_read_does_not_pa
     monkeypatch.setattr(serving, "serve", lambda *a, **k: seen.append(frames.decoder_warmed()))
     serving.serve_catalog(MountOptions(catalog=str(demo_catalog), mountpoint=Path("/nonexistent")))
     assert seen == [True]
+
+
+@pytest.mark.fuse
+def test_a_libfuse_thread_keeps_its_python_thread_state_from_one_callback_to_the_next(
+    tmp_path,
+    vault,
+    fuse,  # noqa: F811
+):
+    """Python makes a thread state for a callback on a thread it did not start and drops it after (with a 16 KiB
+    frame stack mapped and unmapped each time, three times per file `grep -r` reads): the mount's FUSE keeps
+    each libfuse thread's, so what one callback left in a threading.local is there for that thread's next."""
+    import os
+    import subprocess
+    import threading
+    import time
+
+    import mfusepy
+
+    from cloudvault.mount.fs import MAX_THREADS, VaultFS, fuse_binding, make_operations
+    from cloudvault.mount.session import mounted
+
+    members = {f"logs/run_{i:03d}.log": b"step %d\n" % i * (1 + i) for i in range(200)}
+    db = _pzstd_catalog(tmp_path, vault, members)
+    conn, tree, sources = _sources(db, 64 << 20)
+    vfs = VaultFS(tree, sources)
+    local, calls, forgotten = threading.local(), [], []
+    seen: set[int] = set()
+    getattr_of = vfs.getattr
+
+    def getattr_remembering(path, fh=None):
+        me = threading.get_native_id()
+        calls.append(me)
+        if me in seen and not getattr(local, "here", False):
+            forgotten.append(me)
+        seen.add(me)
+        local.here = True
+        return getattr_of(path, fh)
+
+    vfs.getattr = getattr_remembering
+    point = tmp_path / "point"
+    point.mkdir()
+    serving = threading.Thread(target=fuse_binding(mfusepy), daemon=True,
+                               args=(make_operations(vfs), str(point)),
+                               kwargs={"foreground": True, "ro": True, "max_threads": MAX_THREADS})  # fmt: skip
+    serving.start()
+    try:
+        for _ in range(500):
+            if mounted(point) and (point / "mirror").exists():
+                break
+            time.sleep(0.02)
+        for name in members:  # not listed first: each stat is a LOOKUP, a getattr callback
+            os.stat(point / "mirror" / "018_reads" / "reads.tar.zst" / name)
+        assert len(calls) > 2 * len(set(calls)), "too few callbacks per thread to tell"
+        assert forgotten == [], f"{len(forgotten)} of {len(calls)} callbacks found a fresh thread state"
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(point)], check=False)
+        serving.join(timeout=30)
+        sources.close()
+        conn.close()
