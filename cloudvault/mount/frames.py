@@ -117,14 +117,14 @@ def _rounded(size: int) -> int:
 
 
 def _private_mapping(size: int, populate: bool = False) -> mmap.mmap:
-    """size bytes of private anonymous memory, in huge pages where the system allows (MADV_HUGEPAGE, before any
-    page is touched); populate: faulted in now."""
-    buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    """size bytes of private anonymous memory: faulted in now (populate: the kept buffers, made at the mount's
+    start, where a huge page's compaction could stall it), else in huge pages where the system allows them."""
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    if populate:
+        return mmap.mmap(-1, size, flags=flags | getattr(mmap, "MAP_POPULATE", 0))
+    buffer = mmap.mmap(-1, size, flags=flags)
     with contextlib.suppress(AttributeError, OSError):  # no madvise, or no transparent huge pages here
         buffer.madvise(mmap.MADV_HUGEPAGE)
-    if populate:
-        for at in range(0, size, mmap.PAGESIZE):
-            buffer[at] = 0
     return buffer
 
 
