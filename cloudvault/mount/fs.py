@@ -4,7 +4,10 @@
 - Every read returns only bytes of pieces that matched the catalog's piece hashes (`io.members.VerifiedRanges`:
   the pieces covering the range are read whole and checked first, and kept verified in a cache). A piece that
   does not match is EIO for any read touching it, with one log line naming the file and the piece's offset; so
-  is a damaged frame or a stale archive. The pieces before and after it still read.
+  is a damaged frame or a stale archive. The pieces before and after it still read. A piece in cached frames is
+  checked where it was decoded and copied once, from there into libfuse's buffer (fuse_binding's read).
+- A listing answers READDIRPLUS with its entries' attributes, so the kernel opens a listed folder's files with no
+  lookup each; each libfuse thread keeps its Python thread state from one callback to the next.
 - Anything that would change the tree is EROFS. A member flagged as a secret lists (its flag in the xattr
   `user.cloudvault.flag`) but opening it is EACCES unless the mount allows flagged members.
 """
