@@ -17,8 +17,8 @@ def _rss_shmem_kib() -> int:
 
 
 def test_decoded_frames_are_private_memory_not_shared_memory():
-    """A frame's buffer is a private anonymous mapping: its pages fault in as plain anonymous memory (eligible
-    for huge pages), never as shmem, which costs about twice as much per page to fault in."""
+    """A frame's buffer is a private anonymous mapping: its pages fault in as plain anonymous memory, never as
+    shmem, which costs about twice as much per page to fault in."""
     from cloudvault.mount.frames import FrameBuffers
 
     before = _rss_shmem_kib()
