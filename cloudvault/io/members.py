@@ -345,6 +345,13 @@ class PieceCache:
                 self._busy.pop(key, None)
         return found
 
+    def drop(self, key: tuple, data) -> None:
+        """Forget the piece at key if it is still data (the mount's piece checked in a frame since let go)."""
+        with self._lock:
+            if self._pieces.get(key) is data:
+                del self._pieces[key]
+                self.used -= len(data)
+
     def put(self, key: tuple, data: bytes) -> None:
         with self._lock:
             if key not in self._pieces:

@@ -14,6 +14,7 @@ of pieces that matched the catalog's piece hashes, kept in a cache of verified p
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import mmap
 import os
@@ -59,11 +60,11 @@ USUAL_FRAME = 8 << 20  # pzstd's frames at its usual levels: the kept buffers ar
 
 
 class FrameBuffers:
-    """Memory for decoded frames: each its own anonymous mapping (given back to the system whole, so --cache-mb
-    bounds the process's RSS, which a heap's freed blocks would not), and the last ones freed kept, up to keep
-    bytes, so the next frame decodes into pages already faulted in: a fresh mapping costs a page fault per 4 KiB,
-    half the time of decoding a 3.5 MiB pzstd prefix on a busy machine. warm() fills the keep up front, so the
-    mount's first reads find it too."""
+    """Memory for decoded frames: each its own private anonymous mapping (given back to the system whole, so
+    --cache-mb bounds the process's RSS, which a heap's freed blocks would not; a shared mapping's pages are
+    shmem, about twice the cost each to fault in), and the last ones freed kept, up to keep bytes, so the next
+    frame decodes into pages already faulted in. warm() fills the keep up front, so the mount's first reads find
+    it too."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
@@ -79,7 +80,7 @@ class FrameBuffers:
                 found = min(fits, key=len)
                 self._free.remove(found)
                 return found
-        return mmap.mmap(-1, want)
+        return _private_mapping(want)
 
     def give_back(self, buffer: mmap.mmap) -> None:
         """Kept for the next frame if the keep has room; else dropped (unmapped once nothing views it)."""
@@ -89,13 +90,38 @@ class FrameBuffers:
 
     def warm(self, size: int) -> None:
         """Fill the keep with mappings of size bytes, their pages faulted in now, not on the first reads."""
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
         for _ in range(self.keep // _rounded(size)):
-            self.give_back(mmap.mmap(-1, _rounded(size), flags=flags))
+            self.give_back(_private_mapping(_rounded(size), populate=True))
+
+
+_WARMED = threading.Event()
+
+
+def warm_decoder(size: int = USUAL_FRAME) -> None:
+    """Decode one frame of size zero bytes, as a member's frame is decoded: zstd's first use in this process (its
+    decoder's set-up, its first buffers) then costs the mount's start, not its first read (~0.8 ms here)."""
+    frame = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(bytes(size))
+    reader = _frame_reader(frame, size)
+    view = memoryview(bytearray(DECODE_STEP))
+    while reader.readinto(view):
+        pass
+    _WARMED.set()
+
+
+def decoder_warmed() -> bool:
+    return _WARMED.is_set()
 
 
 def _rounded(size: int) -> int:
     return max(1, -(-size // DECODE_STEP)) * DECODE_STEP
+
+
+def _private_mapping(size: int, populate: bool = False) -> mmap.mmap:
+    """size bytes of private anonymous memory (populate: faulted in now). Not asked for in huge pages: measured
+    here, the kernel's compaction for them cost more than the page faults they save (grep -r over pzstd: the
+    mount's CPU 0.73-0.77 s without, 1.02-1.03 s with)."""
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    return mmap.mmap(-1, size, flags=flags | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0))
 
 
 class DecodedFrame:
@@ -111,14 +137,20 @@ class DecodedFrame:
         buffer = buffers.take(raw_size)
         weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
         self._view = memoryview(buffer)[:raw_size]
+        self._first = ctypes.c_char.from_buffer(buffer)
+        self.address = ctypes.addressof(self._first)  # where its bytes are, for a read copied straight to FUSE
         self._done = 0
         self._reader = _frame_reader(comp, raw_size)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
+        return self.view(start, stop).tobytes()
+
+    def view(self, start: int, stop: int) -> memoryview:
+        """Bytes [start, stop) where they were decoded (never written again while this frame lives)."""
         if self._done < stop:
             self._decode_to(stop)
-        return self._view[start:stop].tobytes()
+        return self._view[start:stop]
 
     def decode_rest(self) -> None:
         """Decode to the frame's end a step at a time (a reader waits for one step at most, then decodes its own
@@ -259,6 +291,25 @@ class ArchiveBytes:
             offset = stop
         return b"".join(out)
 
+    def spans(self, offset: int, size: int, until: int = 0) -> list[tuple[DecodedFrame, int, int]] | None:
+        """Where bytes [offset, offset + size) are in the cached frames that hold them, decoded that far: (frame,
+        start in it, length) for each frame; None when one of those frames is too large to cache (read() then)."""
+        out, end = [], offset + size
+        while offset < end:
+            frame = frame_for_offset(self._frames, offset)
+            start, frame_end = offset - frame.raw_offset, frame.raw_offset + frame.raw_size
+            if frame_end <= offset or not self._cache.fits(frame):
+                return None
+            stop = min(end, frame_end)
+            index = self._index[frame.raw_offset]
+            decoded = self._cache.get((self.file_id, index), lambda f=frame: self._load(f))
+            decoded.view(start, stop - frame.raw_offset)
+            if until > frame_end and 2 * (stop - frame.raw_offset) > frame.raw_size:
+                self._decode_ahead(index + 1)
+            out.append((decoded, start, stop - offset))
+            offset = stop
+        return out
+
     def _decode_ahead(self, index: int) -> None:
         if self._ahead is None or index >= len(self._frames) or index == self._ahead_index:
             return
@@ -300,6 +351,92 @@ class ArchiveBytes:
         self._fh.close()
         if self._forward is not None:
             self._forward.close()
+
+
+class FramePiece:
+    """A piece that verified where its frames decoded it, read from there while they live: each frame is held
+    weakly (the frame cache decides when it goes, and its memory then decodes other frames), so a piece whose
+    frame is gone is read and checked again."""
+
+    __slots__ = ("spans", "size")
+
+    def __init__(self, spans: list[tuple[DecodedFrame, int, int]]) -> None:
+        self.spans = [(weakref.ref(frame), start, n) for frame, start, n in spans]
+        self.size = sum(n for _, _, n in spans)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def held(self) -> list[tuple[DecodedFrame, int, int]] | None:
+        """(frame, address, length) of each part, the frames held; None if one of them is gone."""
+        out = []
+        for ref, start, n in self.spans:
+            frame = ref()
+            if frame is None:
+                return None
+            out.append((frame, frame.address + start, n))
+        return out
+
+
+class FrameRanges(VerifiedRanges):
+    """VerifiedRanges of a member of an archive read by cached frames: each piece is checked where its frames
+    decoded it and handed out from there, parts(offset, size) giving (holder, address, length) for one copy
+    straight into libfuse's buffer; a piece in a frame too large to cache is read and kept as bytes
+    (VerifiedRanges's way)."""
+
+    def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck, cache: PieceCache,
+                 archive: ArchiveBytes, start: int) -> None:  # fmt: skip
+        super().__init__(key, read_raw, check, cache)
+        self._archive, self._start, self._end = archive, start, start + check.size
+
+    def __call__(self, offset: int, size: int) -> bytes:
+        return b"".join(ctypes.string_at(address, n) for _, address, n in self.parts(offset, size))
+
+    def parts(self, offset: int, size: int) -> list[tuple[object, int, int]]:
+        """Where bytes [offset, offset + size) are, each part from a piece that verified, with what holds that
+        memory (a part's address is good while its holder is)."""
+        end = min(offset + size, self.check.size)
+        if end <= offset:
+            return []
+        if self.check.whole is None or not self.check.by_piece:
+            data = super().__call__(offset, size)
+            return [(data, bytes_address(data), len(data))]
+        out = []
+        for index in range(offset // PIECE, (end - 1) // PIECE + 1):
+            at = index * PIECE
+            lo, hi = max(offset, at) - at, min(end, at + PIECE) - at
+            for holder, address, n in self._held_piece(index):  # the piece's parts, [lo, hi) of them kept
+                if lo < n and hi > 0:
+                    out.append((holder, address + max(lo, 0), min(hi, n) - max(lo, 0)))
+                lo, hi = lo - n, hi - n
+        return out
+
+    def _held_piece(self, index: int) -> list[tuple[object, int, int]]:
+        key = (*self.key, index)
+        while True:
+            piece = self._cache.get_or_make(key, lambda: self._checked_in_place(index))
+            if type(piece) is not FramePiece:
+                return [(piece, bytes_address(piece), len(piece))]
+            held = piece.held()
+            if held is not None:
+                return held
+            self._cache.drop(key, piece)  # a frame of it was let go: that memory may hold another frame now
+
+    def _checked_in_place(self, index: int):
+        want = self.check.piece_size(index)
+        spans = self._archive.spans(self._start + index * PIECE, want, self._end)
+        if spans is None:
+            return self._verified_piece(index)
+        h = self.check.hasher(index)
+        for frame, start, n in spans:
+            h.update(frame.view(start, start + n))
+        self.check.verify(index, h)
+        return FramePiece(spans)
+
+
+def bytes_address(data: bytes) -> int:
+    """Where a bytes object's bytes are (good while it lives)."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
 
 
 class Sources:
@@ -346,7 +483,11 @@ class Sources:
         key = (member.file_id, member.data_offset, member.path)
         size = member.size if member.sparse_map is None else sparse.expanded_size(sparse.decode_map(member.sparse_map))
         check = PieceCheck(member.label, size, member.blake3, self._hashes_of(member))
-        return VerifiedRanges(key, self._raw_reader(member), check, self.pieces)
+        raw = self._raw_reader(member)
+        archive = self._archives.get(member.file_id) if member.archive is not None else None
+        if type(archive) is ArchiveBytes and member.sparse_map is None:
+            return FrameRanges(key, raw, check, self.pieces, archive, member.data_offset)
+        return VerifiedRanges(key, raw, check, self.pieces)
 
     def _hashes_of(self, member: Member) -> bytes | None:
         if member.archive is not None and member.sparse_map is None and member.size <= PIECE:

@@ -11,7 +11,7 @@ from cloudvault.catalog.db import open_shared_reader
 from cloudvault.catalog.query import resolve_entry
 from cloudvault.errors import USAGE, VaultError
 from cloudvault.io.members import PieceCache
-from cloudvault.mount.frames import USUAL_FRAME, FrameCache, Sources
+from cloudvault.mount.frames import USUAL_FRAME, FrameCache, Sources, warm_decoder
 from cloudvault.mount.fs import serve
 from cloudvault.mount.session import MountOptions
 from cloudvault.mount.tree import build_tree
@@ -34,6 +34,7 @@ def serve_catalog(options: MountOptions) -> None:
         budget = options.cache_mb << 20  # decoded frames and verified pieces together; the rest is a constant
         frames = FrameCache(budget - budget // PIECE_SHARE)
         frames.buffers.warm(USUAL_FRAME)
+        warm_decoder(USUAL_FRAME)
         sources = Sources(conn, frames, tree.lock, PieceCache(budget // PIECE_SHARE))
         try:
             serve(tree, sources, options.mountpoint, allow_flagged=options.allow_flagged, debug=options.debug)

@@ -69,6 +69,15 @@ class Tree:
         archive, rest = self._archive_of(path)
         return archive.lookup(rest) if archive is not None else None
 
+    def kept(self, path: str) -> Node | None:
+        """The node at path if it is at hand without asking the catalog: a plain node, or one an archive folder's
+        listing kept; else None."""
+        node = self.nodes.get(path)
+        if node is not None:
+            return node
+        archive, rest = self._archive_of(path)
+        return archive.kept(rest) if archive is not None else None
+
     def names(self, path: str) -> list[str]:
         """The names inside the folder at path (empty if it is none)."""
         archive, rest = self._archive_of(path)
@@ -146,6 +155,11 @@ class ArchiveFolder:
                     self._keep(f"{rest}/{name}" if rest else name, node)
                     names.append(name)
             return names
+
+    def kept(self, rest: str) -> Node | None:
+        """The node at rest if a listing or lookup kept it (None: not kept, or nothing there)."""
+        with self.tree.lock:
+            return self._kept.get(rest)
 
     def lookup(self, rest: str) -> Node | None:
         with self.tree.lock:

@@ -1,0 +1,249 @@
+"""The mount's read path costs what the bytes cost: decoded frames in private memory (no shared-memory page
+faults), verified pieces handed to FUSE straight from where they were decoded and checked, and listings that
+carry each entry's attributes so the lookups after them never reach the mount process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from integration.test_mount import fuse  # noqa: F401  (fixture)
+
+
+def _rss_shmem_kib() -> int:
+    status = Path("/proc/self/status").read_text().splitlines()
+    return next(int(line.split()[1]) for line in status if line.startswith("RssShmem"))
+
+
+def test_decoded_frames_are_private_memory_not_shared_memory():
+    """A frame's buffer is a private anonymous mapping: its pages fault in as plain anonymous memory, never as
+    shmem, which costs about twice as much per page to fault in."""
+    from cloudvault.mount.frames import FrameBuffers
+
+    before = _rss_shmem_kib()
+    buffer = FrameBuffers(0).take(8 << 20)
+    for at in range(0, len(buffer), 4096):
+        buffer[at] = 1
+    assert _rss_shmem_kib() - before < 1024, "the frame's pages are shared memory"
+
+
+def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
+    """A catalog of one multi-frame archive (as pzstd writes, of frames of 1 MiB raw) holding members, as tarfile
+    wrote them."""
+    import io
+    import tarfile
+
+    import zstandard
+
+    entry = tmp_path / "mirror" / "018_reads"
+    entry.mkdir(parents=True)
+    raw = tmp_path / "reads.tar"
+    with tarfile.open(raw, "w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tar, step = raw.read_bytes(), 1 << 20
+    frames = [
+        zstandard.ZstdCompressor(write_checksum=True).compress(tar[at : at + step]) for at in range(0, len(tar), step)
+    ]
+    (entry / "reads.tar.zst").write_bytes(b"".join(frames))
+    db = tmp_path / "catalog.db"
+    assert vault("--catalog", str(db), "index", "--quiet", str(tmp_path / "mirror")).code == 0
+    return db
+
+
+def _sources(db: Path, cache_bytes: int):
+    from cloudvault.catalog.db import open_shared_reader
+    from cloudvault.io.members import PieceCache
+    from cloudvault.mount.frames import FrameCache, Sources
+    from cloudvault.mount.tree import build_tree
+
+    conn = open_shared_reader(str(db))
+    tree = build_tree(conn)
+    return conn, tree, Sources(conn, FrameCache(cache_bytes), tree.lock, PieceCache(64 << 20))
+
+
+def _node(tree, name: str):
+    (path,) = [p for p in tree.nodes if p.endswith("/reads.tar.zst") and tree.nodes[p].is_dir]
+    return tree.lookup(f"{path}/{name}")
+
+
+def test_a_piece_checked_where_its_frame_was_decoded_is_checked_again_once_that_memory_holds_another_frame(
+    tmp_path, vault
+):
+    """The frame cache may let a frame go while the piece cache still says a piece of it verified: its memory then
+    decodes other frames, so the piece is decoded and checked again, never read from where it was."""
+    import gc
+    import os
+
+    members = {f"part{i:02d}.bin": os.urandom(300_000) * 3 for i in range(24)}  # 900 KB each, frames of 1 MiB
+    db = _pzstd_catalog(tmp_path, vault, members)
+    conn, tree, sources = _sources(db, 16 << 20)  # 14 frames at a time and 2 freed ones kept for the next: reading
+    # all 21 lets the first go and its memory decode later ones
+    try:
+        first = sources.reader(_node(tree, "part00.bin").data)
+        assert first(0, 900_000) == members["part00.bin"]
+        for name, data in members.items():
+            assert sources.reader(_node(tree, name).data)(0, len(data)) == data
+        gc.collect()
+        assert first(0, 900_000) == members["part00.bin"]
+        assert first(123_456, 5) == members["part00.bin"][123_456:123_461]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_a_read_hands_fuse_the_verified_bytes_without_copying_them_on_the_python_heap(tmp_path, vault):
+    """VaultFS.read_into writes a read straight into libfuse's buffer from the memory its piece was decoded into
+    and checked in: no piece-sized or read-sized bytes object is made (tracemalloc's peak stays small), and the
+    bytes are tarfile's."""
+    import ctypes
+    import os
+    import tracemalloc
+
+    from cloudvault.mount.fs import VaultFS
+
+    data = os.urandom(1 << 20) * 3  # three pieces
+    db = _pzstd_catalog(tmp_path, vault, {"big.bin": data})
+    conn, tree, sources = _sources(db, 64 << 20)
+    vfs = VaultFS(tree, sources)
+    try:
+        (path,) = [p for p in tree.nodes if p.endswith("/reads.tar.zst")]
+        fh = vfs.open(f"{path}/big.bin", os.O_RDONLY)
+        buf = ctypes.create_string_buffer(1 << 17)
+        address = ctypes.addressof(buf)
+        vfs.read_into(None, address, 1 << 17, 0, fh)  # the first read: the archive opened, its first frame begun
+        tracemalloc.start()
+        try:
+            got = []
+            for offset in range(0, len(data), 1 << 17):
+                n = vfs.read_into(None, address, 1 << 17, offset, fh)
+                got.append(buf.raw[:n])
+            peak = tracemalloc.get_traced_memory()[1] - sum(len(g) + 64 for g in got)
+        finally:
+            tracemalloc.stop()
+        assert b"".join(got) == data
+        assert peak < 64 << 10, f"{peak} bytes allocated beyond what the test kept"
+        vfs.release(None, fh)
+    finally:
+        sources.close()
+        conn.close()
+
+
+@pytest.mark.fuse
+def test_a_listed_folders_entries_come_with_their_attributes_so_opening_each_asks_the_mount_no_lookup(
+    tmp_path,
+    vault,
+    fuse,  # noqa: F811
+):
+    """A listing answers READDIRPLUS with each entry's attributes, as often as the kernel asks: `grep -r` (read
+    the folder, then open and read each file) costs the mount no LOOKUP per file, and the bytes and sizes are
+    tarfile's."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from cloudvault.mount.session import mounted
+
+    members = {f"logs/run_{i:04d}.log": f"step {i} loss {i / 7:.4f}\n".encode() * (1 + i % 50) for i in range(600)}
+    db = _pzstd_catalog(tmp_path, vault, members)
+    point, log = tmp_path / "point", tmp_path / "fuse.log"
+    point.mkdir()
+    options = {"catalog": str(db), "mountpoint": str(point), "debug": True}
+    with open(log, "wb") as err:
+        serving = subprocess.Popen([sys.executable, "-P", "-m", "cloudvault.mount.serve", json.dumps(options)],
+                                   stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+    try:
+        folder = point / "mirror" / "018_reads" / "reads.tar.zst" / "logs"
+        for _ in range(500):
+            if mounted(point) and folder.exists():
+                break
+            time.sleep(0.02)
+        names = sorted(os.listdir(folder))
+        assert len(names) == len(members)
+        before = log.read_text(errors="replace").count("LOOKUP")
+        for name in names:
+            path = folder / name
+            assert os.stat(path).st_size == len(members[f"logs/{name}"])
+            assert path.read_bytes() == members[f"logs/{name}"]
+        lookups = log.read_text(errors="replace").count("LOOKUP") - before
+        assert lookups == 0, f"{lookups} lookups for {len(names)} files already listed"
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(point)], check=False)
+        serving.wait(timeout=30)
+
+
+def test_the_mount_uses_zstd_once_before_it_serves_so_the_first_read_does_not_pay_for_that(demo_catalog, monkeypatch):
+    """serve_catalog decodes a frame of its own before the first FUSE request: zstd's first use in a process
+    (its decoder's set-up and first buffers, ~0.8 ms here) is not on the first member's read."""
+    from cloudvault.mount import frames
+    from cloudvault.mount import serve as serving
+    from cloudvault.mount.session import MountOptions
+
+    seen = []
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: seen.append(frames.decoder_warmed()))
+    serving.serve_catalog(MountOptions(catalog=str(demo_catalog), mountpoint=Path("/nonexistent")))
+    assert seen == [True]
+
+
+@pytest.mark.fuse
+def test_a_libfuse_thread_keeps_its_python_thread_state_from_one_callback_to_the_next(
+    tmp_path,
+    vault,
+    fuse,  # noqa: F811
+):
+    """Python makes a thread state for a callback on a thread it did not start and drops it after (with a 16 KiB
+    frame stack mapped and unmapped each time, three times per file `grep -r` reads): the mount's FUSE keeps
+    each libfuse thread's, so what one callback left in a threading.local is there for that thread's next."""
+    import os
+    import subprocess
+    import threading
+    import time
+
+    import mfusepy
+
+    from cloudvault.mount.fs import MAX_THREADS, VaultFS, fuse_binding, make_operations
+    from cloudvault.mount.session import mounted
+
+    members = {f"logs/run_{i:03d}.log": b"step %d\n" % i * (1 + i) for i in range(200)}
+    db = _pzstd_catalog(tmp_path, vault, members)
+    conn, tree, sources = _sources(db, 64 << 20)
+    vfs = VaultFS(tree, sources)
+    local, calls, forgotten = threading.local(), [], []
+    seen: set[int] = set()
+    getattr_of = vfs.getattr
+
+    def getattr_remembering(path, fh=None):
+        me = threading.get_native_id()
+        calls.append(me)
+        if me in seen and not getattr(local, "here", False):
+            forgotten.append(me)
+        seen.add(me)
+        local.here = True
+        return getattr_of(path, fh)
+
+    vfs.getattr = getattr_remembering
+    point = tmp_path / "point"
+    point.mkdir()
+    serving = threading.Thread(target=fuse_binding(mfusepy), daemon=True,
+                               args=(make_operations(vfs), str(point)),
+                               kwargs={"foreground": True, "ro": True, "max_threads": MAX_THREADS})  # fmt: skip
+    serving.start()
+    try:
+        for _ in range(500):
+            if mounted(point) and (point / "mirror").exists():
+                break
+            time.sleep(0.02)
+        for name in members:  # not listed first: each stat is a LOOKUP, a getattr callback
+            os.stat(point / "mirror" / "018_reads" / "reads.tar.zst" / name)
+        assert len(calls) > 2 * len(set(calls)), "too few callbacks per thread to tell"
+        assert forgotten == [], f"{len(forgotten)} of {len(calls)} callbacks found a fresh thread state"
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(point)], check=False)
+        serving.join(timeout=30)
+        sources.close()
+        conn.close()
