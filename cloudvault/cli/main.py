@@ -362,13 +362,22 @@ def console_main() -> None:
     sys.exit(code)
 
 
+def _threads_left() -> bool:
+    """Whether a thread other than this one is alive, or one of threading's exit hooks is registered (threading
+    imported is not enough: a site's .pth may import it at start-up without starting anything)."""
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return False
+    return threading.active_count() > 1 or bool(getattr(threading, "_threading_atexits", True))
+
+
 def _nothing_left_at_exit() -> bool:
     """Whether the interpreter's teardown would only free memory: no exit handler registered (tempfile's, logging's,
-    a pool's), no thread ever started, and the output flushed. Otherwise it runs as usual."""
+    a pool's), no thread but this one alive, and the output flushed. Otherwise it runs as usual."""
     import atexit
 
     count = getattr(atexit, "_ncallbacks", None)
-    if count is None or count() or "threading" in sys.modules:
+    if count is None or count() or _threads_left():
         return False
     try:
         sys.stdout.flush()

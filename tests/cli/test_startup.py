@@ -53,6 +53,9 @@ def ended(db: Path, args: list[str], before: str = "") -> subprocess.CompletedPr
     """`vault ARGS` through console_main, as the console script runs it, in a process holding an object that says
     on stderr when the interpreter frees it (its teardown); before: code run first (an exit handler registered)."""
     code = (
+        # what vault itself leaves at exit: a site's .pth may register a handler of its own at start-up (a CA bundle's
+        # clean-up, here), which the interpreter would rightly run, so the probe starts from none
+        "import atexit; atexit._clear()\n"
         "import builtins, os, sys\n"
         "class Probe:\n"
         "    def __del__(self, write=os.write):\n"
