@@ -31,7 +31,7 @@ def wheel(tmp_path: Path, name: str, cc: str | None) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "LDSHARED")}
     if cc:
         env["CC"] = env["LDSHARED"] = cc
-    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]  # setuptools as pyproject asks
     r = subprocess.run([*argv, str(source(tmp_path))], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     (built,) = out.glob("cloudvault-*.whl")
