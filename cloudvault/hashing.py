@@ -20,30 +20,26 @@ def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None
     if size < MMAP_THRESHOLD:
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
+    if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
+        return one_pass_result(_each_piece(path, size, piece_value))
+    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    h.update_mmap(os.fsdecode(path))
+    return h.hexdigest(), _each_piece(path, size, lambda data, _: piece_digest(data))
+
+
+def _each_piece(path, size: int, work) -> bytes:
+    """work(view, index) of every PIECE of the memory-mapped file, on all cores (blake3 and the extension let the
+    GIL go on big inputs), joined in order."""
     import mmap
     from concurrent.futures import ThreadPoolExecutor
 
-    if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # the extension lets the GIL go
-                    values = b"".join(pool.map(lambda at: piece_value(view[at : at + PIECE], at // PIECE),
-                                               range(0, size, PIECE)))  # fmt: skip
-            finally:
-                view.release()
-        return one_pass_result(values)
-
-    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    h.update_mmap(os.fsdecode(path))
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         view = memoryview(mapped)
         try:
-            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # blake3 lets the GIL go on big inputs
-                digests = b"".join(pool.map(lambda at: piece_digest(view[at : at + PIECE]), range(0, size, PIECE)))
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                return b"".join(pool.map(lambda at: work(view[at : at + PIECE], at // PIECE), range(0, size, PIECE)))
         finally:
             view.release()
-    return h.hexdigest(), digests
 
 
 def hash_stream_pieces(fh) -> tuple[str, bytes | None]:
