@@ -139,16 +139,23 @@ class OnePassHasher(PieceHasher):
 
     def __init__(self, threads: int = 1, beside=None) -> None:
         self._tree = _b3tree.TreeHasher()
+        self._finished: tuple[bytes, bytes] | None = None  # (root, values), made once for hexdigest and pieces
         self.size = 0
 
     def update(self, data) -> None:
         self._tree.update(data)
         self.size += len(data)
+        self._finished = None
+
+    def _result(self) -> tuple[bytes, bytes]:
+        if self._finished is None:
+            self._finished = self._tree.finish()
+        return self._finished
 
     def hexdigest(self) -> str:
-        return self._tree.finish()[0].hex()
+        return self._result()[0].hex()
 
     def pieces(self) -> bytes | None:
         if self.size <= PIECE:
             return None
-        return _one_pass_blob(self._tree.finish()[1])
+        return _one_pass_blob(self._result()[1])
