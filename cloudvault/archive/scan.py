@@ -34,7 +34,7 @@ from cloudvault.archive.zstdframes import (
 )
 from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
 from cloudvault.models import Flag, Frame, NestedArchive
-from cloudvault.pieces import PIECE, PieceHasher
+from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
 
 MAX_FLAGS_PER_KIND = 50
@@ -206,7 +206,8 @@ class ArchiveScan:
 
         stream = self._stream_in_use = self._stream(on_compressed)
         self._hashers = HashThreads(self._hash_threads) if self._hash_threads > 1 else None
-        self._beside = PieceThread() if self._hashers is None and self._decoders > 1 else None
+        # pieces hashed in a second pass beside the whole (where the one-pass extension is not in use)
+        self._beside = PieceThread() if not ONE_PASS and self._hashers is None and self._decoders > 1 else None
         after: list[Frame] = []  # frames found again after a damaged one
         try:
             for rec in self._walk(stream):
