@@ -594,7 +594,6 @@ static PyTypeObject TreeHasherType = {
 typedef struct {
     PyObject_HEAD
     piece_state *piece;
-    size_t fed;
     int busy;
 } Subtree;
 
@@ -613,7 +612,6 @@ static int subtree_init(Subtree *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     piece_reset(self->piece, (uint64_t)index * PIECE_CHUNKS);
-    self->fed = 0;
     self->busy = 0;
     return 0;
 }
@@ -625,13 +623,12 @@ static void subtree_dealloc(Subtree *self) {
 
 static int subtree_feed(Subtree *self, const uint8_t *in, size_t len) {
     piece_feed(self->piece, in, len); /* never past its piece: feed_buffer's room */
-    self->fed += len;
     return 0;
 }
 
 static PyObject *subtree_update(Subtree *self, PyObject *arg) {
     if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
-    return feed_buffer(arg, &self->busy, PIECE_LEN - self->fed, (feed_fn)subtree_feed, self);
+    return feed_buffer(arg, &self->busy, PIECE_LEN - self->piece->fed, (feed_fn)subtree_feed, self);
 }
 
 static PyObject *subtree_digest(Subtree *self, PyObject *args) {
@@ -640,7 +637,7 @@ static PyObject *subtree_digest(Subtree *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "|n", &length)) return NULL;
     if (length < 1 || length > CV_LEN) return PyErr_Format(PyExc_ValueError, "length from 1 to %d", CV_LEN);
     if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
-    if (self->fed == 0) return PyErr_Format(PyExc_ValueError, "a piece holds at least one byte");
+    if (self->piece->fed == 0) return PyErr_Format(PyExc_ValueError, "a piece holds at least one byte");
     if (claim(&self->busy) < 0) return NULL;
     piece_state saved = *self->piece;
     piece_finish(self->piece, 0, cv);
