@@ -244,3 +244,29 @@ def test_archives_other_tools_wrote_are_read_the_same_with_runs_and_their_plain_
         damaged = bytearray(data)
         damaged[rng.choice(headers) + rng.randrange(512)] = rng.randrange(256)
         assert same_with_runs_and_without(bytes(damaged), rng.choice([4096, 1 << 20]))
+
+
+def test_a_run_of_small_members_is_hashed_in_one_call_not_one_per_member(monkeypatch):
+    """A plain run's small files get their BLAKE3 from one batched call (hashing.member_hex_digests: one native
+    call, cloudvault/_b3many.c) per run, not a `blake3` call per member; the hashes are tarfile's bytes' own."""
+    from cloudvault.archive import scan as scan_module
+
+    rng = random.Random(4)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(3000):
+            data = rng.randbytes(rng.choice([0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 4000, 9000]))
+            info = tarfile.TarInfo(f"logs/{i // 100:02d}/rank{i:05d}.log")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    raw = raw.getvalue()
+    batched, alone = [], []
+    real = scan_module.member_hex_digests
+    monkeypatch.setattr(scan_module, "member_hex_digests", lambda *a: batched.append(len(a[1])) or real(*a))
+    real_blake3 = blake3.blake3
+    monkeypatch.setattr(scan_module.blake3, "blake3", lambda *a, **k: alone.append(1) or real_blake3(*a, **k))
+    records = list(ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(raw)), decoders=2))
+    monkeypatch.undo()
+    assert len(records) == 3000 and sum(batched) >= 2900 and len(batched) <= 10 and len(alone) <= 20
+    view = tarfile_view(raw)
+    assert {r.path: r.blake3 for r in records} == {name: found[4] for name, found in view.items()}
