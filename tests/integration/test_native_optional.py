@@ -1,5 +1,5 @@
 """The native parts are optional: `pip install .` where no C compiler works builds a wheel without
-cloudvault._b3tree and cloudvault._b3many, and that install hashes pieces in two passes and still checks a catalog's
+cloudvault._b3tree and cloudvault._plainruns, and that install hashes pieces in two passes and still checks a catalog's
 one-pass pieces (with numpy), refusing a changed piece as the extension does, and hashes small members one `blake3`
 call each, to the same digests. With a compiler, the wheel holds both extensions."""
 
@@ -67,7 +67,7 @@ for blob in (h.pieces(), one_pass):
         else:
             assert not changed and b"".join(out) == data
 from cloudvault import hashing  # small members hashed one `blake3` call each, the same digests
-assert hashing._b3many is None
+assert hashing._plainruns is None
 sizes = [0, 1, 1024, 1025, 70000]
 assert hashing.member_hex_digests(data, [0, 7, 9, 11, 13], sizes, 5, 65536) == [
     blake3.blake3(data[at + 5 : at + 5 + n]).hexdigest() for at, n in zip([0, 7, 9, 11], sizes)] + [None]
@@ -93,4 +93,4 @@ def test_with_a_compiler_the_wheel_holds_the_extension(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("a C compiler is required in CI but is not installed")
         pytest.skip("no C compiler")
-    assert len(native_in(wheel(tmp_path, "cc", None))) == 2  # _b3tree and _b3many
+    assert len(native_in(wheel(tmp_path, "cc", None))) == 2  # _b3tree and _plainruns

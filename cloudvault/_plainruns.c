@@ -6,7 +6,7 @@
  * own is done, so that chunks of unlike lengths keep every lane busy; a member of several chunks then has its
  * chunks' values merged into its root. The compression function, its rounds and transposes and the tree merge are
  * _b3tree.c's own (included here, so this module needs no second copy of them); checked against the `blake3`
- * package for every length class in tests/unit/test_b3many.py.
+ * package for every length class in tests/unit/test_plainruns.py.
  *
  * Python interface (cloudvault/hashing.py member_hex_digests wraps it, with a pure-Python fallback):
  *   hex_digests(buffer, starts, sizes, shift, limit) -> list: member i is buffer[starts[i] + shift :][: sizes[i]];
@@ -279,19 +279,157 @@ done:
     return out;
 }
 
+/* ---- a plain run's headers, read from its piece ---- */
+
+/* The headers read here are those headerarrays.py reads (archive/plainruns.py says what a plain member is): a file
+ * ('0', NUL, '7') or folder ('5'); the checksum as six octal digits, a NUL and a space, matching the unsigned byte
+ * sum; mode, uid, gid, size and mtime as octal digits filling the field but its last byte, a NUL or a space (or,
+ * bsdtar's, but a space and a NUL); no link name; no ustar prefix; a name, and a file's not ending in '/'; its data
+ * whole in the piece. The first header that is not ends the run (the walk reads it as any). */
+#define TAR_BLOCK 512
+
+/* The octal number in f[0..digits); -1 where a byte is not an octal digit. */
+static int64_t octal(const uint8_t *f, int digits) {
+    int64_t n = 0;
+    for (int i = 0; i < digits; i++) {
+        if (f[i] < '0' || f[i] > '7') return -1;
+        n = n * 8 + (f[i] - '0');
+    }
+    return n;
+}
+
+/* A numeric field of width bytes as headerarrays._number reads it; -1 where it is written otherwise. */
+static int64_t number_field(const uint8_t *f, int width) {
+    uint8_t end = f[width - 1];
+    if (end == 0 || end == ' ') {
+        int64_t n = octal(f, width - 1);
+        if (n >= 0) return n;
+    }
+    return end == 0 && f[width - 2] == ' ' ? octal(f, width - 2) : -1;
+}
+
+typedef struct {
+    int64_t mode, uid, gid, size, mtime;
+    size_t name_len;
+    int dir;
+} plain_header;
+
+/* Whether the block at h is a plain header (read into out) whose data lie whole before end (bytes of the piece
+ * from h on). */
+static int read_plain(const uint8_t *h, size_t room, plain_header *out) {
+    uint8_t type = h[156];
+    if (type != '0' && type != 0 && type != '7' && type != '5') return 0;
+    out->dir = type == '5';
+    int64_t stored = octal(h + 148, 6);
+    if (stored < 0 || h[154] != 0 || h[155] != ' ') return 0;
+    uint32_t sum = 8 * ' ';
+    for (int i = 0; i < TAR_BLOCK; i++) sum += (i >= 148 && i < 156) ? 0 : h[i];
+    if (sum != (uint64_t)stored) return 0;
+    if ((out->mode = number_field(h + 100, 8)) < 0 || (out->uid = number_field(h + 108, 8)) < 0 ||
+        (out->gid = number_field(h + 116, 8)) < 0 || (out->size = number_field(h + 124, 12)) < 0 ||
+        (out->mtime = number_field(h + 136, 12)) < 0)
+        return 0;
+    if (h[157] != 0) return 0;                                         /* a link name */
+    if (!memcmp(h + 257, "ustar\0", 6) && h[345] != 0) return 0;       /* a prefix to join */
+    const uint8_t *nul = memchr(h, 0, 100);
+    out->name_len = nul ? (size_t)(nul - h) : 100;
+    if (!out->name_len || (!out->dir && h[out->name_len - 1] == '/')) return 0;
+    size_t data = out->dir ? 0 : (size_t)out->size;
+    return data <= room - TAR_BLOCK && (data + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK <= room - TAR_BLOCK;
+}
+
+static PyObject *FILE_KIND, *DIR_KIND;
+
+/* An owner or group field's text (to its first NUL, UTF-8, bad bytes replaced), the last one's again if the same. */
+static PyObject *owner_text(const uint8_t *field, PyObject **last, const uint8_t **last_field) {
+    if (*last && !memcmp(field, *last_field, 32)) return Py_NewRef(*last);
+    const uint8_t *nul = memchr(field, 0, 32);
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)field, nul ? nul - field : 32, "replace");
+    if (text) {
+        Py_XSETREF(*last, Py_NewRef(text));
+        *last_field = field;
+    }
+    return text;
+}
+
+enum { NAMES, KINDS, SIZES, MODES, MTIMES, UIDS, GIDS, UNAMES, GNAMES, OFFSETS, COLUMNS };
+
+/* One member's header into the columns; -1 with a Python error set. */
+static int add_member(PyObject **cols, const uint8_t *h, const plain_header *p, Py_ssize_t offset, PyObject **owners,
+                      const uint8_t **owner_fields) {
+    PyObject *items[COLUMNS] = {
+        PyBytes_FromStringAndSize((const char *)h, (Py_ssize_t)p->name_len), Py_NewRef(p->dir ? DIR_KIND : FILE_KIND),
+        PyLong_FromLongLong(p->dir ? 0 : p->size), PyLong_FromLongLong(p->mode), PyLong_FromLongLong(p->mtime),
+        PyLong_FromLongLong(p->uid), PyLong_FromLongLong(p->gid), owner_text(h + 265, &owners[0], &owner_fields[0]),
+        owner_text(h + 297, &owners[1], &owner_fields[1]), PyLong_FromSsize_t(offset),
+    };
+    int failed = 0;
+    for (int c = 0; c < COLUMNS; c++) {
+        failed = failed || !items[c] || PyList_Append(cols[c], items[c]) < 0;
+        Py_XDECREF(items[c]);
+    }
+    return failed ? -1 : 0;
+}
+
+static PyObject *plain_headers(PyObject *module, PyObject *args) {
+    PyObject *buffer, *cols[COLUMNS] = {NULL}, *owners[2] = {NULL, NULL}, *out = NULL, *joined = NULL;
+    const uint8_t *owner_fields[2] = {NULL, NULL};
+    Py_ssize_t at, base;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "Onn", &buffer, &at, &base)) return NULL;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *piece = view.buf;
+    for (int c = 0; c < COLUMNS; c++)
+        if (!(cols[c] = PyList_New(0))) goto done;
+    Py_ssize_t names_len = 0, pos = at < 0 ? view.len : at;
+    plain_header p;
+    while (pos + TAR_BLOCK <= view.len && read_plain(piece + pos, (size_t)(view.len - pos), &p)) {
+        if (add_member(cols, piece + pos, &p, base + pos, owners, owner_fields) < 0) goto done;
+        names_len += (Py_ssize_t)p.name_len + 1;
+        pos += TAR_BLOCK + (p.dir ? 0 : (p.size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK);
+    }
+    if (!PyList_GET_SIZE(cols[0])) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!(joined = PyBytes_FromStringAndSize(NULL, names_len))) goto done;
+    char *into = PyBytes_AS_STRING(joined);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cols[0]); i++) {
+        PyObject *name = PyList_GET_ITEM(cols[0], i);
+        memcpy(into, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name));
+        into += PyBytes_GET_SIZE(name);
+        *into++ = 0;
+    }
+    out = Py_BuildValue("(NNNNNNNNNNNn)", cols[NAMES], joined, cols[KINDS], cols[SIZES], cols[MODES], cols[MTIMES],
+                        cols[UIDS], cols[GIDS], cols[UNAMES], cols[GNAMES], cols[OFFSETS], pos);
+    for (int c = 0; c < COLUMNS; c++) cols[c] = NULL; /* Py_BuildValue took them */
+    joined = NULL;
+done:
+    for (int c = 0; c < COLUMNS; c++) Py_XDECREF(cols[c]);
+    Py_XDECREF(joined);
+    Py_XDECREF(owners[0]);
+    Py_XDECREF(owners[1]);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef many_methods[] = {
     {"hex_digests", hex_digests, METH_VARARGS,
      "hex_digests(buffer, starts, sizes, shift, limit): the BLAKE3 (hex) of each member buffer[starts[i] + shift :]"
      "[: sizes[i]], None for a member of limit bytes or more."},
+    {"plain_headers", plain_headers, METH_VARARGS,
+     "plain_headers(piece, at, base): the plain members from piece[at] on (their headers read as headerarrays.py "
+     "reads them, their data whole in the piece), as (names, joined names, kinds, sizes, modes, mtimes, uids, gids, "
+     "unames, gnames, header offsets + base, where the run ends in the piece); None when the first is not one."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef many_module = {
-    PyModuleDef_HEAD_INIT, "_b3many", "Many small members' BLAKE3 in one call, one SIMD lane per chunk.", -1,
+    PyModuleDef_HEAD_INIT, "_plainruns", "Many small members' BLAKE3 in one call, one SIMD lane per chunk.", -1,
     many_methods,
 };
 
-PyMODINIT_FUNC PyInit__b3many(void) {
+PyMODINIT_FUNC PyInit__plainruns(void) {
     const char *asked = getenv("CLOUDVAULT_B3TREE_SIMD"); /* "avx2" or "portable": tests compare the paths */
     const char *used = "portable";
 #ifdef HAVE_X86_SIMD_BUILD
@@ -303,6 +441,9 @@ PyMODINIT_FUNC PyInit__b3many(void) {
     }
 #endif
     (void)asked;
+    FILE_KIND = PyUnicode_InternFromString("file");
+    DIR_KIND = PyUnicode_InternFromString("dir");
+    if (!FILE_KIND || !DIR_KIND) return NULL;
     PyObject *m = PyModule_Create(&many_module);
     if (m && PyModule_AddStringConstant(m, "SIMD", used) < 0) Py_CLEAR(m);
     return m;
