@@ -348,42 +348,59 @@ class ArchiveScan:
                             h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
 
     def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
-        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. A small
-        file with a plain name (_plain_paths) is done here in a few steps: its BLAKE3 over its view of the piece,
-        its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
-        check or flag, any member once links were seen) goes through _record as a lone member would."""
+        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. Small
+        files with plain names (_plain_paths) are done here a stretch at a time: their BLAKE3 all in one call over
+        the piece, their bytes to the inspector's batch as the one span of the piece they lie in, their records
+        made by zip; any other member (a folder, a large member, a name to check or flag, any member once links
+        were seen) goes through _record as a lone member would, in its place."""
         records: list[MemberRecord] = []
         count, piece, base = len(run.kinds), run.piece, run.base
-        hashed, small, done_here, first_small = True, ([], []), 0, 0  # small: the paths and data to inspect
-        new_record = tuple.__new__  # looked up once: the loop runs per member
         paths = [None] * count if self._chains else _plain_paths(run.joined_names, count, self._nest)
         # the small ones' BLAKE3 all in one call (one SIMD lane a chunk where the extension is built)
         digests = paths if self._chains else member_hex_digests(piece, run.offsets, run.sizes, BLOCK - base,
                                                                 RUN_MEMBER)  # fmt: skip
-        for i, (path, kind, size, offset, mode, mtime, uid, gid, uname, gname, digest) in enumerate(zip(
-            paths, run.kinds, run.sizes, run.offsets, run.modes, run.mtimes, run.uids, run.gids, run.unames,
-            run.gnames, digests, strict=True,
-        )):  # fmt: skip
-            if path is None or kind != "file" or size >= RUN_MEMBER:
-                self._inspect_small(*small)  # the inspector sees members in archive order, and a lone member
-                self._unsettled.append((records, first_small, len(records)))  # the contents before it
-                record = self._record(run.header(i), run.member_data(i))
-                hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
-                records.append(record)
-                first_small = len(records)
-                continue
-            data = piece[offset + BLOCK - base : offset + BLOCK - base + size]
-            if size:
-                small[0].append(path)
-                small[1].append(data)
-            records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
-                                                     gname, None, offset, offset + BLOCK, digest, None, None,
-                                                     None)))  # fmt: skip
-            done_here += 1
-        self.result.member_count += done_here  # _record counted the others
-        self._inspect_small(*small)
-        self._unsettled.append((records, first_small, len(records)))
+        hashed, first = True, 0
+        for lone in (*_lone_members(run, paths), count):
+            if lone > first:
+                records += self._small_files(run, paths, digests, first, lone)
+            if lone == count:
+                break
+            self._unsettled.append((records, first, len(records)))  # the contents before it
+            record = self._record(run.header(lone), run.member_data(lone))
+            hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
+            records.append(record)
+            first = lone + 1
+        self._unsettled.append((records, first, count))  # a record's index is its member's in the run
         return records, hashed
+
+    def _small_files(self, run: PlainRun, paths: list, digests: list, first: int, end: int) -> list[MemberRecord]:
+        """The records of members first..end of a run, small files with plain names, hashed already (digests);
+        their bytes shown to the inspector."""
+        sizes, offsets = run.sizes[first:end], run.offsets[first:end]
+        self.result.member_count += end - first
+        if self._inspect is not None:
+            self._inspect_span(paths[first:end], offsets, sizes, run)
+        repeat = itertools.repeat
+        return list(map(tuple.__new__, repeat(MemberRecord), zip(
+            paths[first:end], repeat(None), repeat("file"), sizes, run.modes[first:end], run.mtimes[first:end],
+            run.uids[first:end], run.gids[first:end], run.unames[first:end], run.gnames[first:end], repeat(None),
+            offsets, map(BLOCK.__add__, offsets), digests[first:end], repeat(None), repeat(None), repeat(None),
+            strict=False,  # the repeats have no end
+        )))  # fmt: skip
+
+    def _inspect_span(self, paths: list[str], offsets: list[int], sizes: list[int], run: PlainRun) -> None:
+        """Small members with plain names (their tar names are their paths' UTF-8), one after another in the run's
+        piece, shown to the inspector: in a batch where there is one, as the one span of the piece they lie in
+        (their headers between them: a prefilter that passes it passes each member's bytes)."""
+        base = run.base - BLOCK
+        if self._batch is not None:
+            start = offsets[0] - base
+            self._batch.add_span(paths, [at - base - start for at in offsets], sizes,
+                                 run.piece[start : offsets[-1] - base + sizes[-1]])  # fmt: skip
+            return
+        for path, at, size in zip(paths, offsets, sizes, strict=True):
+            if size:
+                self.inspect_whole(path, path.encode(), run.piece[at - base : at - base + size])
 
     def _settle(self) -> None:
         """The small files of plain runs into _contents, in archive order."""
@@ -391,17 +408,6 @@ class ArchiveScan:
             part = records[first:end]
             self._contents.update(zip(map(RECORD_PATH, part), map(RECORD_BLAKE3, part), strict=True))
         self._unsettled = []
-
-    def _inspect_small(self, paths: list[str], datas: list[memoryview]) -> None:
-        """The bytes of small members with plain names (their tar names are their paths' UTF-8) shown to the
-        inspector, in a batch where there is one; both lists emptied."""
-        if paths and self._batch is not None:
-            self._batch.add_many(paths, datas)
-        elif self._inspect is not None:
-            for path, data in zip(paths, datas, strict=True):
-                self.inspect_whole(path, path.encode(), data)
-        paths.clear()
-        datas.clear()
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -584,36 +590,50 @@ class _InspectBatch:
 
     def __init__(self, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
         self._prefilter, self._scan = prefilter, scan
-        self._parts: list[bytes] = []  # the members' bytes, copied (a piece they were read from is filled again)
+        # (paths, tar names or None (the paths' UTF-8), starts, sizes, bytes) of members added together, their
+        # bytes copied (a piece they were read from is filled again)
+        self._parts: list[tuple[list[str], list[bytes] | None, list[int], list[int], bytes]] = []
         self._size = 0
-        self._members: list[tuple[str, bytes | None, int, int]] = []  # path, tar name (None: the path's UTF-8),
-        # start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
-        self._members.append((path, name, self._size, self._size + len(data)))
-        self._parts.append(bytes(data))
+        self._add_part([path], [name], [0], [len(data)], bytes(data))
+
+    def add_span(self, paths: list[str], starts: list[int], sizes: list[int], span: memoryview) -> None:
+        """Many members whose tar names are their paths' UTF-8 (a plain run's), member i at starts[i] in span,
+        copied in one."""
+        self._add_part(paths, None, starts, sizes, bytes(span))
+
+    def _add_part(self, paths: list[str], names: list[bytes] | None, starts: list[int], sizes: list[int],
+                  data: bytes) -> None:  # fmt: skip
+        self._parts.append((paths, names, starts, sizes, data))
         self._size += len(data)
         if self._size >= BATCH_BYTES:
             self.flush()
 
-    def add_many(self, paths: list[str], datas: list[bytes | memoryview]) -> None:
-        """add, for many members whose tar names are their paths' UTF-8 (a plain run's), copied in one join."""
-        ends = list(itertools.accumulate(map(len, datas), initial=self._size))
-        self._members += zip(paths, itertools.repeat(None), ends[:-1], ends[1:])
-        self._parts.append(b"".join(datas))
-        self._size = ends[-1]
-        if self._size >= BATCH_BYTES:
-            self.flush()
-
     def flush(self) -> None:
-        if not self._members:
+        if not self._parts:
             return
-        data, members = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts), self._members
-        self._parts, self._size, self._members = [], 0, []
-        if not self._prefilter(data):
+        parts, self._parts, self._size = self._parts, [], 0
+        if not self._prefilter(parts[0][4] if len(parts) == 1 else b"".join(part[4] for part in parts)):
             return
-        for path, name, start, end in members:
-            self._scan.inspect_whole(path, path.encode() if name is None else name, data[start:end])
+        for paths, names, starts, sizes, data in parts:
+            for i, (path, start, size) in enumerate(zip(paths, starts, sizes, strict=True)):
+                if size:
+                    name = path.encode() if names is None else names[i]
+                    self._scan.inspect_whole(path, name, memoryview(data)[start : start + size])
+
+
+def _lone_members(run: PlainRun, paths: list[str | None]) -> list[int]:
+    """Where in a run the members are that the scan reads as lone ones: a name to check (None in paths), a folder,
+    a file of RUN_MEMBER or more; in order. Each is looked for only where one is (most runs hold none)."""
+    lone = set()
+    if None in paths:
+        lone.update(i for i, path in enumerate(paths) if path is None)
+    if "dir" in run.kinds:
+        lone.update(i for i, kind in enumerate(run.kinds) if kind != "file")
+    if max(run.sizes) >= RUN_MEMBER:
+        lone.update(i for i, size in enumerate(run.sizes) if size >= RUN_MEMBER)
+    return sorted(lone)
 
 
 def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
