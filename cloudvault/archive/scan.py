@@ -648,12 +648,22 @@ def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
         paths = None
     if paths is None:
         return [_plain_path(name, nest) for name in names.split(b"\0", count)[:count]]
-    if nest and not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths}):
+    if nest and _may_name_an_archive(names, paths):
         return [None if might_be_archive(path) else path for path in paths]
     return paths
 
 
 ARCHIVE_ENDINGS = {name[name.rfind(".") :] for name in ARCHIVE_NAMES}  # a name ending in none may not be an archive
+# a name ending in one of them, in names each followed by a NUL (ASCII letters in any case)
+_ARCHIVE_ENDING = re.compile(b"(?:%s)\0" % b"|".join(re.escape(e.encode()) for e in ARCHIVE_ENDINGS), re.I)
+
+
+def _may_name_an_archive(names: bytes, paths: list[str]) -> bool:
+    """Whether any of a run's names ends as an archive's may (names: each followed by a NUL; paths: their text):
+    one search of them all where they are ASCII, else each one's last ending lowered as might_be_archive does."""
+    if names.isascii():
+        return _ARCHIVE_ENDING.search(names) is not None
+    return not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths})
 
 
 def _plain_path(name: bytes, nest: bool) -> str | None:

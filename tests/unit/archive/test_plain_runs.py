@@ -284,3 +284,21 @@ def test_a_run_of_small_members_is_hashed_in_one_call_not_one_per_member(monkeyp
     assert len(records) == 3000 and sum(batched) >= 2900 and len(batched) <= 10 and len(alone) <= 20
     view = tarfile_view(raw)
     assert {r.path: r.blake3 for r in records} == {name: found[4] for name, found in view.items()}
+
+
+@settings(max_examples=400, deadline=None)
+@given(names=st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12)
+                      .map(lambda stem: stem + random.Random(stem).choice(["", ".log", ".ZIP", ".tar.Zst", ".7z",
+                                                                           ".txt", ".K", ".gz.bak", "\u212a", ".001"])),
+                      min_size=1, max_size=8))  # fmt: skip
+def test_one_search_for_archive_endings_passes_every_name_might_be_archive_takes(names):
+    """The run's gate for names that may be archives (one regex search of the joined names where they are ASCII)
+    says yes wherever might_be_archive does for one of them, and exactly where one's last ending, lowered, is an
+    archive name's (the gate it replaces)."""
+    from cloudvault.archive import scan as scan_module
+    from cloudvault.archive.formats import might_be_archive
+
+    joined = b"".join(name.encode() + b"\0" for name in names)
+    gate = scan_module._may_name_an_archive(joined, names)
+    assert gate >= any(map(might_be_archive, names))
+    assert gate == any(name[name.rfind(".") :].lower() in scan_module.ARCHIVE_ENDINGS for name in names)
