@@ -581,6 +581,7 @@ HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hash
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 RUN_MEMBER = min(HASH_APART, BATCH_MEMBER)  # smaller files of a plain run are hashed and batched in its loop
 BATCH_BYTES = 1 << 20
+SPAN_ALONE = 256 << 10  # a plain run's span of small members this large is searched where it lies, not copied
 
 
 class _InspectBatch:
@@ -599,9 +600,16 @@ class _InspectBatch:
         self._add_part([path], [name], [0], [len(data)], bytes(data))
 
     def add_span(self, paths: list[str], starts: list[int], sizes: list[int], span: memoryview) -> None:
-        """Many members whose tar names are their paths' UTF-8 (a plain run's), member i at starts[i] in span,
-        copied in one."""
-        self._add_part(paths, None, starts, sizes, bytes(span))
+        """Many members whose tar names are their paths' UTF-8 (a plain run's), member i at starts[i] in span: a
+        span large enough for a search of its own is searched where it lies (no copy) once those before it are,
+        a smaller one copied in one."""
+        if len(span) < SPAN_ALONE:
+            self._add_part(paths, None, starts, sizes, bytes(span))
+            return
+        self.flush()  # the inspector sees members in archive order
+        self._parts.append((paths, None, starts, sizes, span))
+        self._size += len(span)
+        self.flush()
 
     def _add_part(self, paths: list[str], names: list[bytes] | None, starts: list[int], sizes: list[int],
                   data: bytes) -> None:  # fmt: skip
