@@ -9,6 +9,7 @@ of rowids in `members`, recorded on its `archives` row, so they are copied with 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import operator
@@ -202,10 +203,24 @@ def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> No
 
 
 def add_member_batch(shard: sqlite3.Connection, batch: list[tuple]) -> None:
-    if all(map(NONE_RARE.__eq__, map(RARE_FIELDS, batch))):
-        shard.executemany(PLAIN_INSERT, map(PLAIN_FIELDS, batch))
-    else:
+    """A batch of member records into the shard: a batch of only plain ones as INSERTs of many rows each (one
+    statement binds them all and steps once: a thread writing them lets the GIL go once a statement, not once a
+    row, and SQLite parses no statement again), any other row by row."""
+    if not all(map(NONE_RARE.__eq__, map(RARE_FIELDS, batch))):
         shard.executemany(SHARD_INSERT, batch)
+        return
+    rows = min(ROWS_PER_INSERT, shard.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(PLAIN_FIELDS(batch[0])))
+    for at in range(0, len(batch), rows):
+        part = batch[at : at + rows]
+        shard.execute(_plain_inserts(len(part)), list(itertools.chain.from_iterable(map(PLAIN_FIELDS, part))))
+
+
+@functools.lru_cache(maxsize=8)
+def _plain_inserts(rows: int) -> str:
+    return PLAIN_INSERT + ",(?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)" * (rows - 1)
+
+
+ROWS_PER_INSERT = 500
 
 
 class MemberRows:
