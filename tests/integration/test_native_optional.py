@@ -40,7 +40,8 @@ def wheel(tmp_path: Path, name: str, cc: str | None) -> Path:
 
 
 def native_in(built: Path) -> list[str]:
-    return [n for n in zipfile.ZipFile(built).namelist() if n.startswith("cloudvault/_b3") and n.endswith(".so")]
+    return [n for n in zipfile.ZipFile(built).namelist()
+            if n.startswith(("cloudvault/_b3tree", "cloudvault/_plainruns")) and n.endswith(".so")]  # fmt: skip
 
 
 CHECK = """
