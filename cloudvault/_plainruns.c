@@ -323,7 +323,8 @@ static int read_plain(const uint8_t *h, size_t room, plain_header *out) {
     int64_t stored = octal(h + 148, 6);
     if (stored < 0 || h[154] != 0 || h[155] != ' ') return 0;
     uint32_t sum = 8 * ' ';
-    for (int i = 0; i < TAR_BLOCK; i++) sum += (i >= 148 && i < 156) ? 0 : h[i];
+    for (int i = 0; i < TAR_BLOCK; i++) sum += h[i]; /* a loop the compiler vectorizes; the checksum field out after */
+    for (int i = 148; i < 156; i++) sum -= h[i];
     if (sum != (uint64_t)stored) return 0;
     if ((out->mode = number_field(h + 100, 8)) < 0 || (out->uid = number_field(h + 108, 8)) < 0 ||
         (out->gid = number_field(h + 116, 8)) < 0 || (out->size = number_field(h + 124, 12)) < 0 ||
@@ -340,28 +341,53 @@ static int read_plain(const uint8_t *h, size_t room, plain_header *out) {
 
 static PyObject *FILE_KIND, *DIR_KIND;
 
+/* What members of a run share, made once and handed out again while it repeats: an owner's or group's text, a
+ * mode's, mtime's, uid's or gid's int (most members of an archive share them: no object made per member). */
+typedef struct {
+    PyObject *text[2];
+    const uint8_t *field[2];
+    PyObject *num[4];
+    int64_t value[4];
+} repeats;
+
+enum { MODE, MTIME, UID, GID };
+
 /* An owner or group field's text (to its first NUL, UTF-8, bad bytes replaced), the last one's again if the same. */
-static PyObject *owner_text(const uint8_t *field, PyObject **last, const uint8_t **last_field) {
-    if (*last && !memcmp(field, *last_field, 32)) return Py_NewRef(*last);
+static PyObject *owner_text(repeats *r, int which, const uint8_t *field) {
+    if (r->text[which] && !memcmp(field, r->field[which], 32)) return Py_NewRef(r->text[which]);
     const uint8_t *nul = memchr(field, 0, 32);
     PyObject *text = PyUnicode_DecodeUTF8((const char *)field, nul ? nul - field : 32, "replace");
     if (text) {
-        Py_XSETREF(*last, Py_NewRef(text));
-        *last_field = field;
+        Py_XSETREF(r->text[which], Py_NewRef(text));
+        r->field[which] = field;
     }
     return text;
+}
+
+static PyObject *repeated_number(repeats *r, int which, int64_t value) {
+    if (r->num[which] && r->value[which] == value) return Py_NewRef(r->num[which]);
+    PyObject *n = PyLong_FromLongLong(value);
+    if (n) {
+        Py_XSETREF(r->num[which], Py_NewRef(n));
+        r->value[which] = value;
+    }
+    return n;
+}
+
+static void repeats_clear(repeats *r) {
+    for (int i = 0; i < 2; i++) Py_CLEAR(r->text[i]);
+    for (int i = 0; i < 4; i++) Py_CLEAR(r->num[i]);
 }
 
 enum { NAMES, KINDS, SIZES, MODES, MTIMES, UIDS, GIDS, UNAMES, GNAMES, OFFSETS, COLUMNS };
 
 /* One member's header into the columns; -1 with a Python error set. */
-static int add_member(PyObject **cols, const uint8_t *h, const plain_header *p, Py_ssize_t offset, PyObject **owners,
-                      const uint8_t **owner_fields) {
+static int add_member(PyObject **cols, const uint8_t *h, const plain_header *p, Py_ssize_t offset, repeats *r) {
     PyObject *items[COLUMNS] = {
         PyBytes_FromStringAndSize((const char *)h, (Py_ssize_t)p->name_len), Py_NewRef(p->dir ? DIR_KIND : FILE_KIND),
-        PyLong_FromLongLong(p->dir ? 0 : p->size), PyLong_FromLongLong(p->mode), PyLong_FromLongLong(p->mtime),
-        PyLong_FromLongLong(p->uid), PyLong_FromLongLong(p->gid), owner_text(h + 265, &owners[0], &owner_fields[0]),
-        owner_text(h + 297, &owners[1], &owner_fields[1]), PyLong_FromSsize_t(offset),
+        PyLong_FromLongLong(p->dir ? 0 : p->size), repeated_number(r, MODE, p->mode),
+        repeated_number(r, MTIME, p->mtime), repeated_number(r, UID, p->uid), repeated_number(r, GID, p->gid),
+        owner_text(r, 0, h + 265), owner_text(r, 1, h + 297), PyLong_FromSsize_t(offset),
     };
     int failed = 0;
     for (int c = 0; c < COLUMNS; c++) {
@@ -372,8 +398,8 @@ static int add_member(PyObject **cols, const uint8_t *h, const plain_header *p, 
 }
 
 static PyObject *plain_headers(PyObject *module, PyObject *args) {
-    PyObject *buffer, *cols[COLUMNS] = {NULL}, *owners[2] = {NULL, NULL}, *out = NULL, *joined = NULL;
-    const uint8_t *owner_fields[2] = {NULL, NULL};
+    PyObject *buffer, *cols[COLUMNS] = {NULL}, *out = NULL, *joined = NULL;
+    repeats shared = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL, NULL, NULL}, {0, 0, 0, 0}};
     Py_ssize_t at, base;
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "Onn", &buffer, &at, &base)) return NULL;
@@ -384,7 +410,7 @@ static PyObject *plain_headers(PyObject *module, PyObject *args) {
     Py_ssize_t names_len = 0, pos = at < 0 ? view.len : at;
     plain_header p;
     while (pos + TAR_BLOCK <= view.len && read_plain(piece + pos, (size_t)(view.len - pos), &p)) {
-        if (add_member(cols, piece + pos, &p, base + pos, owners, owner_fields) < 0) goto done;
+        if (add_member(cols, piece + pos, &p, base + pos, &shared) < 0) goto done;
         names_len += (Py_ssize_t)p.name_len + 1;
         pos += TAR_BLOCK + (p.dir ? 0 : (p.size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK);
     }
@@ -407,8 +433,7 @@ static PyObject *plain_headers(PyObject *module, PyObject *args) {
 done:
     for (int c = 0; c < COLUMNS; c++) Py_XDECREF(cols[c]);
     Py_XDECREF(joined);
-    Py_XDECREF(owners[0]);
-    Py_XDECREF(owners[1]);
+    repeats_clear(&shared);
     PyBuffer_Release(&view);
     return out;
 }

@@ -302,3 +302,26 @@ def test_one_search_for_archive_endings_passes_every_name_might_be_archive_takes
     gate = scan_module._may_name_an_archive(joined, names)
     assert gate >= any(map(might_be_archive, names))
     assert gate == any(name[name.rfind(".") :].lower() in scan_module.ARCHIVE_ENDINGS for name in names)
+
+
+@pytest.mark.parametrize("arrays", ARRAYS)
+def test_owners_modes_and_times_that_change_from_member_to_member_are_each_members_own(arrays):
+    """Members whose mode, mtime, uid, gid, owner and group now repeat, now change (the native walker hands a
+    repeated value's object out again): every header as tar.py reads it alone, and as tarfile reads it."""
+    rng = random.Random(8)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(600):
+            info = tarfile.TarInfo(f"d/m{i}.log")
+            info.size = rng.randint(0, 700)
+            info.mode = rng.choice([0o644, 0o644, 0o600, 0o755])
+            info.mtime = rng.choice([1_760_000_000, 1_760_000_000, 1_700_000_001])
+            info.uid, info.gid = rng.choice([(0, 0), (1000, 1000), (1000, 1000), (70000, 5)])
+            info.uname, info.gname = rng.choice([("", ""), ("lab", "lab"), ("lab", "staff"), ("caf\u00e9", "x")])
+            tar.addfile(info, io.BytesIO(rng.randbytes(info.size)))
+    data = out.getvalue()
+    together = walked(Pieces(data, 1 << 20), PlainRuns(**ARRAYS[arrays]))
+    assert together == walked(Pieces(data, 1 << 20), None)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        want = [(m.name, m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in tar.getmembers()]
+    assert [(h.name.decode(), h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname) for h, _ in together[0]] == want
