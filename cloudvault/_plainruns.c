@@ -163,13 +163,12 @@ static int hash_jobs(const chunk_job *jobs, size_t n) {
 /* The members' sizes and starts checked against the buffer; the chunks of those under limit as jobs, each member's
  * digest going to digests + 32 i (its chunks' values, for a member of several, to cvs first). Returns the jobs
  * made, or -1 with a Python error set. */
-static Py_ssize_t member_jobs(PyObject *starts, PyObject *sizes, Py_ssize_t n, Py_ssize_t shift, Py_ssize_t limit,
-                              const Py_buffer *view, chunk_job *jobs, uint8_t *digests, uint8_t *cvs) {
+static Py_ssize_t member_jobs(PyObject *starts, const Py_ssize_t *sizes, Py_ssize_t n, Py_ssize_t shift,
+                              Py_ssize_t limit, const Py_buffer *view, chunk_job *jobs, uint8_t *digests, uint8_t *cvs) {
     Py_ssize_t made = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t size = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sizes, i));
-        Py_ssize_t start = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(starts, i));
-        if ((size == -1 || start == -1) && PyErr_Occurred()) return -1;
+        Py_ssize_t size = sizes[i], start = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(starts, i));
+        if (start == -1 && PyErr_Occurred()) return -1;
         if (size >= limit) continue;
         if (size < 0 || start + shift < 0 || start + shift > view->len - size) {
             PyErr_Format(PyExc_ValueError, "member %zd (%zd bytes at %zd) is not inside the buffer", i, size, start);
@@ -188,11 +187,11 @@ static Py_ssize_t member_jobs(PyObject *starts, PyObject *sizes, Py_ssize_t n, P
 }
 
 /* The digests of members of several chunks: their chunks' values (jobs in member order) merged into their roots. */
-static void merge_members(Py_ssize_t made, const uint8_t *cvs, uint8_t *digests,
-                          PyObject *sizes, Py_ssize_t n, Py_ssize_t limit) {
+static void merge_members(Py_ssize_t made, const uint8_t *cvs, uint8_t *digests, const Py_ssize_t *sizes,
+                          Py_ssize_t n, Py_ssize_t limit) {
     Py_ssize_t j = 0;
     for (Py_ssize_t i = 0; i < n && j < made; i++) {
-        Py_ssize_t size = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sizes, i));
+        Py_ssize_t size = sizes[i];
         if (size >= limit) continue;
         if (size <= CHUNK_LEN) {
             j++;
@@ -204,13 +203,13 @@ static void merge_members(Py_ssize_t made, const uint8_t *cvs, uint8_t *digests,
     }
 }
 
-static PyObject *hex_list(const uint8_t *digests, PyObject *sizes, Py_ssize_t n, Py_ssize_t limit) {
+static PyObject *hex_list(const uint8_t *digests, const Py_ssize_t *sizes, Py_ssize_t n, Py_ssize_t limit) {
     static const char HEX[] = "0123456789abcdef";
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item;
-        if (PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sizes, i)) >= limit) {
+        if (sizes[i] >= limit) {
             item = Py_NewRef(Py_None);
         } else {
             item = PyUnicode_New(2 * CV_LEN, 127);
@@ -237,6 +236,7 @@ static PyObject *hex_digests(PyObject *module, PyObject *args) {
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) return NULL;
     chunk_job *jobs = NULL;
     uint8_t *digests = NULL, *cvs = NULL;
+    Py_ssize_t *size_of = NULL; /* the sizes read once: the list may change while the GIL is let go */
     starts = PySequence_Fast(starts_arg, "starts: a sequence of ints");
     sizes = starts ? PySequence_Fast(sizes_arg, "sizes: a sequence of ints") : NULL;
     if (!sizes) goto done;
@@ -245,8 +245,12 @@ static PyObject *hex_digests(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "starts and sizes differ in length");
         goto done;
     }
+    if (!(size_of = PyMem_Malloc(sizeof *size_of * (size_t)(n + 1)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) { /* the jobs to make room for */
-        Py_ssize_t size = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sizes, i));
+        Py_ssize_t size = size_of[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(sizes, i));
         if (size == -1 && PyErr_Occurred()) goto done;
         if (size >= 0 && size < limit) chunks += size ? (size + CHUNK_LEN - 1) / CHUNK_LEN : 1;
     }
@@ -257,7 +261,7 @@ static PyObject *hex_digests(PyObject *module, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t made = member_jobs(starts, sizes, n, shift, limit, &view, jobs, digests, cvs);
+    Py_ssize_t made = member_jobs(starts, size_of, n, shift, limit, &view, jobs, digests, cvs);
     if (made < 0) goto done;
     int failed;
     Py_BEGIN_ALLOW_THREADS /* the buffer is held: the decoding thread goes on meanwhile */
@@ -267,9 +271,10 @@ static PyObject *hex_digests(PyObject *module, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    merge_members(made, cvs, digests, sizes, n, limit);
-    out = hex_list(digests, sizes, n, limit);
+    merge_members(made, cvs, digests, size_of, n, limit);
+    out = hex_list(digests, size_of, n, limit);
 done:
+    PyMem_Free(size_of);
     PyMem_Free(jobs);
     PyMem_Free(digests);
     PyMem_Free(cvs);
