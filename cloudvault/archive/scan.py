@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import operator
 import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -54,7 +53,6 @@ class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     __slots__ = ()
 
 
-RECORD_PATH, RECORD_BLAKE3 = operator.itemgetter(0), operator.itemgetter(13)  # of a MemberRecord, in C
 
 
 class Inspector(Protocol):
@@ -176,10 +174,11 @@ class ArchiveScan:
         self._opener = opener
         self.result = ScanResult()
         self._chains = LinkChains()
-        self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
-        # small files of plain runs not yet in _contents, as (records, first, end): put there (_settle) only once a
-        # member read alone needs it (a hardlink reads it), in archive order; most archives of them never do
-        self._unsettled: list[tuple[list[MemberRecord], int, int]] = []
+        # path -> BLAKE3 of what extracting so far left there (None: nothing with data), for hardlinks
+        self._contents: dict[str, str | None] = {}
+        # what members left there not yet in _contents, as (paths, their BLAKE3s) in archive order: put there
+        # (_settle) only once a hardlink reads it (most archives hold none), or once UNSETTLED_MAX are waiting
+        self._unsettled: list[tuple[list[str], list]] = []
         self._venv_links: list[tuple[str, str, str]] = []  # (env root, reason, path): judged once all is read
         self._venv_roots: set[str] = set()  # folders holding a pyvenv.cfg
 
@@ -365,26 +364,26 @@ class ArchiveScan:
                 records += self._small_files(run, paths, digests, first, lone)
             if lone == count:
                 break
-            self._unsettled.append((records, first, len(records)))  # the contents before it
             record = self._record(run.header(lone), run.member_data(lone))
             hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
             records.append(record)
             first = lone + 1
-        self._unsettled.append((records, first, count))  # a record's index is its member's in the run
         return records, hashed
 
     def _small_files(self, run: PlainRun, paths: list, digests: list, first: int, end: int) -> list[MemberRecord]:
         """The records of members first..end of a run, small files with plain names, hashed already (digests);
         their bytes shown to the inspector."""
+        paths, digests = paths[first:end], digests[first:end]
         sizes, offsets = run.sizes[first:end], run.offsets[first:end]
         self.result.member_count += end - first
+        self._unsettled.append((paths, digests))
         if self._inspect is not None:
-            self._inspect_span(paths[first:end], offsets, sizes, run)
+            self._inspect_span(paths, offsets, sizes, run)
         repeat = itertools.repeat
         return list(map(tuple.__new__, repeat(MemberRecord), zip(
-            paths[first:end], repeat(None), repeat("file"), sizes, run.modes[first:end], run.mtimes[first:end],
+            paths, repeat(None), repeat("file"), sizes, run.modes[first:end], run.mtimes[first:end],
             run.uids[first:end], run.gids[first:end], run.unames[first:end], run.gnames[first:end], repeat(None),
-            offsets, map(BLOCK.__add__, offsets), digests[first:end], repeat(None), repeat(None), repeat(None),
+            offsets, map(BLOCK.__add__, offsets), digests, repeat(None), repeat(None), repeat(None),
             strict=False,  # the repeats have no end
         )))  # fmt: skip
 
@@ -403,10 +402,9 @@ class ArchiveScan:
                 self.inspect_whole(path, path.encode(), run.piece[at - base : at - base + size])
 
     def _settle(self) -> None:
-        """The small files of plain runs into _contents, in archive order."""
-        for records, first, end in self._unsettled:
-            part = records[first:end]
-            self._contents.update(zip(map(RECORD_PATH, part), map(RECORD_BLAKE3, part), strict=True))
+        """What the members read so far left at their paths into _contents, in archive order."""
+        for paths, digests in self._unsettled:
+            self._contents.update(zip(paths, digests, strict=True))
         self._unsettled = []
 
     def _judge_venv_links(self) -> None:
@@ -421,9 +419,8 @@ class ArchiveScan:
         """The member's BLAKE3 (or, for one of more than a piece, the PieceHasher or HashJob that has it and its
         piece hashes: `_hashed` takes both); a hardlink's is that of its target as extracting up to here left it (a
         later member of the target's name, a `tar -r` update, does not change what the link holds)."""
-        if self._unsettled:
-            self._settle()
         if header.type == "hardlink":
+            self._settle()
             digest = self._contents.get(link or "")
             if digest is None:
                 self.result.flag("dangling_hardlink", f"hardlink to {link!r}, which no earlier member is", path)
@@ -433,10 +430,9 @@ class ArchiveScan:
             digest = self._hash(header, data, path)
         else:
             digest = None
-        if digest is not None and header.type != "other":
-            self._contents[path] = digest
-        else:
-            self._contents.pop(path, None)
+        self._unsettled.append(((path,), (digest if header.type != "other" else None,)))
+        if len(self._unsettled) > UNSETTLED_MAX:  # many lone members: as cheap in the dict, and smaller
+            self._settle()
         return digest
 
     def _hash_sparse(self, header: TarHeader, data: MemberData, path: str) -> PieceHasher:
@@ -581,6 +577,7 @@ HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hash
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 RUN_MEMBER = min(HASH_APART, BATCH_MEMBER)  # smaller files of a plain run are hashed and batched in its loop
 BATCH_BYTES = 1 << 20
+UNSETTLED_MAX = 4096
 SPAN_ALONE = 256 << 10  # a plain run's span of small members this large is searched where it lies, not copied
 
 

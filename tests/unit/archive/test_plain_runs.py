@@ -325,3 +325,33 @@ def test_owners_modes_and_times_that_change_from_member_to_member_are_each_membe
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         want = [(m.name, m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in tar.getmembers()]
     assert [(h.name.decode(), h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname) for h, _ in together[0]] == want
+
+
+@pytest.mark.parametrize("arrays", ARRAYS)
+@pytest.mark.parametrize("folders", [10, 5000])  # the second: more lone members than wait unsettled (UNSETTLED_MAX)
+def test_a_hardlink_holds_its_target_as_extracting_up_to_it_left_it(arrays, folders, monkeypatch):
+    """What a small file of a run, a folder and a `tar -r` update left at a path is what a hardlink after them holds,
+    however many lone members came between (GNU tar extracts it so: a link to the bytes there at that point)."""
+    monkeypatch.setattr(plainruns, "ARRAY_AFTER", ARRAYS[arrays].get("arrays_after", 0))
+    monkeypatch.setattr(plainruns, "NATIVE", ARRAYS[arrays]["native"])
+    out = io.BytesIO()
+
+    def add(tar, name, data=None, kind=tarfile.REGTYPE, link=""):
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.size = kind, link, len(data or b"")
+        tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        add(tar, "a.log", b"first\n")
+        for i in range(folders):
+            add(tar, f"d{i}", kind=tarfile.DIRTYPE)
+        add(tar, "h1", kind=tarfile.LNKTYPE, link="a.log")
+        add(tar, "a.log", b"second\n")
+        for i in range(folders):
+            add(tar, f"e{i}", kind=tarfile.DIRTYPE)
+        add(tar, "h2", kind=tarfile.LNKTYPE, link="a.log")
+        add(tar, "h3", kind=tarfile.LNKTYPE, link="d1")  # a folder: nothing with data there
+    records = {r.path: r for r in ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(out.getvalue())))}
+    assert records["h1"].blake3 == blake3.blake3(b"first\n").hexdigest()
+    assert records["h2"].blake3 == blake3.blake3(b"second\n").hexdigest()
+    assert records["h3"].blake3 is None
