@@ -1,8 +1,12 @@
-"""The one native part, optional: BLAKE3 with piece hashes in one pass (cloudvault/_b3tree.c). Where it cannot be
-built (no C compiler, no Python headers), the install goes on without it and cloudvault/pieces.py hashes the pieces
-in a second pass with the `blake3` package (the speed of before; the same verification)."""
+"""The native parts, optional: BLAKE3 with piece hashes in one pass (cloudvault/_b3tree.c), and many small members'
+BLAKE3 in one call (cloudvault/_plainruns.c, built on _b3tree.c's compression). Where they cannot be built (no C
+compiler, no Python headers), the install goes on without them: cloudvault/pieces.py hashes the pieces in a second
+pass and cloudvault/hashing.py each small member alone with the `blake3` package (the speed of before; the same
+verification)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("cloudvault._b3tree", ["cloudvault/_b3tree.c"], optional=True,
-                             extra_compile_args=["-O3", "-std=c11"])])
+FLAGS = ["-O3", "-std=c11"]
+setup(ext_modules=[Extension("cloudvault._b3tree", ["cloudvault/_b3tree.c"], optional=True, extra_compile_args=FLAGS),
+                   Extension("cloudvault._plainruns", ["cloudvault/_plainruns.c"], depends=["cloudvault/_b3tree.c"],
+                             optional=True, extra_compile_args=FLAGS)])  # fmt: skip

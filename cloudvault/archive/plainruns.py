@@ -6,8 +6,10 @@ wherever nothing read before applies to the next header: from the stream's posit
 look plain by their type and size alone, checks them all, and hands back the run of those that are (a PlainRun),
 with the piece their data lie in, so that a scan hashes and records them in one loop instead of a walk step, a
 reader and a record per member. The first header that is not plain ends a run; the walk reads it as it reads any.
-A long run is checked and read as one array (archive/headerarrays.py, numpy, imported once a walk has met enough
-plain members to pay for it); a short one header by header with tar.py's own checks.
+Where the native extension is built (cloudvault/_plainruns.c), a run's headers are read there, in one call, in the
+canonical forms headerarrays.py reads; elsewhere (or where the first header is plain in another form) a long run is
+checked and read as one array (archive/headerarrays.py, numpy, imported once a walk has met enough plain members to
+pay for it) and a short one header by header with tar.py's own checks.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ from typing import NamedTuple
 
 from cloudvault.archive.tar import BLOCK, ZERO_BLOCK, MemberData, Stream, TarHeader, checksum_ok, cstring, header_fields
 
+try:
+    from cloudvault import _plainruns
+except ImportError:  # not built (no C compiler where it was installed): runs read by numpy and tar.py
+    _plainruns = None
+
 PLAIN = {b"0": "file", b"\0": "file", b"7": "file", b"5": "dir"}  # the typeflags of plain members
 SIZE_AND_TYPE = struct.Struct("124x12s20xc")  # a header's size field and typeflag, read in one call
 ARRAY_RUN = 64  # a run of this many headers or more is read as one array ...
 ARRAY_AFTER = 40_000  # ... once a walk has met this many plain members (numpy's import, ~0.1 s, then pays)
+NATIVE = _plainruns is not None  # runs read by the extension
 
 
 class PlainRun(NamedTuple):
@@ -74,10 +82,11 @@ class PlainRuns:
     """The plain members at a stream's position, for one walk (tar.iter_members' runs). Where the headers that
     look plain are not (another writer's form, damage), runs are not tried again until the walk is past them, so
     that they are looked at once, not once per member. arrays_after: plain members met before long runs are
-    read as arrays (ARRAY_AFTER)."""
+    read as arrays (ARRAY_AFTER); native: runs read by the extension (NATIVE: where it is built)."""
 
-    def __init__(self, arrays_after: int | None = None) -> None:
+    def __init__(self, arrays_after: int | None = None, native: bool | None = None) -> None:
         self._arrays_after = ARRAY_AFTER if arrays_after is None else arrays_after
+        self._native = (NATIVE if native is None else native) and _plainruns is not None
         self._met, self._not_before = 0, -1
 
     def __call__(self, stream: Stream) -> PlainRun | None:
@@ -86,6 +95,9 @@ class PlainRuns:
             return None
         piece, at = at_hand()
         base = stream.pos - at
+        if self._native and (found := _plainruns.plain_headers(piece, at, base)) is not None:
+            stream.passed(found[-1] - at)
+            return PlainRun(*found[:-1], piece, base)
         spans = plain_spans(piece, at)
         if len(spans) >= ARRAY_RUN and self._met >= self._arrays_after:
             run = _array_run(piece, spans, base)

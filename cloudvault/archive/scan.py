@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import operator
 import re
 from collections import deque, namedtuple
 from collections.abc import Callable, Iterable, Iterator
@@ -32,7 +31,7 @@ from cloudvault.archive.zstdframes import (
     damaged_frame_after,
     looks_multi_frame,
 )
-from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread
+from cloudvault.hashing import BackgroundHasher, HashJob, HashThreads, PieceThread, member_hex_digests
 from cloudvault.models import Flag, Frame, NestedArchive
 from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher
 from cloudvault.tools.mirrorfs import text_path
@@ -54,7 +53,6 @@ class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     __slots__ = ()
 
 
-RECORD_PATH, RECORD_BLAKE3 = operator.itemgetter(0), operator.itemgetter(13)  # of a MemberRecord, in C
 
 
 class Inspector(Protocol):
@@ -176,10 +174,11 @@ class ArchiveScan:
         self._opener = opener
         self.result = ScanResult()
         self._chains = LinkChains()
-        self._contents: dict[str, str | None] = {}  # path -> BLAKE3 of what extracting so far left there
-        # small files of plain runs not yet in _contents, as (records, first, end): put there (_settle) only once a
-        # member read alone needs it (a hardlink reads it), in archive order; most archives of them never do
-        self._unsettled: list[tuple[list[MemberRecord], int, int]] = []
+        # path -> BLAKE3 of what extracting so far left there (None: nothing with data), for hardlinks
+        self._contents: dict[str, str | None] = {}
+        # what members left there not yet in _contents, as (paths, their BLAKE3s) in archive order: put there
+        # (_settle) only once a hardlink reads it (most archives hold none), or once UNSETTLED_MAX are waiting
+        self._unsettled: list[tuple[list[str], list]] = []
         self._venv_links: list[tuple[str, str, str]] = []  # (env root, reason, path): judged once all is read
         self._venv_roots: set[str] = set()  # folders holding a pyvenv.cfg
 
@@ -348,58 +347,65 @@ class ArchiveScan:
                             h.header_offset, h.data_offset, digest, raw_link, pieces, None)  # fmt: skip
 
     def _run_records(self, run: PlainRun) -> tuple[list[MemberRecord], bool]:
-        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. A small
-        file with a plain name (_plain_paths) is done here in a few steps: its BLAKE3 over its view of the piece,
-        its bytes to the inspector's batch, its record; any other member (a folder, a large member, a name to
-        check or flag, any member once links were seen) goes through _record as a lone member would."""
+        """The records of a run of plain members (plainruns.PlainRun), and whether each is hashed already. Small
+        files with plain names (_plain_paths) are done here a stretch at a time: their BLAKE3 all in one call over
+        the piece, their bytes to the inspector's batch as the one span of the piece they lie in, their records
+        made by zip; any other member (a folder, a large member, a name to check or flag, any member once links
+        were seen) goes through _record as a lone member would, in its place."""
         records: list[MemberRecord] = []
         count, piece, base = len(run.kinds), run.piece, run.base
-        hashed, small, done_here, first_small = True, ([], []), 0, 0  # small: the paths and data to inspect
-        new_record, hash_of = tuple.__new__, blake3.blake3  # looked up once: the loop runs per member
         paths = [None] * count if self._chains else _plain_paths(run.joined_names, count, self._nest)
-        for i, (path, kind, size, offset, mode, mtime, uid, gid, uname, gname) in enumerate(zip(
-            paths, run.kinds, run.sizes, run.offsets, run.modes, run.mtimes, run.uids, run.gids, run.unames,
-            run.gnames, strict=True,
-        )):  # fmt: skip
-            if path is None or kind != "file" or size >= RUN_MEMBER:
-                self._inspect_small(*small)  # the inspector sees members in archive order, and a lone member
-                self._unsettled.append((records, first_small, len(records)))  # the contents before it
-                record = self._record(run.header(i), run.member_data(i))
-                hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
-                records.append(record)
-                first_small = len(records)
-                continue
-            data = piece[offset + BLOCK - base : offset + BLOCK - base + size]
-            if size:
-                small[0].append(path)
-                small[1].append(data)
-            digest = hash_of(data).digest().hex()  # as hexdigest(), which makes its text more slowly
-            records.append(new_record(MemberRecord, (path, None, "file", size, mode, mtime, uid, gid, uname,
-                                                     gname, None, offset, offset + BLOCK, digest, None, None,
-                                                     None)))  # fmt: skip
-            done_here += 1
-        self.result.member_count += done_here  # _record counted the others
-        self._inspect_small(*small)
-        self._unsettled.append((records, first_small, len(records)))
+        # the small ones' BLAKE3 all in one call (one SIMD lane a chunk where the extension is built)
+        digests = paths if self._chains else member_hex_digests(piece, run.offsets, run.sizes, BLOCK - base,
+                                                                RUN_MEMBER)  # fmt: skip
+        hashed, first = True, 0
+        for lone in (*_lone_members(run, paths), count):
+            if lone > first:
+                records += self._small_files(run, paths, digests, first, lone)
+            if lone == count:
+                break
+            record = self._record(run.header(lone), run.member_data(lone))
+            hashed = hashed and not isinstance(record.blake3, (HashJob, PieceHasher))
+            records.append(record)
+            first = lone + 1
         return records, hashed
 
-    def _settle(self) -> None:
-        """The small files of plain runs into _contents, in archive order."""
-        for records, first, end in self._unsettled:
-            part = records[first:end]
-            self._contents.update(zip(map(RECORD_PATH, part), map(RECORD_BLAKE3, part), strict=True))
-        self._unsettled = []
+    def _small_files(self, run: PlainRun, paths: list, digests: list, first: int, end: int) -> list[MemberRecord]:
+        """The records of members first..end of a run, small files with plain names, hashed already (digests);
+        their bytes shown to the inspector."""
+        paths, digests = paths[first:end], digests[first:end]
+        sizes, offsets = run.sizes[first:end], run.offsets[first:end]
+        self.result.member_count += end - first
+        self._unsettled.append((paths, digests))
+        if self._inspect is not None:
+            self._inspect_span(paths, offsets, sizes, run)
+        repeat = itertools.repeat
+        return list(map(tuple.__new__, repeat(MemberRecord), zip(
+            paths, repeat(None), repeat("file"), sizes, run.modes[first:end], run.mtimes[first:end],
+            run.uids[first:end], run.gids[first:end], run.unames[first:end], run.gnames[first:end], repeat(None),
+            offsets, map(BLOCK.__add__, offsets), digests, repeat(None), repeat(None), repeat(None),
+            strict=False,  # the repeats have no end
+        )))  # fmt: skip
 
-    def _inspect_small(self, paths: list[str], datas: list[memoryview]) -> None:
-        """The bytes of small members with plain names (their tar names are their paths' UTF-8) shown to the
-        inspector, in a batch where there is one; both lists emptied."""
-        if paths and self._batch is not None:
-            self._batch.add_many(paths, datas)
-        elif self._inspect is not None:
-            for path, data in zip(paths, datas, strict=True):
-                self.inspect_whole(path, path.encode(), data)
-        paths.clear()
-        datas.clear()
+    def _inspect_span(self, paths: list[str], offsets: list[int], sizes: list[int], run: PlainRun) -> None:
+        """Small members with plain names (their tar names are their paths' UTF-8), one after another in the run's
+        piece, shown to the inspector: in a batch where there is one, as the one span of the piece they lie in
+        (their headers between them: a prefilter that passes it passes each member's bytes)."""
+        base = run.base - BLOCK
+        if self._batch is not None:
+            start = offsets[0] - base
+            self._batch.add_span(paths, [at - base - start for at in offsets], sizes,
+                                 run.piece[start : offsets[-1] - base + sizes[-1]])  # fmt: skip
+            return
+        for path, at, size in zip(paths, offsets, sizes, strict=True):
+            if size:
+                self.inspect_whole(path, path.encode(), run.piece[at - base : at - base + size])
+
+    def _settle(self) -> None:
+        """What the members read so far left at their paths into _contents, in archive order."""
+        for paths, digests in self._unsettled:
+            self._contents.update(zip(paths, digests, strict=True))
+        self._unsettled = []
 
     def _judge_venv_links(self) -> None:
         """An interpreter link of a venv (its root holds pyvenv.cfg) is what a venv is, not damage; one without a
@@ -413,9 +419,8 @@ class ArchiveScan:
         """The member's BLAKE3 (or, for one of more than a piece, the PieceHasher or HashJob that has it and its
         piece hashes: `_hashed` takes both); a hardlink's is that of its target as extracting up to here left it (a
         later member of the target's name, a `tar -r` update, does not change what the link holds)."""
-        if self._unsettled:
-            self._settle()
         if header.type == "hardlink":
+            self._settle()
             digest = self._contents.get(link or "")
             if digest is None:
                 self.result.flag("dangling_hardlink", f"hardlink to {link!r}, which no earlier member is", path)
@@ -425,10 +430,9 @@ class ArchiveScan:
             digest = self._hash(header, data, path)
         else:
             digest = None
-        if digest is not None and header.type != "other":
-            self._contents[path] = digest
-        else:
-            self._contents.pop(path, None)
+        self._unsettled.append(((path,), (digest if header.type != "other" else None,)))
+        if len(self._unsettled) > UNSETTLED_MAX:  # many lone members: as cheap in the dict, and smaller
+            self._settle()
         return digest
 
     def _hash_sparse(self, header: TarHeader, data: MemberData, path: str) -> PieceHasher:
@@ -573,6 +577,8 @@ HOLES_IN_THREADS = 64 << 20  # a sparse member this large (mostly zeros) is hash
 BATCH_MEMBER = 64 << 10  # members up to this size are inspected in batches
 RUN_MEMBER = min(HASH_APART, BATCH_MEMBER)  # smaller files of a plain run are hashed and batched in its loop
 BATCH_BYTES = 1 << 20
+UNSETTLED_MAX = 4096
+SPAN_ALONE = 256 << 10  # a plain run's span of small members this large is searched where it lies, not copied
 
 
 class _InspectBatch:
@@ -582,36 +588,57 @@ class _InspectBatch:
 
     def __init__(self, prefilter: Callable[[bytes], bool], scan: ArchiveScan) -> None:
         self._prefilter, self._scan = prefilter, scan
-        self._parts: list[bytes] = []  # the members' bytes, copied (a piece they were read from is filled again)
+        # (paths, tar names or None (the paths' UTF-8), starts, sizes, bytes) of members added together, their
+        # bytes copied (a piece they were read from is filled again)
+        self._parts: list[tuple[list[str], list[bytes] | None, list[int], list[int], bytes]] = []
         self._size = 0
-        self._members: list[tuple[str, bytes | None, int, int]] = []  # path, tar name (None: the path's UTF-8),
-        # start and end in the batch
 
     def add(self, path: str, name: bytes, data: bytes | memoryview) -> None:
-        self._members.append((path, name, self._size, self._size + len(data)))
-        self._parts.append(bytes(data))
+        self._add_part([path], [name], [0], [len(data)], bytes(data))
+
+    def add_span(self, paths: list[str], starts: list[int], sizes: list[int], span: memoryview) -> None:
+        """Many members whose tar names are their paths' UTF-8 (a plain run's), member i at starts[i] in span: a
+        span large enough for a search of its own is searched where it lies (no copy) once those before it are,
+        a smaller one copied in one."""
+        if len(span) < SPAN_ALONE:
+            self._add_part(paths, None, starts, sizes, bytes(span))
+            return
+        self.flush()  # the inspector sees members in archive order
+        self._parts.append((paths, None, starts, sizes, span))
+        self._size += len(span)
+        self.flush()
+
+    def _add_part(self, paths: list[str], names: list[bytes] | None, starts: list[int], sizes: list[int],
+                  data: bytes) -> None:  # fmt: skip
+        self._parts.append((paths, names, starts, sizes, data))
         self._size += len(data)
         if self._size >= BATCH_BYTES:
             self.flush()
 
-    def add_many(self, paths: list[str], datas: list[bytes | memoryview]) -> None:
-        """add, for many members whose tar names are their paths' UTF-8 (a plain run's), copied in one join."""
-        ends = list(itertools.accumulate(map(len, datas), initial=self._size))
-        self._members += zip(paths, itertools.repeat(None), ends[:-1], ends[1:])
-        self._parts.append(b"".join(datas))
-        self._size = ends[-1]
-        if self._size >= BATCH_BYTES:
-            self.flush()
-
     def flush(self) -> None:
-        if not self._members:
+        if not self._parts:
             return
-        data, members = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts), self._members
-        self._parts, self._size, self._members = [], 0, []
-        if not self._prefilter(data):
+        parts, self._parts, self._size = self._parts, [], 0
+        if not self._prefilter(parts[0][4] if len(parts) == 1 else b"".join(part[4] for part in parts)):
             return
-        for path, name, start, end in members:
-            self._scan.inspect_whole(path, path.encode() if name is None else name, data[start:end])
+        for paths, names, starts, sizes, data in parts:
+            for i, (path, start, size) in enumerate(zip(paths, starts, sizes, strict=True)):
+                if size:
+                    name = path.encode() if names is None else names[i]
+                    self._scan.inspect_whole(path, name, memoryview(data)[start : start + size])
+
+
+def _lone_members(run: PlainRun, paths: list[str | None]) -> list[int]:
+    """Where in a run the members are that the scan reads as lone ones: a name to check (None in paths), a folder,
+    a file of RUN_MEMBER or more; in order. Each is looked for only where one is (most runs hold none)."""
+    lone = set()
+    if None in paths:
+        lone.update(i for i, path in enumerate(paths) if path is None)
+    if "dir" in run.kinds:
+        lone.update(i for i, kind in enumerate(run.kinds) if kind != "file")
+    if max(run.sizes) >= RUN_MEMBER:
+        lone.update(i for i, size in enumerate(run.sizes) if size >= RUN_MEMBER)
+    return sorted(lone)
 
 
 def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
@@ -626,12 +653,22 @@ def _plain_paths(names: bytes, count: int, nest: bool) -> list[str | None]:
         paths = None
     if paths is None:
         return [_plain_path(name, nest) for name in names.split(b"\0", count)[:count]]
-    if nest and not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths}):
+    if nest and _may_name_an_archive(names, paths):
         return [None if might_be_archive(path) else path for path in paths]
     return paths
 
 
 ARCHIVE_ENDINGS = {name[name.rfind(".") :] for name in ARCHIVE_NAMES}  # a name ending in none may not be an archive
+# a name ending in one of them, in names each followed by a NUL (ASCII letters in any case)
+_ARCHIVE_ENDING = re.compile(b"(?:%s)\0" % b"|".join(re.escape(e.encode()) for e in ARCHIVE_ENDINGS), re.I)
+
+
+def _may_name_an_archive(names: bytes, paths: list[str]) -> bool:
+    """Whether any of a run's names ends as an archive's may (names: each followed by a NUL; paths: their text):
+    one search of them all where they are ASCII, else each one's last ending lowered as might_be_archive does."""
+    if names.isascii():
+        return _ARCHIVE_ENDING.search(names) is not None
+    return not ARCHIVE_ENDINGS.isdisjoint(ending.lower() for ending in {p[p.rfind(".") :] for p in paths})
 
 
 def _plain_path(name: bytes, nest: bool) -> str | None:

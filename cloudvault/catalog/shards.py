@@ -9,6 +9,7 @@ of rowids in `members`, recorded on its `archives` row, so they are copied with 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import operator
@@ -44,8 +45,9 @@ STAT_FIELDS = "path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode, link
 
 
 def open_shard(path: str) -> sqlite3.Connection:
-    """A fresh shard file inside an open transaction (no journal: a failed shard is thrown away whole)."""
-    shard = sqlite3.connect(path, isolation_level=None)
+    """A fresh shard file inside an open transaction (no journal: a failed shard is thrown away whole); its member
+    rows may be written by another thread (MemberRows), one at a time."""
+    shard = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     shard.execute("PRAGMA journal_mode = OFF")
     shard.execute("PRAGMA synchronous = OFF")
     shard.executescript(SHARD_SCHEMA)
@@ -197,10 +199,72 @@ def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> No
     """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
     it = iter(records)
     while batch := list(itertools.islice(it, SHARD_BATCH)):
-        if all(map(NONE_RARE.__eq__, map(RARE_FIELDS, batch))):
-            shard.executemany(PLAIN_INSERT, map(PLAIN_FIELDS, batch))
-        else:
-            shard.executemany(SHARD_INSERT, batch)
+        add_member_batch(shard, batch)
+
+
+def add_member_batch(shard: sqlite3.Connection, batch: list[tuple]) -> None:
+    """A batch of member records into the shard: a batch of only plain ones as INSERTs of many rows each (one
+    statement binds them all and steps once: a thread writing them lets the GIL go once a statement, not once a
+    row, and SQLite parses no statement again), any other row by row."""
+    if not all(map(NONE_RARE.__eq__, map(RARE_FIELDS, batch))):
+        shard.executemany(SHARD_INSERT, batch)
+        return
+    rows = min(ROWS_PER_INSERT, shard.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(PLAIN_FIELDS(batch[0])))
+    for at in range(0, len(batch), rows):
+        part = batch[at : at + rows]
+        shard.execute(_plain_inserts(len(part)), list(itertools.chain.from_iterable(map(PLAIN_FIELDS, part))))
+
+
+@functools.lru_cache(maxsize=8)
+def _plain_inserts(rows: int) -> str:
+    return PLAIN_INSERT + ",(?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)" * (rows - 1)
+
+
+ROWS_PER_INSERT = 500
+
+
+class MemberRows:
+    """Member records written into a shard by a thread of its own, a batch at a time, while the caller goes on
+    scanning (sqlite3 lets the GIL go while it steps: the rows cost the scanning thread a queue put a batch). An
+    error of the writing thread is raised in the caller, at its next add or at close; the thread ends with the
+    block (`with MemberRows(shard) as rows:`), whatever ends it. The shard is the thread's until then."""
+
+    def __init__(self, shard: sqlite3.Connection) -> None:
+        import queue
+        import threading
+
+        self._shard, self._error = shard, None
+        self._queue: queue.Queue = queue.Queue(QUEUED_BATCHES)  # bounded: a slow disk holds the scan back
+        self._thread = threading.Thread(target=self._write, name="shard-rows", daemon=True)
+
+    def __enter__(self) -> MemberRows:
+        self._thread.start()
+        return self
+
+    def _write(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:  # after an error the batches are only taken, so that the caller never waits
+                try:
+                    add_member_batch(self._shard, batch)
+                except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+                    self._error = exc
+
+    def add_all(self, records: Iterable[tuple]) -> None:
+        """The records, in batches of SHARD_BATCH as they come."""
+        it = iter(records)
+        while batch := list(itertools.islice(it, SHARD_BATCH)):
+            if self._error is not None:
+                raise self._error
+            self._queue.put(batch)
+
+    def __exit__(self, kind, exc, tb) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if kind is None and self._error is not None:
+            raise self._error
+
+
+QUEUED_BATCHES = 8
 
 
 @contextlib.contextmanager

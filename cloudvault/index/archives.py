@@ -113,7 +113,8 @@ def scan_into(  # noqa: PLR0913 (keywords only past rules, each one optional)
                 scan = ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, on_bytes=on_bytes,
                                    on_raw=writer.write if writer else None, opener=opener, decoders=decoders,
                                    fmt=fmt)  # fmt: skip
-            shards.add_shard_members(shard, redacted(scan, rules, scan.result))
+            with shards.MemberRows(shard) as rows, contextlib.closing(iter(scan)) as records:
+                rows.add_all(redacted(records, rules, scan.result))
         result = scan.result
         for damage in result.damaged:  # decoded from a frame whose checksum failed: no byte of them is handed out
             where = f"in frame {damage.frame} at compressed offset {damage.comp_offset}, which does not decode"

@@ -115,16 +115,17 @@ def test_kill_9_mid_index_leaves_a_consistent_catalog_and_the_next_run_finishes(
 MID_ARCHIVE_INDEXER = """
 import sys, time
 import cloudvault.catalog.shards as shards
-add = shards.add_shard_members
+add = shards.MemberRows.add_all  # the member rows, handed to the thread that writes them into the shard
 calls = []
-def add_then_pause(shard, records):
+def add_then_pause(rows, records):
     calls.append(1)
     if len(calls) < 2:
-        return add(shard, records)
-    add(shard, [next(iter(records))])
+        return add(rows, records)
+    add(rows, [next(iter(records))])
+    time.sleep(0.5)  # the writing thread has put it in the shard
     print("inside archive 2", flush=True)
     time.sleep(60)
-shards.add_shard_members = add_then_pause
+shards.MemberRows.add_all = add_then_pause
 from cloudvault.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """

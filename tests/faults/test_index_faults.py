@@ -418,3 +418,39 @@ def test_two_roots_of_one_name_in_one_command_are_two_mirrors_named_before_eithe
     assert _mirrors(db) == expected
     assert vault("--catalog", db, "index", "-q").code == 0 and _mirrors(db) == expected
     assert vault("--catalog", db, "index", "-q", str(b), str(a)).code == 0 and _mirrors(db) == expected
+
+
+def test_a_shard_that_fills_while_its_rows_are_written_is_one_line_and_nothing_half_recorded(
+    tmp_path, vault, monkeypatch, tally
+):
+    """The member rows are written by a thread beside the scan (catalog/shards.py MemberRows): SQLite's 'database
+    or disk is full' there is the one-line full-disk error and its exit code, the catalog holds none of the
+    archive, and the next run records it whole."""
+    tally("corruption")
+    import tarfile
+
+    from cloudvault.catalog import shards
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3000):
+        (src / f"r{i}.log").write_bytes(b"x" * (i % 300))
+    mirror = _plain_mirror(tmp_path / "m", 1)
+    with tarfile.open(tmp_path / "a.tar", "w") as tar:
+        tar.add(src, "src")
+    compress(tmp_path / "a.tar", mirror / "001_x/a.tar.zst", "zstd")
+    db = tmp_path / "c.db"
+    opened = shards.open_shard
+
+    def small_shard(path):
+        shard = opened(path)
+        shard.execute("PRAGMA max_page_count = 30")
+        return shard
+
+    with monkeypatch.context() as m:
+        m.setattr(shards, "open_shard", small_shard)
+        r = vault("--catalog", str(db), "index", "-q", "--workers", "1", str(mirror))
+    assert r.code == 6 and _one_line(r.err) and "no space left" in r.err, r.err
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM members").fetchone() == (0,)
+    assert vault("--catalog", str(db), "index", "-q", str(mirror)).code == 0
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM members").fetchone() == (3001,)

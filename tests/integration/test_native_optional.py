@@ -1,6 +1,7 @@
-"""The one native part is optional: `pip install .` where no C compiler works builds a wheel without
-cloudvault._b3tree, and that install hashes pieces in two passes and still checks a catalog's one-pass pieces (with
-numpy), refusing a changed piece as the extension does. With a compiler, the wheel holds the extension."""
+"""The native parts are optional: `pip install .` where no C compiler works builds a wheel without
+cloudvault._b3tree and cloudvault._plainruns, and that install hashes pieces in two passes and still checks a catalog's
+one-pass pieces (with numpy), refusing a changed piece as the extension does, and hashes small members one `blake3`
+call each, to the same digests. With a compiler, the wheel holds both extensions."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def wheel(tmp_path: Path, name: str, cc: str | None) -> Path:
 
 
 def native_in(built: Path) -> list[str]:
-    return [n for n in zipfile.ZipFile(built).namelist() if n.startswith("cloudvault/_b3tree") and n.endswith(".so")]
+    return [n for n in zipfile.ZipFile(built).namelist()
+            if n.startswith(("cloudvault/_b3tree", "cloudvault/_plainruns")) and n.endswith(".so")]  # fmt: skip
 
 
 CHECK = """
@@ -65,6 +67,11 @@ for blob in (h.pieces(), one_pass):
             assert changed and exc.fields["offset"] == 3 * 2**20 and b"".join(out) == data[:3 * 2**20]
         else:
             assert not changed and b"".join(out) == data
+from cloudvault import hashing  # small members hashed one `blake3` call each, the same digests
+assert hashing._plainruns is None
+sizes = [0, 1, 1024, 1025, 70000]
+assert hashing.member_hex_digests(data, [0, 7, 9, 11, 13], sizes, 5, 65536) == [
+    blake3.blake3(data[at + 5 : at + 5 + n]).hexdigest() for at, n in zip([0, 7, 9, 11], sizes)] + [None]
 print("ok")
 """
 
@@ -87,4 +94,4 @@ def test_with_a_compiler_the_wheel_holds_the_extension(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail("a C compiler is required in CI but is not installed")
         pytest.skip("no C compiler")
-    assert len(native_in(wheel(tmp_path, "cc", None))) == 1
+    assert len(native_in(wheel(tmp_path, "cc", None))) == 2  # _b3tree and _plainruns

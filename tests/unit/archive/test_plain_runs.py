@@ -5,6 +5,7 @@ pieces, odd members between plain ones, and damaged headers anywhere."""
 from __future__ import annotations
 
 import io
+import os
 import random
 import subprocess
 import tarfile
@@ -115,7 +116,19 @@ def odd_tar(count: int, seed: int = 3) -> bytes:
     return out.getvalue()
 
 
-ARRAYS = {"one by one": 10**9, "as arrays": 0}  # PlainRuns' arrays_after: how a run's headers are read
+# how a run's headers are read: by tar.py one by one, as one numpy array, or by the native walker (_plainruns.c)
+ARRAYS = {"one by one": {"arrays_after": 10**9, "native": False}, "as arrays": {"arrays_after": 0, "native": False},
+          "native": {"native": True}}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _native_built(request):
+    """The native mode is skipped where the extension is not built (no compiler here; CI always builds it)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec and callspec.params.get("arrays") == "native" and plainruns._plainruns is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("cloudvault._plainruns is not built in CI")
+        pytest.skip("cloudvault._plainruns not built")
 
 
 @pytest.mark.parametrize("arrays", ARRAYS)
@@ -123,7 +136,7 @@ ARRAYS = {"one by one": 10**9, "as arrays": 0}  # PlainRuns' arrays_after: how a
 def test_runs_give_the_headers_and_data_of_the_walk_one_member_at_a_time(piece, arrays):
     data = odd_tar(1200)
     one_by_one = walked(Pieces(data, piece), runs=None)
-    together = walked(Pieces(data, piece), runs=PlainRuns(arrays_after=ARRAYS[arrays]))
+    together = walked(Pieces(data, piece), runs=PlainRuns(**ARRAYS[arrays]))
     assert together == one_by_one and one_by_one[2] is None and len(one_by_one[0]) > 1200
 
 
@@ -134,7 +147,7 @@ with tarfile.open(fileobj=io.BytesIO(SMALL_ODD)) as _tar:
 
 def same_with_runs_and_without(data: bytes, piece: int) -> bool:
     without = walked(Pieces(data, piece), runs=None)
-    return all(walked(Pieces(data, piece), runs=PlainRuns(arrays_after=after)) == without for after in ARRAYS.values())
+    return all(walked(Pieces(data, piece), runs=PlainRuns(**mode)) == without for mode in ARRAYS.values())
 
 
 @settings(max_examples=300, deadline=None)
@@ -180,7 +193,8 @@ def name_of(record) -> str:
 @pytest.mark.parametrize("frames", [1, 9])
 def test_the_scan_records_every_member_as_tarfile_reads_it_and_flags_the_odd_ones(decoders, frames, arrays,
                                                                                    monkeypatch):  # fmt: skip
-    monkeypatch.setattr(plainruns, "ARRAY_AFTER", ARRAYS[arrays])
+    monkeypatch.setattr(plainruns, "ARRAY_AFTER", ARRAYS[arrays].get("arrays_after", 0))
+    monkeypatch.setattr(plainruns, "NATIVE", ARRAYS[arrays]["native"])
     raw = odd_tar(4000)  # ~8 MiB: members cross the scan's 4 MiB pieces
     step = -(-len(raw) // frames)
     cctx = zstandard.ZstdCompressor(level=1)
@@ -231,11 +245,11 @@ def test_archives_other_tools_wrote_are_read_the_same_with_runs_and_their_plain_
     """GNU tar's posix format gives each member a pax record (none is plain); the others' members all are, in the
     forms each tool writes its numbers (bsdtar: '000644 \\0'). Then a damaged byte in any header, 300 times."""
     data = tool_tars[tool]
-    runs = PlainRuns(arrays_after=ARRAYS[arrays])
+    runs = PlainRuns(**ARRAYS[arrays])
     together = walked(Pieces(data, 1 << 20), runs)
     assert together == walked(Pieces(data, 1 << 20), None) and len(together[0]) == 411 and together[2] is None
-    in_runs = sum(len(item.kinds) for item in iter_members(Pieces(data, 1 << 20), runs=PlainRuns(
-        arrays_after=ARRAYS[arrays])) if type(item) is PlainRun)  # fmt: skip
+    in_runs = sum(len(item.kinds) for item in iter_members(Pieces(data, 1 << 20), runs=PlainRuns(**ARRAYS[arrays]))
+                  if type(item) is PlainRun)  # fmt: skip
     assert in_runs == (0 if tool == "posix" else 411)  # runs/, 10 folders, 400 files
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         headers = [m.offset for m in tar.getmembers()]
@@ -244,3 +258,100 @@ def test_archives_other_tools_wrote_are_read_the_same_with_runs_and_their_plain_
         damaged = bytearray(data)
         damaged[rng.choice(headers) + rng.randrange(512)] = rng.randrange(256)
         assert same_with_runs_and_without(bytes(damaged), rng.choice([4096, 1 << 20]))
+
+
+def test_a_run_of_small_members_is_hashed_in_one_call_not_one_per_member(monkeypatch):
+    """A plain run's small files get their BLAKE3 from one batched call (hashing.member_hex_digests: one native
+    call, cloudvault/_plainruns.c) per run, not a `blake3` call per member; the hashes are tarfile's bytes' own."""
+    from cloudvault.archive import scan as scan_module
+
+    rng = random.Random(4)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(3000):
+            data = rng.randbytes(rng.choice([0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 4000, 9000]))
+            info = tarfile.TarInfo(f"logs/{i // 100:02d}/rank{i:05d}.log")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    raw = raw.getvalue()
+    batched, alone = [], []
+    real = scan_module.member_hex_digests
+    monkeypatch.setattr(scan_module, "member_hex_digests", lambda *a: batched.append(len(a[1])) or real(*a))
+    real_blake3 = blake3.blake3
+    monkeypatch.setattr(scan_module.blake3, "blake3", lambda *a, **k: alone.append(1) or real_blake3(*a, **k))
+    records = list(ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(raw)), decoders=2))
+    monkeypatch.undo()
+    assert len(records) == 3000 and sum(batched) >= 2900 and len(batched) <= 10 and len(alone) <= 20
+    view = tarfile_view(raw)
+    assert {r.path: r.blake3 for r in records} == {name: found[4] for name, found in view.items()}
+
+
+@settings(max_examples=400, deadline=None)
+@given(names=st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12)
+                      .map(lambda stem: stem + random.Random(stem).choice(["", ".log", ".ZIP", ".tar.Zst", ".7z",
+                                                                           ".txt", ".K", ".gz.bak", "\u212a", ".001"])),
+                      min_size=1, max_size=8))  # fmt: skip
+def test_one_search_for_archive_endings_passes_every_name_might_be_archive_takes(names):
+    """The run's gate for names that may be archives (one regex search of the joined names where they are ASCII)
+    says yes wherever might_be_archive does for one of them, and exactly where one's last ending, lowered, is an
+    archive name's (the gate it replaces)."""
+    from cloudvault.archive import scan as scan_module
+    from cloudvault.archive.formats import might_be_archive
+
+    joined = b"".join(name.encode() + b"\0" for name in names)
+    gate = scan_module._may_name_an_archive(joined, names)
+    assert gate >= any(map(might_be_archive, names))
+    assert gate == any(name[name.rfind(".") :].lower() in scan_module.ARCHIVE_ENDINGS for name in names)
+
+
+@pytest.mark.parametrize("arrays", ARRAYS)
+def test_owners_modes_and_times_that_change_from_member_to_member_are_each_members_own(arrays):
+    """Members whose mode, mtime, uid, gid, owner and group now repeat, now change (the native walker hands a
+    repeated value's object out again): every header as tar.py reads it alone, and as tarfile reads it."""
+    rng = random.Random(8)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(600):
+            info = tarfile.TarInfo(f"d/m{i}.log")
+            info.size = rng.randint(0, 700)
+            info.mode = rng.choice([0o644, 0o644, 0o600, 0o755])
+            info.mtime = rng.choice([1_760_000_000, 1_760_000_000, 1_700_000_001])
+            info.uid, info.gid = rng.choice([(0, 0), (1000, 1000), (1000, 1000), (70000, 5)])
+            info.uname, info.gname = rng.choice([("", ""), ("lab", "lab"), ("lab", "staff"), ("caf\u00e9", "x")])
+            tar.addfile(info, io.BytesIO(rng.randbytes(info.size)))
+    data = out.getvalue()
+    together = walked(Pieces(data, 1 << 20), PlainRuns(**ARRAYS[arrays]))
+    assert together == walked(Pieces(data, 1 << 20), None)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        want = [(m.name, m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in tar.getmembers()]
+    assert [(h.name.decode(), h.mode, h.mtime, h.uid, h.gid, h.uname, h.gname) for h, _ in together[0]] == want
+
+
+@pytest.mark.parametrize("arrays", ARRAYS)
+@pytest.mark.parametrize("folders", [10, 5000])  # the second: more lone members than wait unsettled (UNSETTLED_MAX)
+def test_a_hardlink_holds_its_target_as_extracting_up_to_it_left_it(arrays, folders, monkeypatch):
+    """What a small file of a run, a folder and a `tar -r` update left at a path is what a hardlink after them holds,
+    however many lone members came between (GNU tar extracts it so: a link to the bytes there at that point)."""
+    monkeypatch.setattr(plainruns, "ARRAY_AFTER", ARRAYS[arrays].get("arrays_after", 0))
+    monkeypatch.setattr(plainruns, "NATIVE", ARRAYS[arrays]["native"])
+    out = io.BytesIO()
+
+    def add(tar, name, data=None, kind=tarfile.REGTYPE, link=""):
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.size = kind, link, len(data or b"")
+        tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        add(tar, "a.log", b"first\n")
+        for i in range(folders):
+            add(tar, f"d{i}", kind=tarfile.DIRTYPE)
+        add(tar, "h1", kind=tarfile.LNKTYPE, link="a.log")
+        add(tar, "a.log", b"second\n")
+        for i in range(folders):
+            add(tar, f"e{i}", kind=tarfile.DIRTYPE)
+        add(tar, "h2", kind=tarfile.LNKTYPE, link="a.log")
+        add(tar, "h3", kind=tarfile.LNKTYPE, link="d1")  # a folder: nothing with data there
+    records = {r.path: r for r in ArchiveScan(io.BytesIO(zstandard.ZstdCompressor().compress(out.getvalue())))}
+    assert records["h1"].blake3 == blake3.blake3(b"first\n").hexdigest()
+    assert records["h2"].blake3 == blake3.blake3(b"second\n").hexdigest()
+    assert records["h3"].blake3 is None

@@ -1,0 +1,98 @@
+"""Where the time of `vault index` of many small members goes, per member: each part timed where it runs (its
+thread's CPU for the scan's parts, wall for the commit's), in one in-process index of the BENCH_SMALL (default
+200000) small-member archive bench/smallmembers.py builds: `python bench/smallmembers_parts.py` with the vault to
+measure installed (its cloudvault is the one imported). Issue 38 asks 0.5x `zstd -dc`: about 2.4 us a member in all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("BENCH_SMALL", "200000")
+sys.path.insert(0, str(Path(__file__).parent))
+import index as makers  # noqa: E402 (bench/index.py: the same archives its table reads)
+
+from cloudvault.archive import plainruns  # noqa: E402
+from cloudvault.archive import scan as archive_scan  # noqa: E402
+from cloudvault.catalog import files as catalog_files  # noqa: E402
+from cloudvault.catalog import shards  # noqa: E402
+from cloudvault.cli.main import main  # noqa: E402
+from cloudvault.index import archives, secrets  # noqa: E402
+
+T: dict[str, float] = {}
+
+
+def timed(name, f, clock=time.thread_time):
+    def run(*a, **k):
+        started = clock()
+        try:
+            return f(*a, **k)
+        finally:
+            T[name] = T.get(name, 0) + clock() - started
+
+    return run
+
+
+def instrument() -> None:
+    if plainruns._plainruns is not None:
+        walker = timed("scan: tar headers (native walk)", plainruns._plainruns.plain_headers)
+        plainruns._plainruns = type("Walker", (), {"plain_headers": staticmethod(walker)})
+    archive_scan.member_hex_digests = timed("scan: BLAKE3 (one call a run)", archive_scan.member_hex_digests)
+    secrets.LiteralSearch.__call__ = timed("scan: secret prefilter", secrets.LiteralSearch.__call__)
+    shards.add_member_batch = timed("shard rows (the writing thread's CPU)", shards.add_member_batch)
+    scan_to_shard = archives.scan_to_shard
+
+    def scan(*a, **k):
+        cpu, wall = time.thread_time(), time.perf_counter()
+        try:
+            return scan_to_shard(*a, **k)
+        finally:
+            T["scan: main thread CPU, all"] = time.thread_time() - cpu
+            T["scan: wall"] = time.perf_counter() - wall
+
+    archives.scan_to_shard = scan
+    catalog_files.build_member_search = timed("commit: search rows (FTS5)", catalog_files.build_member_search,
+                                              time.perf_counter)  # fmt: skip
+    catalog_files.insert_members = timed("commit: catalog and search rows", catalog_files.insert_members,
+                                         time.perf_counter)  # fmt: skip
+    archives.commit_archive = timed("commit: all", archives.commit_archive, time.perf_counter)
+
+
+def main_() -> None:
+    work = Path(tempfile.mkdtemp(prefix="vault-bench-parts-"))
+    try:
+        small = work / "small.tar"
+        makers.small_tar(small)
+        entry = work / "mirror/018_bench"
+        entry.mkdir(parents=True)
+        subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small.tar.zst")], check=True)
+        small.unlink()
+        started = time.perf_counter()
+        subprocess.run(["zstd", "-q", "-d", "-c", "-o", "/dev/null", str(entry / "small.tar.zst")], check=True)
+        zstd = time.perf_counter() - started
+        instrument()
+        started = time.perf_counter()
+        main(["--catalog", str(work / "c.db"), "index", "-q", str(work / "mirror")])
+        T["index: wall (in process, no start-up)"] = time.perf_counter() - started
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n = makers.SMALL
+    named = ("scan: tar headers (native walk)", "scan: BLAKE3 (one call a run)", "scan: secret prefilter")
+    T["scan: the rest of the main thread"] = T["scan: main thread CPU, all"] - sum(T.get(k, 0) for k in named)
+    T["commit: catalog rows"] = T["commit: catalog and search rows"] - T["commit: search rows (FTS5)"]
+    T["commit: the rest (file, archive rows, COMMIT)"] = T["commit: all"] - T["commit: catalog and search rows"]
+    print(f"{n} small members; zstd -dc {zstd:.2f} s ({zstd / n * 1e6:.2f} us a member); load "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    for name in sorted(T):
+        if name != "commit: catalog and search rows":
+            print(f"  {name:48s} {T[name]:6.3f} s {T[name] / n * 1e6:6.2f} us a member")
+
+
+if __name__ == "__main__":
+    main_()
