@@ -402,19 +402,18 @@ class FrameRanges(VerifiedRanges):
             data = super().__call__(offset, size)
             return [(data, bytes_address(data), len(data))]
         out = []
-        for index in range(offset // PIECE, (end - 1) // PIECE + 1):
-            at = index * PIECE
-            lo, hi = max(offset, at) - at, min(end, at + PIECE) - at
-            for holder, address, n in self._held_piece(index):  # the piece's parts, [lo, hi) of them kept
+        for at, span in self.check.spans(offset, end):
+            lo, hi = max(offset, at) - at, min(end, at + span) - at
+            for holder, address, n in self._held_span(at, span):  # the span's parts, [lo, hi) of them kept
                 if lo < n and hi > 0:
                     out.append((holder, address + max(lo, 0), min(hi, n) - max(lo, 0)))
                 lo, hi = lo - n, hi - n
         return out
 
-    def _held_piece(self, index: int) -> list[tuple[object, int, int]]:
-        key = (*self.key, index)
+    def _held_span(self, start: int, size: int) -> list[tuple[object, int, int]]:
+        key = (*self.key, start, size)
         while True:
-            piece = self._cache.get_or_make(key, lambda: self._checked_in_place(index))
+            piece = self._cache.get_or_make(key, lambda: self._checked_in_place(start, size))
             if type(piece) is not FramePiece:
                 return [(piece, bytes_address(piece), len(piece))]
             held = piece.held()
@@ -422,15 +421,14 @@ class FrameRanges(VerifiedRanges):
                 return held
             self._cache.drop(key, piece)  # a frame of it was let go: that memory may hold another frame now
 
-    def _checked_in_place(self, index: int):
-        want = self.check.piece_size(index)
-        spans = self._archive.spans(self._start + index * PIECE, want, self._end)
+    def _checked_in_place(self, start: int, size: int):
+        spans = self._archive.spans(self._start + start, size, self._end)
         if spans is None:
-            return self._verified_piece(index)
-        h = self.check.hasher(index)
-        for frame, start, n in spans:
-            h.update(frame.view(start, start + n))
-        self.check.verify(index, h)
+            return self._verified_span(start, size)
+        h = self.check.span_hasher(start)
+        for frame, at, n in spans:
+            h.update(frame.view(at, at + n))
+        self.check.verify_span(start, h)
         return FramePiece(spans)
 
 

@@ -28,9 +28,9 @@ def test_decoded_frames_are_private_memory_not_shared_memory():
     assert _rss_shmem_kib() - before < 1024, "the frame's pages are shared memory"
 
 
-def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
-    """A catalog of one multi-frame archive (as pzstd writes, of frames of 1 MiB raw) holding members, as tarfile
-    wrote them."""
+def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes], step: int = 1 << 20) -> Path:
+    """A catalog of one multi-frame archive (as pzstd writes, of frames of step bytes raw, 1 MiB unless told) holding
+    members, as tarfile wrote them."""
     import io
     import tarfile
 
@@ -44,7 +44,7 @@ def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    tar, step = raw.read_bytes(), 1 << 20
+    tar = raw.read_bytes()
     frames = [
         zstandard.ZstdCompressor(write_checksum=True).compress(tar[at : at + step]) for at in range(0, len(tar), step)
     ]
@@ -90,6 +90,35 @@ def test_a_piece_checked_where_its_frame_was_decoded_is_checked_again_once_that_
         gc.collect()
         assert first(0, 900_000) == members["part00.bin"]
         assert first(123_456, 5) == members["part00.bin"][123_456:123_461]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_its_whole_first_piece(tmp_path, vault):
+    """A member 1.5 MiB into an 8 MiB frame (pzstd's usual): its first byte waits for the frame decoded to the
+    member's start plus one 64 KiB part, hashed alone against the catalog's part hash (not to its start plus the
+    1 MiB of its first piece, hashed whole); a read at 1 MiB + 5 then checks the second piece whole. The bytes are
+    tarfile's."""
+    import os
+
+    from cloudvault.pieces import ONE_PASS, PART, PIECE
+
+    if not ONE_PASS:
+        pytest.skip("parts are recorded with one-pass piece hashes (the extension, AVX2 or wider)")
+    members = {"pad.bin": os.urandom(3 << 19), "big.bin": os.urandom(3 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=8 << 20)
+    conn, tree, sources = _sources(db, 64 << 20)
+    try:
+        node = _node(tree, "big.bin")
+        read = sources.reader(node.data)
+        assert read(0, 1) == members["big.bin"][:1]
+        decoded = sum(frame._done for frame in sources.cache._frames.values())
+        assert decoded <= node.data.data_offset + 2 * PART, decoded - node.data.data_offset
+        assert sources.pieces.used == PART  # what was hashed and kept: one part
+        assert read(PIECE + 5, 10) == members["big.bin"][PIECE + 5 : PIECE + 15]
+        assert sources.pieces.used == PART + PIECE
+        assert read(0, 3 << 20) == members["big.bin"]
     finally:
         sources.close()
         conn.close()
