@@ -54,9 +54,14 @@ from cloudvault.models import Frame, Member
 from cloudvault.pieces import PIECE
 from cloudvault.tools.mirrorfs import open_mirror
 
-DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
+DECODE_STEP = 128 << 10  # a frame is decoded on in steps of at least this many bytes (no further than a read needs
+# and this: a step of 1 MiB decoded up to 1 MiB past the end of a `cat`, and the first read's second 64 KiB part
+# (PieceCheck.spans) waited for 1 MiB more)
+MAPPING_STEP = 1 << 20  # a frame's buffer is mapped in multiples of this
 KEPT_BUFFERS = 16 << 20  # freed frames' memory kept for the next ones (at most an eighth of the cache)
 USUAL_FRAME = 8 << 20  # pzstd's frames at its usual levels: the kept buffers are made this size up front
+KEPT_DECODERS = 2  # a frame read and the next one decoded ahead
+KEPT_WINDOW = 16 << 20  # a decoder of a larger frame is let go (its window buffer would stay in memory)
 
 
 class FrameBuffers:
@@ -94,17 +99,49 @@ class FrameBuffers:
             self.give_back(_private_mapping(_rounded(size), populate=True))
 
 
+class Decoders:
+    """zstd decoders kept for the next frames. A decoder's first frame costs ~1 ms more than its next (its window
+    buffer, 8 MiB for pzstd's frames, faulted in page by page as it decodes): a frame takes a kept one, holds it
+    while it is decoded in steps, and hands it back once whole or let go; at most keep are kept, each of a frame of
+    at most KEPT_WINDOW bytes (its window buffer stays: a larger one would hold its memory)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._free: list[zstandard.ZstdDecompressor] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> zstandard.ZstdDecompressor:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+
+    def give_back(self, held: list, raw_size: int) -> None:
+        """The decoder in held (a frame's, emptied: handed back once), kept if there is room and its frame was
+        small enough."""
+        decoder = held.pop() if held else None
+        with self._lock:
+            if decoder is not None and raw_size <= KEPT_WINDOW and len(self._free) < self.keep:
+                self._free.append(decoder)
+
+
+DECODERS = Decoders(KEPT_DECODERS)
 _WARMED = threading.Event()
 
 
 def warm_decoder(size: int = USUAL_FRAME) -> None:
-    """Decode one frame of size zero bytes, as a member's frame is decoded: zstd's first use in this process (its
-    decoder's set-up, its first buffers) then costs the mount's start, not its first read (~0.8 ms here)."""
-    frame = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(bytes(size))
-    reader = _frame_reader(frame, size)
-    view = memoryview(bytearray(DECODE_STEP))
+    """Decode one frame of size bytes like a member's (Huffman-coded literals, then matches back through the whole
+    window) with a kept decoder: zstd's first use in this process and that decoder's window buffer then cost the
+    mount's start (~10 ms), not its first read (~1 ms)."""
+    letters = bytes.maketrans(bytes(range(256)), b"etaoin shrdlucmf" * 16)
+    text = os.urandom(MAPPING_STEP).translate(letters)
+    frame = zstandard.ZstdCompressor(level=1).compress(text * max(1, size // MAPPING_STEP))
+    held = [DECODERS.take()]
+    reader = held[0].stream_reader(frame)
+    view = memoryview(bytearray(MAPPING_STEP))
     while reader.readinto(view):
         pass
+    DECODERS.give_back(held, size)
     _WARMED.set()
 
 
@@ -113,7 +150,7 @@ def decoder_warmed() -> bool:
 
 
 def _rounded(size: int) -> int:
-    return max(1, -(-size // DECODE_STEP)) * DECODE_STEP
+    return max(1, -(-size // MAPPING_STEP)) * MAPPING_STEP
 
 
 def _private_mapping(size: int, populate: bool = False) -> mmap.mmap:
@@ -135,12 +172,13 @@ class DecodedFrame:
         bytes: _frame_reader)."""
         self.raw_size = raw_size
         buffer = buffers.take(raw_size)
-        weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
+        self._decoder: list = []  # the kept decoder (Decoders) it holds until it is whole or let go
+        weakref.finalize(self, _let_go, buffers, buffer, self._decoder, raw_size)  # when evicted and no reader is in it
         self._view = memoryview(buffer)[:raw_size]
         self._first = ctypes.c_char.from_buffer(buffer)
         self.address = ctypes.addressof(self._first)  # where its bytes are, for a read copied straight to FUSE
         self._done = 0
-        self._reader = _frame_reader(comp, raw_size)
+        self._reader = _frame_reader(comp, raw_size, self._decoder)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
@@ -172,19 +210,27 @@ class DecodedFrame:
                                                 f"not {self.raw_size}")  # fmt: skip
                 self._done += got
             if self._done >= self.raw_size:
-                self._reader = None  # whole: the decoder's window and the compressed bytes go
+                self._reader = None  # whole: the compressed bytes go, the decoder to the next frame
+                DECODERS.give_back(self._decoder, self.raw_size)
 
 
-def _frame_reader(comp, raw_size: int):
+def _let_go(buffers: FrameBuffers, buffer: mmap.mmap, decoder: list, raw_size: int) -> None:
+    buffers.give_back(buffer)
+    DECODERS.give_back(decoder, raw_size)
+
+
+def _frame_reader(comp, raw_size: int, held: list):
     """What decodes one frame, with readinto: zstd's reader over a .tar.zst frame (a file-like object read forward,
-    or bytes), or, for a zip member's local record (bytes: archive/zip.py), its own method's."""
+    or bytes) by a kept decoder (put in held), or, for a zip member's local record (bytes: archive/zip.py), its own
+    method's."""
     if isinstance(comp, bytes):
         if comp[:4] == ZIP_LOCAL:
             from cloudvault.archive.zip import RecordReader  # here: a .tar.zst mount never needs it
 
             return RecordReader(comp, raw_size)
         comp = io.BytesIO(comp)
-    return zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
+    held.append(DECODERS.take())
+    return held[0].stream_reader(comp)
 
 
 class _FrameBytes:

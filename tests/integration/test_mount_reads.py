@@ -99,7 +99,7 @@ def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_it
     """A member 1.5 MiB into an 8 MiB frame (pzstd's usual): its first byte waits for the frame decoded to the
     member's start plus one 64 KiB part, hashed alone against the catalog's part hash (not to its start plus the
     1 MiB of its first piece, hashed whole); a read at 1 MiB + 5 then checks the second piece whole. The bytes are
-    tarfile's."""
+    tarfile's. `cat`'s first read (256 KiB) decodes no further than it needs and one step more."""
     import os
 
     from cloudvault.pieces import ONE_PASS, PART, PIECE
@@ -116,8 +116,11 @@ def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_it
         decoded = sum(frame._done for frame in sources.cache._frames.values())
         assert decoded <= node.data.data_offset + 2 * PART, decoded - node.data.data_offset
         assert sources.pieces.used == PART  # what was hashed and kept: one part
+        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]  # `cat`'s first read: decoded no further than
+        decoded = sum(frame._done for frame in sources.cache._frames.values())  # it needs and one step more
+        assert decoded <= node.data.data_offset + (1 << 18) + 2 * PART, decoded - node.data.data_offset
         assert read(PIECE + 5, 10) == members["big.bin"][PIECE + 5 : PIECE + 15]
-        assert sources.pieces.used == PART + PIECE
+        assert sources.pieces.used == 4 * PART + PIECE
         assert read(0, 3 << 20) == members["big.bin"]
     finally:
         sources.close()
@@ -217,6 +220,37 @@ def test_the_mount_uses_zstd_once_before_it_serves_so_the_first_read_does_not_pa
     monkeypatch.setattr(serving, "serve", lambda *a, **k: seen.append(frames.decoder_warmed()))
     serving.serve_catalog(MountOptions(catalog=str(demo_catalog), mountpoint=Path("/nonexistent")))
     assert seen == [True]
+
+
+def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_frame(tmp_path, vault, monkeypatch):
+    """A new zstd decoder's first frame costs ~1 ms more than its next (its 8 MiB window buffer faulted in page by
+    page): the mount warms one decoder on a frame of its own before serving, and each frame is decoded by a kept
+    decoder, handed back once the frame is whole or let go; so a member's first read makes no new one."""
+    import os
+
+    import zstandard
+
+    from cloudvault.mount import frames
+
+    members = {"a.bin": os.urandom(3 << 19), "b.bin": os.urandom(3 << 19)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=8 << 20)
+    made, decoder = [], zstandard.ZstdDecompressor
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return decoder(*args, **kwargs)
+
+    monkeypatch.setattr(frames.zstandard, "ZstdDecompressor", counted)
+    frames.warm_decoder(1 << 20)
+    warmed = len(made)
+    conn, tree, sources = _sources(db, 64 << 20)
+    try:
+        for name, data in members.items():
+            assert sources.reader(_node(tree, name).data)(0, len(data)) == data
+        assert len(made) == warmed, "a frame's read made a decoder of its own"
+    finally:
+        sources.close()
+        conn.close()
 
 
 @pytest.mark.fuse
