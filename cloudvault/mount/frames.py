@@ -131,18 +131,24 @@ _WARMED = threading.Event()
 
 def warm_decoder(size: int = USUAL_FRAME) -> None:
     """Decode one frame of size bytes like a member's (Huffman-coded literals, then matches back through the whole
-    window) with a kept decoder: zstd's first use in this process and that decoder's window buffer then cost the
-    mount's start (~10 ms), not its first read (~1 ms)."""
-    letters = bytes.maketrans(bytes(range(256)), b"etaoin shrdlucmf" * 16)
-    text = os.urandom(MAPPING_STEP).translate(letters)
-    frame = zstandard.ZstdCompressor(level=1).compress(text * max(1, size // MAPPING_STEP))
+    window) and of a window of size (a decoder keeps its window buffer for the next frame whose window fits) with a
+    kept decoder: zstd's first use in this process and that decoder's window buffer, faulted in, then cost the
+    mount's start (~15 ms), not its first read (~1 ms)."""
     held = [DECODERS.take()]
-    reader = held[0].stream_reader(frame)
+    reader = held[0].stream_reader(warm_frame(size))
     view = memoryview(bytearray(MAPPING_STEP))
     while reader.readinto(view):
         pass
     DECODERS.give_back(held, size)
     _WARMED.set()
+
+
+def warm_frame(size: int) -> bytes:
+    """A zstd frame of size bytes of text-like bytes (random letters, repeated) and a window of size."""
+    letters = bytes.maketrans(bytes(range(256)), b"etaoin shrdlucmf" * 16)
+    text = os.urandom(MAPPING_STEP).translate(letters)
+    window = zstandard.ZstdCompressionParameters.from_level(1, window_log=max(10, size.bit_length() - 1))
+    return zstandard.ZstdCompressor(compression_params=window).compress(text * max(1, size // MAPPING_STEP))
 
 
 def decoder_warmed() -> bool:

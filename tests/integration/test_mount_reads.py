@@ -253,6 +253,25 @@ def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_
         conn.close()
 
 
+def test_the_warmed_decoders_window_buffer_holds_the_window_of_pzstds_frames_at_its_usual_levels(tmp_path):
+    """A kept decoder reuses its window buffer only for a frame whose window fits it: the frame the mount warms its
+    decoder on has a window of USUAL_FRAME (8 MiB: pzstd's frames at -3 have 2 MiB, at -19 8 MiB), so a member's
+    first frame decodes into memory already faulted in."""
+    import subprocess
+
+    import zstandard
+
+    from cloudvault.mount import frames
+
+    assert zstandard.get_frame_parameters(frames.warm_frame(frames.USUAL_FRAME)).window_size >= frames.USUAL_FRAME
+    raw = tmp_path / "raw"
+    raw.write_bytes(bytes(range(256)) * (1 << 15))
+    for level in ("-3", "-19"):
+        subprocess.run(["pzstd", "-q", "-f", level, str(raw), "-o", str(tmp_path / "p.zst")], check=True)
+        head = (tmp_path / "p.zst").read_bytes()[:32]
+        assert zstandard.get_frame_parameters(head).window_size <= frames.USUAL_FRAME
+
+
 @pytest.mark.fuse
 def test_a_libfuse_thread_keeps_its_python_thread_state_from_one_callback_to_the_next(
     tmp_path,
