@@ -52,6 +52,8 @@ from cloudvault.tools.mirrorfs import open_mirror
 CHUNK = 1 << 20
 SPOOL_LIMIT = 4 << 30  # an object without piece hashes is withheld (spooled) whole up to this size, else refused
 SPOOL_IN_MEMORY = 64 << 20
+STREAM_READ = 128 << 10  # a ranged read this large is a stream's (the kernel's readahead asks this much once a reader
+# reads on; `head -c 1` asks 16 KiB): checked by whole pieces, a stream's next parts would each cost a call of their own
 
 
 def read_order(members: Iterable[Member]) -> list[Member]:
@@ -89,12 +91,13 @@ class PieceCheck:
         if not ok:
             raise PieceMismatch(path=self.label, offset=index * PIECE, size=self.piece_size(index))
 
-    def spans(self, offset: int, end: int) -> list[tuple[int, int]]:
-        """(start, size) of each span checked alone that bytes [offset, end) touch: the first piece's parts where
-        their hashes are recorded (a read of an object's start decodes and hashes 64 KiB, not 1 MiB), else pieces."""
+    def spans(self, offset: int, end: int, parts: bool = True) -> list[tuple[int, int]]:
+        """(start, size) of each span checked alone that bytes [offset, end) touch: with parts, the first piece's
+        parts where their hashes are recorded (a read of an object's start decodes and hashes 64 KiB, not 1 MiB),
+        else pieces."""
         out = []
         while offset < end:
-            if self.parts is not None and offset < PIECE:
+            if parts and self.parts is not None and offset < PIECE:
                 start, size = offset - offset % PART, PART
             else:
                 start = offset - offset % PIECE
@@ -103,13 +106,16 @@ class PieceCheck:
             offset = start + size
         return out
 
-    def span_hasher(self, start: int):
-        """What to feed the bytes of the span at start (one of spans()), then hand to verify_span."""
-        return part_hasher(start // PART) if self.parts is not None and start < PIECE else self.hasher(start // PIECE)
+    def _is_part(self, start: int, size: int) -> bool:
+        return self.parts is not None and start < PIECE and size == PART
 
-    def verify_span(self, start: int, h) -> None:
-        """PieceMismatch unless h (span_hasher(start), fed the span's bytes) matches the span's recorded hash."""
-        if self.parts is None or start >= PIECE:
+    def span_hasher(self, start: int, size: int):
+        """What to feed the bytes of the span (start, size) (one of spans()), then hand to verify_span."""
+        return part_hasher(start // PART) if self._is_part(start, size) else self.hasher(start // PIECE)
+
+    def verify_span(self, start: int, size: int, h) -> None:
+        """PieceMismatch unless h (span_hasher(start, size), fed the span's bytes) matches its recorded hash."""
+        if not self._is_part(start, size):
             return self.verify(start // PIECE, h)
         at = start // PART * PIECE_DIGEST
         if h.digest(PIECE_DIGEST) != self.parts[at : at + PIECE_DIGEST]:
@@ -391,9 +397,9 @@ class PieceCache:
 
 
 class VerifiedRanges:
-    """read(offset, size) of one object at any offset, every byte out of a piece that verified: the pieces (or the
-    first piece's parts: PieceCheck.spans) that cover the range are read whole (read_raw), checked, kept in the
-    cache by (key, start, size), and sliced. An object of more than one
+    """read(offset, size) of one object at any offset, every byte out of a piece that verified: the pieces (or, for a
+    read smaller than STREAM_READ, the first piece's parts: PieceCheck.spans) that cover the range are read whole
+    (read_raw), checked, kept in the cache by (key, start, size), and sliced. An object of more than one
     piece without piece hashes is refused (NoPieceHashes): it cannot be read in ranges and checked."""
 
     def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck,
@@ -409,7 +415,7 @@ class VerifiedRanges:
         if not self.check.by_piece:
             raise NoPieceHashes(path=self.check.label)
         parts = []
-        for at, span in self.check.spans(offset, end):
+        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
             piece = self._span(at, span)
             lo, hi = max(offset, at) - at, min(end, at + span) - at
             parts.append(piece if lo == 0 and hi == len(piece) else piece[lo:hi])
@@ -422,9 +428,9 @@ class VerifiedRanges:
         data = self._read_raw(start, size)
         if len(data) != size:
             raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {start}, not {size}")
-        h = self.check.span_hasher(start)
+        h = self.check.span_hasher(start, size)
         h.update(data)
-        self.check.verify_span(start, h)
+        self.check.verify_span(start, size, h)
         return data
 
     def close(self) -> None:

@@ -42,6 +42,7 @@ from cloudvault.catalog.lookup import (
 )
 from cloudvault.errors import IntegrityError, StaleArchive, VaultError
 from cloudvault.io.members import (
+    STREAM_READ,
     PieceCache,
     PieceCheck,
     VerifiedRanges,
@@ -61,6 +62,7 @@ MAPPING_STEP = 1 << 20  # a frame's buffer is mapped in multiples of this
 KEPT_BUFFERS = 16 << 20  # freed frames' memory kept for the next ones (at most an eighth of the cache)
 USUAL_FRAME = 8 << 20  # pzstd's frames at its usual levels: the kept buffers are made this size up front
 KEPT_DECODERS = 2  # a frame read and the next one decoded ahead
+READ_AHEAD = 1 << 20  # a stream's read (STREAM_READ) has its frame decoded on ahead of it by at most this
 KEPT_WINDOW = 16 << 20  # a decoder of a larger frame is let go (its window buffer would stay in memory)
 
 
@@ -131,15 +133,18 @@ _WARMED = threading.Event()
 
 def warm_decoder(size: int = USUAL_FRAME) -> None:
     """Decode one frame of size bytes like a member's (Huffman-coded literals, then matches back through the whole
-    window) and of a window of size (a decoder keeps its window buffer for the next frame whose window fits) with a
-    kept decoder: zstd's first use in this process and that decoder's window buffer, faulted in, then cost the
-    mount's start (~15 ms), not its first read (~1 ms)."""
-    held = [DECODERS.take()]
-    reader = held[0].stream_reader(warm_frame(size))
-    view = memoryview(bytearray(MAPPING_STEP))
-    while reader.readinto(view):
-        pass
-    DECODERS.give_back(held, size)
+    window) and of a window of size (a decoder keeps its window buffer for the next frame whose window fits) with
+    each of the KEPT_DECODERS kept decoders (a member's first byte holds one in its frame, the next member's frame
+    another): zstd's first use in this process and their window buffers, faulted in, then cost the mount's start
+    (~20 ms), not a first read (~1 ms each)."""
+    frame, view = warm_frame(size), memoryview(bytearray(MAPPING_STEP))
+    decoders = [[DECODERS.take()] for _ in range(DECODERS.keep)]
+    for held in decoders:
+        reader = held[0].stream_reader(frame)
+        while reader.readinto(view):
+            pass
+    for held in decoders:
+        DECODERS.give_back(held, size)
     _WARMED.set()
 
 
@@ -184,6 +189,7 @@ class DecodedFrame:
         self._first = ctypes.c_char.from_buffer(buffer)
         self.address = ctypes.addressof(self._first)  # where its bytes are, for a read copied straight to FUSE
         self._done = 0
+        self._ahead_to = 0  # how far the decode-ahead thread was asked to decode it
         self._reader = _frame_reader(comp, raw_size, self._decoder)
         self._lock = threading.Lock()
 
@@ -197,11 +203,20 @@ class DecodedFrame:
         return self._view[start:stop]
 
     def decode_rest(self) -> None:
-        """Decode to the frame's end a step at a time (a reader waits for one step at most, then decodes its own
-        part itself); a damaged frame is left for its reader to meet."""
+        self.decode_on(self.raw_size)
+
+    def decode_on(self, stop: int) -> None:
+        """Decode to stop a step at a time (a reader waits for one step at most, then decodes its own part itself);
+        a damaged frame is left for its reader to meet."""
         with contextlib.suppress(IntegrityError):
-            while self._done < self.raw_size:
-                self._decode_to(min(self.raw_size, self._done + DECODE_STEP))
+            while self._done < stop:
+                self._decode_to(min(stop, self._done + DECODE_STEP))
+
+    def decode_on_ahead(self, stop: int, ahead: ThreadPoolExecutor) -> None:
+        """Have the decode-ahead thread decode to stop, unless it was asked already or it is decoded that far."""
+        if stop > max(self._done, self._ahead_to):
+            self._ahead_to = stop
+            ahead.submit(self.decode_on, stop)
 
     def _decode_to(self, stop: int) -> None:
         with self._lock:
@@ -273,6 +288,11 @@ class FrameCache:
     def __contains__(self, key: tuple[int, int]) -> bool:
         with self._lock:
             return key in self._frames or key in self._busy
+
+    def held(self, key: tuple[int, int]) -> DecodedFrame | None:
+        """The frame at key if it is cached (its place in the eviction order kept)."""
+        with self._lock:
+            return self._frames.get(key)
 
     def get(self, key: tuple[int, int], make: Callable[[], DecodedFrame]) -> DecodedFrame:
         with self._lock:
@@ -362,6 +382,17 @@ class ArchiveBytes:
             offset = stop
         return out
 
+    def decode_on(self, offset: int, stop: int) -> None:
+        """Have the cached frame that holds offset (one being read: none is loaded for this) decoded on to stop, or
+        to its end, by the decode-ahead thread."""
+        frame = frame_for_offset(self._frames, offset)
+        frame_end = frame.raw_offset + frame.raw_size
+        if self._ahead is None or offset >= frame_end or not self._cache.fits(frame):
+            return
+        decoded = self._cache.held((self.file_id, self._index[frame.raw_offset]))
+        if decoded is not None:
+            decoded.decode_on_ahead(min(stop, frame_end) - frame.raw_offset, self._ahead)
+
     def _decode_ahead(self, index: int) -> None:
         if self._ahead is None or index >= len(self._frames) or index == self._ahead_index:
             return
@@ -431,10 +462,12 @@ class FramePiece:
 
 
 class FrameRanges(VerifiedRanges):
-    """VerifiedRanges of a member of an archive read by cached frames: each piece is checked where its frames
-    decoded it and handed out from there, parts(offset, size) giving (holder, address, length) for one copy
-    straight into libfuse's buffer; a piece in a frame too large to cache is read and kept as bytes
-    (VerifiedRanges's way)."""
+    """VerifiedRanges of a member of an archive read by cached frames: each piece (or part: PieceCheck.spans) is
+    checked where its frames decoded it and handed out from there, parts(offset, size) giving (holder, address,
+    length) for one copy straight into libfuse's buffer; a piece in a frame too large to cache is read and kept as
+    bytes (VerifiedRanges's way). A stream's read (STREAM_READ or more) has the rest of the member in its frame
+    decoded on ahead, READ_AHEAD at most, by the decode-ahead thread while its own pieces are hashed and handed out
+    (`cat` then finds its next reads decoded: the second core decodes while the first checks)."""
 
     def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck, cache: PieceCache,
                  archive: ArchiveBytes, start: int) -> None:  # fmt: skip
@@ -454,12 +487,14 @@ class FrameRanges(VerifiedRanges):
             data = super().__call__(offset, size)
             return [(data, bytes_address(data), len(data))]
         out = []
-        for at, span in self.check.spans(offset, end):
+        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
             lo, hi = max(offset, at) - at, min(end, at + span) - at
             for holder, address, n in self._held_span(at, span):  # the span's parts, [lo, hi) of them kept
                 if lo < n and hi > 0:
                     out.append((holder, address + max(lo, 0), min(hi, n) - max(lo, 0)))
                 lo, hi = lo - n, hi - n
+        if size >= STREAM_READ and end < self.check.size:  # a stream's read: its next bytes decoded meanwhile
+            self._archive.decode_on(self._start + end, self._start + min(self.check.size, end + READ_AHEAD))
         return out
 
     def _held_span(self, start: int, size: int) -> list[tuple[object, int, int]]:
@@ -477,10 +512,10 @@ class FrameRanges(VerifiedRanges):
         spans = self._archive.spans(self._start + start, size, self._end)
         if spans is None:
             return self._verified_span(start, size)
-        h = self.check.span_hasher(start)
+        h = self.check.span_hasher(start, size)
         for frame, at, n in spans:
             h.update(frame.view(at, at + n))
-        self.check.verify_span(start, h)
+        self.check.verify_span(start, size, h)
         return FramePiece(spans)
 
 

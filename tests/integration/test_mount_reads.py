@@ -98,10 +98,12 @@ def test_a_piece_checked_where_its_frame_was_decoded_is_checked_again_once_that_
 def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_its_whole_first_piece(tmp_path, vault):
     """A member 1.5 MiB into an 8 MiB frame (pzstd's usual): its first byte waits for the frame decoded to the
     member's start plus one 64 KiB part, hashed alone against the catalog's part hash (not to its start plus the
-    1 MiB of its first piece, hashed whole); a read at 1 MiB + 5 then checks the second piece whole. The bytes are
-    tarfile's. `cat`'s first read (256 KiB) decodes no further than it needs and one step more."""
+    1 MiB of its first piece, hashed whole); the next part decodes no further than it needs and one step more; a
+    read at 1 MiB + 5 checks the second piece whole, and `cat`'s first read (256 KiB, a stream's) the first piece
+    whole. The bytes are tarfile's."""
     import os
 
+    from cloudvault.mount import frames
     from cloudvault.pieces import ONE_PASS, PART, PIECE
 
     if not ONE_PASS:
@@ -116,12 +118,47 @@ def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_it
         decoded = sum(frame._done for frame in sources.cache._frames.values())
         assert decoded <= node.data.data_offset + 2 * PART, decoded - node.data.data_offset
         assert sources.pieces.used == PART  # what was hashed and kept: one part
-        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]  # `cat`'s first read: decoded no further than
-        decoded = sum(frame._done for frame in sources.cache._frames.values())  # it needs and one step more
-        assert decoded <= node.data.data_offset + (1 << 18) + 2 * PART, decoded - node.data.data_offset
+        assert read(PART + 5, 10) == members["big.bin"][PART + 5 : PART + 15]  # the next part: decoded no further
+        decoded = sum(frame._done for frame in sources.cache._frames.values())  # than it needs and one step more
+        assert decoded <= node.data.data_offset + 2 * PART + frames.DECODE_STEP <= node.data.data_offset + 4 * PART
         assert read(PIECE + 5, 10) == members["big.bin"][PIECE + 5 : PIECE + 15]
-        assert sources.pieces.used == 4 * PART + PIECE
+        assert sources.pieces.used == 2 * PART + PIECE
+        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]  # `cat`'s first read: a stream's, by piece
+        assert sources.pieces.used == 2 * PART + 2 * PIECE
         assert read(0, 3 << 20) == members["big.bin"]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_a_streams_read_has_its_frame_decoded_on_ahead_while_a_small_first_read_does_not(tmp_path, vault):
+    """`cat` reads 256 KiB at a time: after each such read the decode-ahead thread decodes the member's frame on, to
+    the member's end or READ_AHEAD past the read at most, while the read's parts are hashed and handed out. `head -c
+    1` (a read of 16 KiB) has nothing decoded ahead of it; nothing is decoded ahead past the member's end."""
+    import os
+
+    from cloudvault.mount import frames
+    from cloudvault.pieces import PIECE
+
+    members = {"pad.bin": os.urandom(3 << 19), "big.bin": os.urandom(3 << 20), "after.bin": os.urandom(3 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=16 << 20)
+    conn, tree, sources = _sources(db, 64 << 20)
+
+    def decoded_after_the_ahead_thread() -> int:
+        sources._ahead.submit(lambda: None).result()
+        return sum(frame._done for frame in sources.cache._frames.values()) - node.data.data_offset
+
+    try:
+        node = _node(tree, "big.bin")
+        read = sources.reader(node.data)
+        assert read(0, 16 << 10) == members["big.bin"][: 16 << 10]
+        assert decoded_after_the_ahead_thread() <= 2 * frames.DECODE_STEP
+        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]
+        assert (1 << 18) + frames.READ_AHEAD <= decoded_after_the_ahead_thread() <= (1 << 18) + frames.READ_AHEAD + (
+            frames.DECODE_STEP)  # fmt: skip
+        assert read(3 * PIECE - (1 << 18), 1 << 18) == members["big.bin"][-(1 << 18) :]
+        assert decoded_after_the_ahead_thread() <= 3 * PIECE + frames.DECODE_STEP
+        assert read(0, 3 * PIECE) == members["big.bin"]
     finally:
         sources.close()
         conn.close()
@@ -223,17 +260,19 @@ def test_the_mount_uses_zstd_once_before_it_serves_so_the_first_read_does_not_pa
 
 
 def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_frame(tmp_path, vault, monkeypatch):
-    """A new zstd decoder's first frame costs ~1 ms more than its next (its 8 MiB window buffer faulted in page by
-    page): the mount warms one decoder on a frame of its own before serving, and each frame is decoded by a kept
-    decoder, handed back once the frame is whole or let go; so a member's first read makes no new one."""
+    """A new zstd decoder's first frame costs ~1 ms more than its next (its window buffer faulted in page by page):
+    the mount warms KEPT_DECODERS decoders on a frame of its own before serving, and each frame is decoded by a kept
+    one, which it holds while it is decoded in part (a member's first byte) and hands back once whole or let go. So
+    the first bytes of members in two frames (`head -c 1` of one, then of another), and then whole members, are
+    read with no new decoder made."""
     import os
 
     import zstandard
 
     from cloudvault.mount import frames
 
-    members = {"a.bin": os.urandom(3 << 19), "b.bin": os.urandom(3 << 19)}
-    db = _pzstd_catalog(tmp_path, vault, members, step=8 << 20)
+    members = {"a.bin": os.urandom(1 << 20), "b.bin": os.urandom(7 << 20), "c.bin": os.urandom(1 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=4 << 20)  # a in frame 0, c in frame 2, each in its first half
     made, decoder = [], zstandard.ZstdDecompressor
 
     def counted(*args, **kwargs):
@@ -241,13 +280,16 @@ def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_
         return decoder(*args, **kwargs)
 
     monkeypatch.setattr(frames.zstandard, "ZstdDecompressor", counted)
+    monkeypatch.setattr(frames, "DECODERS", frames.Decoders(frames.KEPT_DECODERS))
     frames.warm_decoder(1 << 20)
-    warmed = len(made)
+    assert len(made) == frames.KEPT_DECODERS >= 2
     conn, tree, sources = _sources(db, 64 << 20)
     try:
-        for name, data in members.items():
-            assert sources.reader(_node(tree, name).data)(0, len(data)) == data
-        assert len(made) == warmed, "a frame's read made a decoder of its own"
+        for name in ("a.bin", "c.bin"):
+            assert sources.reader(_node(tree, name).data)(0, 1) == members[name][:1]
+        assert len(made) == frames.KEPT_DECODERS, "a frame's first read made a decoder of its own"
+        for name in ("a.bin", "c.bin"):
+            assert sources.reader(_node(tree, name).data)(0, 1 << 20) == members[name]
     finally:
         sources.close()
         conn.close()

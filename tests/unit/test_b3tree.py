@@ -210,11 +210,11 @@ def test_a_first_parts_blob_is_checked_by_piece_and_by_part_with_the_extension_a
         out, exc = gate_all(PieceCheck("x", len(data), whole, blob), bytes(changed))
         assert out == data[: at // M * M] and exc.fields["offset"] == at // M * M  # streams: by piece, as before
         for start, size in check.spans(0, len(data)):
-            h = check.span_hasher(start)
+            h = check.span_hasher(start, size)
             h.update(bytes(changed[start : start + size]))
             if start == bad_start:
                 with pytest.raises(PieceMismatch) as caught:
-                    check.verify_span(start, h)
+                    check.verify_span(start, size, h)
                 assert (caught.value.fields["offset"], caught.value.fields["size"]) == (bad_start, bad_size)
             else:
-                check.verify_span(start, h)
+                check.verify_span(start, size, h)
