@@ -225,6 +225,7 @@ class DecodedFrame:
                 try:
                     got = self._reader.readinto(self._view[self._done : want])
                 except zstandard.ZstdError as exc:
+                    self._decoder.clear()  # not kept for another frame in whatever state zstd left it
                     raise IntegrityError(detail=f"damaged archive: {exc}") from None
                 if not got:
                     raise IntegrityError(detail=f"damaged archive: a frame gave {self._done} bytes, "

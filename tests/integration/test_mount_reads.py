@@ -295,6 +295,30 @@ def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_
         conn.close()
 
 
+def test_a_decoder_that_met_a_damaged_frame_is_not_kept_for_the_next_one(monkeypatch):
+    """A damaged frame is EIO for its readers; the decoder that failed on it is let go with the frame, not handed
+    to the next frame in whatever state zstd left it."""
+    import gc
+
+    import zstandard
+
+    from cloudvault.errors import IntegrityError
+    from cloudvault.mount import frames
+
+    monkeypatch.setattr(frames, "DECODERS", frames.Decoders(frames.KEPT_DECODERS))
+    good = zstandard.ZstdCompressor(write_checksum=True).compress(bytes(range(256)) * 4096)
+    damaged = good[:-4] + bytes(4)  # its content checksum wrong
+    frame = frames.DecodedFrame(damaged, 1 << 20, frames.FrameBuffers(0))
+    with pytest.raises(IntegrityError):
+        frame.view(0, 1 << 20)
+    del frame
+    gc.collect()
+    assert frames.DECODERS._free == []
+    frame = frames.DecodedFrame(good, 1 << 20, frames.FrameBuffers(0))
+    assert frame.slice(0, 1 << 20) == bytes(range(256)) * 4096
+    assert len(frames.DECODERS._free) == 1  # whole: handed back
+
+
 def test_the_warmed_decoders_window_buffer_holds_the_window_of_pzstds_frames_at_its_usual_levels(tmp_path):
     """A kept decoder reuses its window buffer only for a frame whose window fits it: the frame the mount warms its
     decoder on has a window of USUAL_FRAME (8 MiB: pzstd's frames at -3 have 2 MiB, at -19 8 MiB), so a member's
