@@ -149,6 +149,36 @@ def test_a_read_at_an_objects_start_reads_and_checks_the_64_kib_part_it_touches_
     assert reads[-1] == (0, PIECE)
 
 
+def test_blobs_without_parts_older_one_pass_and_two_pass_are_read_in_ranges_by_whole_pieces_as_before():
+    from cloudvault.pieces import TREE, TwoPassHasher
+
+    data = data_of(2 * PIECE + 9)
+    two = TwoPassHasher()
+    two.update(data)
+    whole, blob = two.hexdigest(), two.pieces()
+    blobs = [blob]
+    if ONE_PASS:
+        from cloudvault import b3subtree
+
+        blobs.append(TREE + b"".join(v[:16] for v in b3subtree.values_of(data)))
+    changed = data[: PIECE + 3] + b"!" + data[PIECE + 4 :]
+    reads = []
+
+    def read_good(off, n):
+        reads.append((off, n))
+        return data[off : off + n]
+
+    for recorded_blob in blobs:
+        check = PieceCheck("x.bin", len(data), whole, recorded_blob)
+        assert check.parts is None and check.spans(0, 1) == [(0, PIECE)]
+        reads.clear()
+        assert VerifiedRanges(("k",), read_good, check, PieceCache())(5, 10) == data[5:15] and reads == [(0, PIECE)]
+        bad = VerifiedRanges(("b",), lambda off, n: changed[off : off + n], check, PieceCache())
+        with pytest.raises(PieceMismatch) as refused:
+            bad(PIECE + 100, 1)
+        assert refused.value.fields["offset"] == PIECE
+
+
 def test_an_object_of_more_than_a_piece_without_piece_hashes_is_refused_in_ranges():
     data = data_of(2 * PIECE)
     check = PieceCheck("old.bin", len(data), blake3.blake3(data).hexdigest(), None)
