@@ -173,23 +173,26 @@ def report(turns: list[dict], vaults: list[str], first_mount: float) -> None:
 
     def med(tool: str, row: str) -> tuple[float, str]:
         got = [t[tool][row] for t in turns]
+        if row != "peak RSS MiB" and max(got) < 0.1:  # milliseconds: three decimals of a second would hide them
+            return statistics.median(got), f"{min(got) * 1e3:.2f}-{max(got) * 1e3:.2f}ms"
         return statistics.median(got), f"{min(got):.3g}-{max(got):.3g}"
+
+    def cell(tool: str, row: str) -> str:
+        secs, spread = med(tool, row)
+        return f"{secs * 1e3:7.2f}ms ({spread})" if spread.endswith("ms") else f"{secs:9.3f} ({spread})"
 
     names = [f"vault{n}" if len(vaults) > 1 else "vault" for n in range(len(vaults))]
     for name, v in zip(names, vaults, strict=True):
         print(f"{name}: {v}")
     rows = list(turns[0][vaults[0]])
     width = max(len(r) for r in rows)
-    print(f"{'':{width}}  " + "".join(f"{n:>26}" for n in [*names, "ratarmount"]) + "  ratio ratarmount / vault")
+    print(f"{'':{width}}  " + "".join(f"{n:>30}" for n in [*names, "ratarmount"]) + "  ratio ratarmount / vault")
     print(f"{'ratarmount first mount (builds its index)':{width}}  {first_mount:.3f}s")
     for row in rows:
-        other, other_spread = med("ratarmount", row)
-        cells, ratios = [], []
-        for v in vaults:
-            secs, spread = med(v, row)
-            cells.append(f"{secs:9.3f} ({spread})")
-            ratios.append(f"{other / secs:5.2f}x")
-        print(f"{row:{width}}  " + "".join(f"{c:>26}" for c in [*cells, f"{other:9.3f} ({other_spread})"])
+        other = med("ratarmount", row)[0]
+        cells = [cell(v, row) for v in vaults]
+        ratios = [f"{other / med(v, row)[0]:5.2f}x" for v in vaults]
+        print(f"{row:{width}}  " + "".join(f"{c:>30}" for c in [*cells, cell("ratarmount", row)])
               + "  " + " ".join(ratios))  # fmt: skip
     print(f"peak RSS budget: --cache-mb {CACHE_MB} plus a constant (docs/performance.md)")
     for row in turns[0]["floor"]:

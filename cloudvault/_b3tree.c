@@ -11,9 +11,10 @@
  *
  * Python interface (cloudvault/pieces.py wraps it):
  *   TreeHasher(): update(buffer); finish() -> (32-byte BLAKE3, bytes of 32-byte piece chaining values, or b"" for
- *                 an object of one piece or less)
- *   Subtree(index): update(buffer); digest(length=32) -> the chaining value of piece `index` fed its bytes (a
- *                 piece of an object of more than one piece: never the root), cut to `length` bytes
+ *                 an object of one piece or less); first_parts() -> the 32-byte values of the first piece's 16
+ *                 parts of 64 KiB (the tree's nodes one level of 16 below it, kept on the way up), b"" before
+ *   Subtree(index, chunks=1024): update(buffer); digest(length=32) -> the chaining value of subtree `index` of
+ *                 `chunks` chunks (a piece, or with 64 a part) fed its bytes (never the root), cut to `length` bytes
  *   root_of(values): the BLAKE3 of an object of more than one piece from its pieces' 32-byte values (a file's
  *                 pieces hashed on many threads)
  *   SIMD: "avx512", "avx2" or "portable" (CLOUDVAULT_B3TREE_SIMD=avx2|portable asks for a narrower one)
@@ -32,6 +33,8 @@
 #define CHUNK_LEN 1024
 #define PIECE_CHUNKS 1024
 #define PIECE_LEN (CHUNK_LEN * PIECE_CHUNKS)
+#define PART_CHUNKS 64 /* the first piece's parts (64 KiB): their values are the tree's nodes one level of 16 down */
+#define PARTS (PIECE_CHUNKS / PART_CHUNKS)
 #define CV_LEN 32
 #define RELEASE_GIL_AT (64 * 1024)
 #define SIMD_MIN 4 /* chunks: fewer are cheaper one at a time than in a sixteen-lane call */
@@ -359,11 +362,12 @@ static void hash_chunks(const uint8_t *in, size_t n, uint64_t counter, uint8_t *
     for (; i < n; i++) chunk_cv(in + i * CHUNK_LEN, CHUNK_LEN, counter + i, 0, out + i * CV_LEN);
 }
 
-/* The chaining value of a whole piece from its PIECE_CHUNKS chunk values (a perfect tree), level by level in place,
- * `width` parents at a time (a level of fewer in one call with lanes to spare: cheaper than one by one). */
-static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
-    size_t n = PIECE_CHUNKS;
+/* The chaining value of a whole subtree from its n (a power of two) chunk values, level by level in place, `width`
+ * parents at a time (a level of fewer in one call with lanes to spare: cheaper than one by one); where `parts` is
+ * given, the level of PARTS values (each PART_CHUNKS chunks) is copied there on the way up. */
+static void reduce_piece(uint8_t *cvs, size_t n, uint8_t out[CV_LEN], uint8_t *parts) {
     while (n > 1) {
+        if (parts && n == PARTS) memcpy(parts, cvs, PARTS * CV_LEN);
         size_t parents = n / 2, i = 0;
         if (hash_wide)
             for (; i < parents; i += (size_t)width)
@@ -379,6 +383,7 @@ static void reduce_piece(uint8_t *cvs, uint8_t out[CV_LEN]) {
 
 typedef struct {
     uint64_t first_chunk; /* chunk counter of the piece's first chunk */
+    size_t size_chunks;   /* chunks in a whole piece: PIECE_CHUNKS, or fewer for a part (a power of two) */
     size_t chunks;        /* chunk values made so far (every whole chunk is hashed as soon as it is in) */
     size_t held;          /* bytes of a partial chunk held in `buf` */
     uint64_t fed;         /* bytes fed */
@@ -387,8 +392,9 @@ typedef struct {
     uint8_t cvs[PIECE_CHUNKS * CV_LEN];
 } piece_state;
 
-static void piece_reset(piece_state *p, uint64_t first_chunk) {
+static void piece_reset(piece_state *p, uint64_t first_chunk, size_t size_chunks) {
     p->first_chunk = first_chunk;
+    p->size_chunks = size_chunks;
     p->chunks = 0;
     p->held = 0;
     p->fed = 0;
@@ -397,10 +403,10 @@ static void piece_reset(piece_state *p, uint64_t first_chunk) {
 /* Feeds bytes of this piece until it holds all its chunks; returns the bytes taken. */
 static size_t piece_feed(piece_state *p, const uint8_t *in, size_t len) {
     size_t taken = 0;
-    while (taken < len && p->chunks < PIECE_CHUNKS) {
+    while (taken < len && p->chunks < p->size_chunks) {
         size_t left = len - taken;
         if (p->held == 0 && left >= CHUNK_LEN) { /* whole chunks straight from the input */
-            size_t n = left / CHUNK_LEN, room = PIECE_CHUNKS - p->chunks;
+            size_t n = left / CHUNK_LEN, room = p->size_chunks - p->chunks;
             if (n > room) n = room;
             if (p->first_chunk + p->chunks == 0) memcpy(p->first, in + taken, CHUNK_LEN);
             hash_chunks(in + taken, n, p->first_chunk + p->chunks, p->cvs + p->chunks * CV_LEN);
@@ -436,8 +442,8 @@ static void piece_finish(piece_state *p, uint32_t root, uint8_t out[CV_LEN]) {
         chunk_cv(p->buf, p->held, p->first_chunk + n, 0, p->cvs + n * CV_LEN);
         n++;
     }
-    if (n == PIECE_CHUNKS && !root)
-        reduce_piece(p->cvs, out);
+    if (n == p->size_chunks && !root)
+        reduce_piece(p->cvs, n, out, NULL);
     else
         merge(p->cvs, n, root, out);
 }
@@ -450,6 +456,7 @@ typedef struct {
     uint8_t *pieces; /* chaining values of the pieces done */
     size_t count, room;
     int busy;
+    uint8_t parts[PARTS * CV_LEN]; /* the first piece's parts' values, once it is a piece (count > 0) */
 } TreeHasher;
 
 static int tree_init(TreeHasher *self, PyObject *args, PyObject *kwds) {
@@ -465,7 +472,7 @@ static int tree_init(TreeHasher *self, PyObject *args, PyObject *kwds) {
         PyErr_NoMemory();
         return -1;
     }
-    piece_reset(self->piece, 0);
+    piece_reset(self->piece, 0, PIECE_CHUNKS);
     return 0;
 }
 
@@ -494,9 +501,9 @@ static int tree_feed(TreeHasher *self, const uint8_t *in, size_t len) {
     while (len) {
         if (p->chunks == PIECE_CHUNKS) { /* whole, and a byte follows it: a piece, not the root */
             uint8_t cv[CV_LEN];
-            reduce_piece(p->cvs, cv);
+            reduce_piece(p->cvs, PIECE_CHUNKS, cv, p->first_chunk == 0 ? self->parts : NULL);
             if (tree_push(self, cv) < 0) return -1;
-            piece_reset(p, p->first_chunk + PIECE_CHUNKS);
+            piece_reset(p, p->first_chunk + PIECE_CHUNKS, PIECE_CHUNKS);
         }
         size_t taken = piece_feed(p, in, len);
         in += taken;
@@ -523,7 +530,7 @@ static PyObject *feed_buffer(PyObject *arg, int *busy, size_t room, feed_fn fn, 
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     int rc = -2;
     if ((size_t)view.len > room) {
-        PyErr_Format(PyExc_ValueError, "a piece holds at most %d bytes", PIECE_LEN);
+        PyErr_Format(PyExc_ValueError, "a piece has room for %zu more bytes", room);
     } else if (claim(busy) == 0) {
         if (view.len >= RELEASE_GIL_AT) {
             Py_BEGIN_ALLOW_THREADS
@@ -571,8 +578,16 @@ static PyObject *tree_finish(TreeHasher *self, PyObject *unused) {
     return result;
 }
 
+static PyObject *tree_first_parts(TreeHasher *self, PyObject *unused) {
+    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "TreeHasher not initialised");
+    if (self->count == 0) return PyBytes_FromStringAndSize("", 0); /* one piece or less so far: it has no parts */
+    return PyBytes_FromStringAndSize((const char *)self->parts, PARTS * CV_LEN);
+}
+
 static PyMethodDef tree_methods[] = {
     {"update", (PyCFunction)tree_update, METH_O, "Feed bytes (any buffer)."},
+    {"first_parts", (PyCFunction)tree_first_parts, METH_NOARGS,
+     "The chaining values of the first piece's 16 parts of 64 KiB, 32 bytes each; b'' while it is no piece yet."},
     {"finish", (PyCFunction)tree_finish, METH_NOARGS,
      "(BLAKE3 of the bytes fed, 32 bytes; the pieces' chaining values, 32 bytes each, b'' for one piece or less)."},
     {NULL, NULL, 0, NULL},
@@ -598,10 +613,15 @@ typedef struct {
 } Subtree;
 
 static int subtree_init(Subtree *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"index", NULL};
+    static char *kwlist[] = {"index", "chunks", NULL};
     unsigned long long index;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "K", kwlist, &index)) return -1;
-    if (index > (UINT64_MAX / PIECE_CHUNKS)) {
+    Py_ssize_t chunks = PIECE_CHUNKS;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "K|n", kwlist, &index, &chunks)) return -1;
+    if (chunks < 1 || chunks > PIECE_CHUNKS || (chunks & (chunks - 1))) {
+        PyErr_Format(PyExc_ValueError, "a subtree is a power of two chunks, at most %d", PIECE_CHUNKS);
+        return -1;
+    }
+    if (index > (UINT64_MAX / (uint64_t)chunks)) {
         PyErr_SetString(PyExc_OverflowError, "piece index out of range");
         return -1;
     }
@@ -611,7 +631,7 @@ static int subtree_init(Subtree *self, PyObject *args, PyObject *kwds) {
         PyErr_NoMemory();
         return -1;
     }
-    piece_reset(self->piece, (uint64_t)index * PIECE_CHUNKS);
+    piece_reset(self->piece, (uint64_t)index * (uint64_t)chunks, (size_t)chunks);
     self->busy = 0;
     return 0;
 }
@@ -628,7 +648,8 @@ static int subtree_feed(Subtree *self, const uint8_t *in, size_t len) {
 
 static PyObject *subtree_update(Subtree *self, PyObject *arg) {
     if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
-    return feed_buffer(arg, &self->busy, PIECE_LEN - self->piece->fed, (feed_fn)subtree_feed, self);
+    return feed_buffer(arg, &self->busy, self->piece->size_chunks * CHUNK_LEN - self->piece->fed,
+                       (feed_fn)subtree_feed, self);
 }
 
 static PyObject *subtree_digest(Subtree *self, PyObject *args) {
@@ -661,7 +682,8 @@ static PyTypeObject SubtreeType = {
     .tp_init = (initproc)subtree_init,
     .tp_dealloc = (destructor)subtree_dealloc,
     .tp_methods = subtree_methods,
-    .tp_doc = "Subtree(index): the BLAKE3 chaining value of piece `index` of an object of more than one piece.",
+    .tp_doc = "Subtree(index, chunks=1024): the BLAKE3 chaining value of the subtree `index` of `chunks` chunks (a "
+              "power of two) of an object larger than it: a piece, or a part of one.",
 };
 
 /* ---- the root from the pieces' values: what a file hashed a piece per thread needs ---- */

@@ -88,20 +88,23 @@ def merge(cvs: np.ndarray, root: bool = False) -> bytes:
 
 
 def values_of(data: bytes, piece: int = 1 << 20) -> list[bytes]:
-    """The 32-byte chaining value of each piece of an object of more than one piece (for tests and checks)."""
-    return [Subtree(i).fed(data[at : at + piece]).digest() for i, at in enumerate(range(0, len(data), piece))]
+    """The 32-byte chaining value of each piece (or part: piece 64 KiB) of an object larger than one (for tests and
+    checks)."""
+    chunks = piece // CHUNK
+    return [Subtree(i, chunks).fed(data[at : at + piece]).digest() for i, at in enumerate(range(0, len(data), piece))]
 
 
 class Subtree:
-    """Subtree(index): update(bytes) ...; digest(length=32): piece `index`'s chaining value (never the root)."""
+    """Subtree(index, chunks=PIECE_CHUNKS): update(bytes) ...; digest(length=32): the chaining value of subtree
+    `index` of `chunks` chunks (a piece, or with 64 one of the first piece's parts; never the root)."""
 
-    def __init__(self, index: int) -> None:
-        self._first = index * PIECE_CHUNKS
+    def __init__(self, index: int, chunks: int = PIECE_CHUNKS) -> None:
+        self._first, self._room = index * chunks, chunks * CHUNK
         self._data = bytearray()
 
     def update(self, data) -> None:
-        if len(self._data) + len(data) > PIECE_CHUNKS * CHUNK:
-            raise ValueError(f"a piece holds at most {PIECE_CHUNKS * CHUNK} bytes")
+        if len(self._data) + len(data) > self._room:
+            raise ValueError(f"a piece holds at most {self._room} bytes")
         self._data += data
 
     def fed(self, data) -> Subtree:

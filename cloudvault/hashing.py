@@ -37,7 +37,9 @@ def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
     if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
-        return one_pass_result(_each_piece(path, size, piece_value))
+        with open(path, "rb") as fh:
+            first = fh.read(PIECE)
+        return one_pass_result(_each_piece(path, size, piece_value), first)
     h = blake3.blake3(max_threads=blake3.blake3.AUTO)
     h.update_mmap(os.fsdecode(path))
     return h.hexdigest(), _each_piece(path, size, lambda data, _: piece_digest(data))

@@ -3,12 +3,18 @@ shorter), each cut to PIECE_DIGEST (16) bytes and concatenated into one BLOB: 16
 data (0.0015%). Any range can then be verified by reading only the pieces that cover it. An object of one piece
 or less has none: its whole BLAKE3 is its piece's hash. (Kept apart from hashing.py: extract imports this alone.)
 
-Two kinds of BLOB, each saying which it is, both checked everywhere:
+Three kinds of BLOB, each saying which it is, all checked everywhere:
 - ONE PASS (a BLOB that starts with TREE): each piece's hash is its BLAKE3 chaining value, the inner node the BLAKE3
   tree of the whole object already has at that offset (1 MiB is 1024 chunks: a whole subtree). The native
   cloudvault._b3tree makes them and the whole BLAKE3 in one pass over the bytes. Written where the extension was
   built and the CPU has AVX-512 or AVX2 (ONE_PASS); checked by the extension, or by cloudvault.b3subtree (numpy)
-  without it.
+  without it. Written by the multi-threaded hashing of large plain files (hashing.py: one_pass_result).
+- ONE PASS WITH FIRST PARTS (starts with FIRST_PARTS): the same, the piece values preceded by the values of the first
+  piece's PARTS parts of PART (64 KiB) bytes, the tree's nodes one level of 16 below it (256 bytes more per object,
+  made in the same pass): a read of an object's start (the mount's first byte, `head`) is checked by the parts it
+  needs, not by decoding and hashing the whole first MiB. Only the first piece: the first byte is where latency is
+  felt; a read further on is a stream whose pieces are decoded anyway, and parts of every piece would make the BLOBs
+  16 times larger (0.024% of the data, not 0.0015%). Readers that stream whole pieces check the piece values alone.
 - TWO PASSES (older catalogs, and where ONE_PASS is off): each piece's own BLAKE3, a second pass beside the whole's.
 """
 
@@ -25,6 +31,10 @@ PIECE = 1 << 20
 PIECE_DIGEST = 16
 BESIDE_MIN = 256 << 10  # a smaller update is hashed twice where it is: handing it over would cost more
 TREE = b"\x01"  # the first byte of a one-pass BLOB; a two-pass BLOB is digests alone (a multiple of 16 bytes)
+FIRST_PARTS = b"\x02"  # the first byte of a one-pass BLOB with the first piece's parts before the pieces
+PART = 64 << 10
+PARTS = PIECE // PART
+PART_CHUNKS = PART // 1024
 # one pass only where it is faster than two: the extension's portable code runs ~1 GB/s a core, against blake3's own
 # two passes of ~4-10 GB/s each; its AVX-512 code ~8 GB/s, its AVX2 code ~3 GB/s (bench/pieces.py, docs/performance.md)
 ONE_PASS = _b3tree is not None and _b3tree.SIMD in ("avx512", "avx2")
@@ -44,9 +54,19 @@ def read_pieces(blob: bytes | None, size: int) -> tuple[bytes, bool] | None:
     does not fit an object of `size` bytes."""
     if blob is None:
         return None
-    tree = blob[:1] == TREE and len(blob) % PIECE_DIGEST == 1
-    digests = blob[1:] if tree else blob
+    if blob[:1] == FIRST_PARTS and len(blob) % PIECE_DIGEST == 1:
+        digests, tree = blob[1 + PARTS * PIECE_DIGEST :], True
+    else:
+        tree = blob[:1] == TREE and len(blob) % PIECE_DIGEST == 1
+        digests = blob[1:] if tree else blob
     return (digests, tree) if len(digests) == piece_count(size) * PIECE_DIGEST else None
+
+
+def first_parts(blob: bytes | None, size: int) -> bytes | None:
+    """The digests of the first piece's PARTS parts that a FIRST_PARTS BLOB records (None for any other)."""
+    if blob is None or blob[:1] != FIRST_PARTS or read_pieces(blob, size) is None:
+        return None
+    return blob[1 : 1 + PARTS * PIECE_DIGEST]
 
 
 def piece_hasher(index: int, tree: bool):
@@ -61,20 +81,37 @@ def piece_hasher(index: int, tree: bool):
     return Subtree(index)
 
 
-def piece_value(data, index: int) -> bytes:
-    """The 32-byte BLAKE3 chaining value of piece `index` (ONE_PASS only), its bytes given whole."""
-    h = _b3tree.Subtree(index)
+def part_hasher(index: int):
+    """What checks part `index` of the first piece of a FIRST_PARTS object: fed its PART bytes by update(), its
+    digest(PIECE_DIGEST) is the recorded part hash."""
+    if _b3tree is not None:
+        return _b3tree.Subtree(index, PART_CHUNKS)
+    from cloudvault.b3subtree import Subtree  # numpy: only where the extension is missing
+
+    return Subtree(index, PART_CHUNKS)
+
+
+def piece_value(data, index: int, chunks: int = 1024) -> bytes:
+    """The 32-byte BLAKE3 chaining value of piece `index` (or of a part: chunks=PART_CHUNKS; ONE_PASS only), its
+    bytes given whole."""
+    h = _b3tree.Subtree(index, chunks)
     h.update(data)
     return h.digest()
 
 
-def one_pass_result(values: bytes) -> tuple[str, bytes]:
-    """(whole BLAKE3, BLOB) of an object of more than one piece from its pieces' 32-byte values (ONE_PASS only)."""
-    return _b3tree.root_of(values).hex(), _one_pass_blob(values)
+def one_pass_result(values: bytes, first_piece) -> tuple[str, bytes]:
+    """(whole BLAKE3, FIRST_PARTS BLOB) of an object of more than one piece from its pieces' 32-byte values and its
+    first piece's bytes (its parts hashed again: 1 MiB more of an object hashed on all cores; ONE_PASS only)."""
+    parts = b"".join(piece_value(first_piece[at : at + PART], at // PART, PART_CHUNKS) for at in range(0, PIECE, PART))
+    return _b3tree.root_of(values).hex(), _one_pass_blob(values, parts)
 
 
-def _one_pass_blob(values: bytes) -> bytes:
-    return TREE + b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
+def _one_pass_blob(values: bytes, parts: bytes = b"") -> bytes:
+    """A TREE BLOB of the pieces' 32-byte values, or with the first piece's parts' values a FIRST_PARTS one."""
+    cut = b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
+    if not parts:
+        return TREE + cut
+    return FIRST_PARTS + b"".join(parts[at : at + PIECE_DIGEST] for at in range(0, len(parts), 32)) + cut
 
 
 class PieceHasher:
@@ -135,7 +172,8 @@ class TwoPassHasher(PieceHasher):
 
 
 class OnePassHasher(PieceHasher):
-    """PieceHasher in one pass: the whole BLAKE3 and the pieces' chaining values from the native tree hasher."""
+    """PieceHasher in one pass: the whole BLAKE3, the pieces' chaining values and the first piece's parts' values
+    from the native tree hasher (a FIRST_PARTS BLOB)."""
 
     def __init__(self, threads: int = 1, beside=None) -> None:
         self._tree = _b3tree.TreeHasher()
@@ -158,4 +196,4 @@ class OnePassHasher(PieceHasher):
     def pieces(self) -> bytes | None:
         if self.size <= PIECE:
             return None
-        return _one_pass_blob(self._result()[1])
+        return _one_pass_blob(self._result()[1], self._tree.first_parts())

@@ -46,12 +46,14 @@ from cloudvault.errors import (
     UnsafeMember,
 )
 from cloudvault.models import Member
-from cloudvault.pieces import PIECE, PIECE_DIGEST, piece_hasher, read_pieces
+from cloudvault.pieces import PART, PIECE, PIECE_DIGEST, first_parts, part_hasher, piece_hasher, read_pieces
 from cloudvault.tools.mirrorfs import open_mirror
 
 CHUNK = 1 << 20
 SPOOL_LIMIT = 4 << 30  # an object without piece hashes is withheld (spooled) whole up to this size, else refused
 SPOOL_IN_MEMORY = 64 << 20
+STREAM_READ = 128 << 10  # a ranged read this large is a stream's (the kernel's readahead asks this much once a reader
+# reads on; `head -c 1` asks 16 KiB): checked by whole pieces, a stream's next parts would each cost a call of their own
 
 
 def read_order(members: Iterable[Member]) -> list[Member]:
@@ -60,11 +62,13 @@ def read_order(members: Iterable[Member]) -> list[Member]:
 
 
 class PieceCheck:
-    """What one object's bytes must be: its size, whole BLAKE3 and piece hashes (None: not recorded)."""
+    """What one object's bytes must be: its size, whole BLAKE3 and piece hashes (None: not recorded), and where
+    recorded the hashes of its first piece's parts (a read at any offset checks those, a stream the pieces)."""
 
     def __init__(self, label: str, size: int, whole: str | None, pieces: bytes | None) -> None:
         self.label, self.size, self.whole = label, size, whole
         self.pieces, self.tree = read_pieces(pieces, size) or (None, False)
+        self.parts = first_parts(pieces, size)
 
     @property
     def by_piece(self) -> bool:
@@ -86,6 +90,36 @@ class PieceCheck:
             ok = h.digest(PIECE_DIGEST) == self.pieces[index * PIECE_DIGEST : (index + 1) * PIECE_DIGEST]
         if not ok:
             raise PieceMismatch(path=self.label, offset=index * PIECE, size=self.piece_size(index))
+
+    def spans(self, offset: int, end: int, parts: bool = True) -> list[tuple[int, int]]:
+        """(start, size) of each span checked alone that bytes [offset, end) touch: with parts, the first piece's
+        parts where their hashes are recorded (a read of an object's start decodes and hashes 64 KiB, not 1 MiB),
+        else pieces."""
+        out = []
+        while offset < end:
+            if parts and self.parts is not None and offset < PIECE:
+                start, size = offset - offset % PART, PART
+            else:
+                start = offset - offset % PIECE
+                size = self.piece_size(start // PIECE)
+            out.append((start, size))
+            offset = start + size
+        return out
+
+    def _is_part(self, start: int, size: int) -> bool:
+        return self.parts is not None and start < PIECE and size == PART
+
+    def span_hasher(self, start: int, size: int):
+        """What to feed the bytes of the span (start, size) (one of spans()), then hand to verify_span."""
+        return part_hasher(start // PART) if self._is_part(start, size) else self.hasher(start // PIECE)
+
+    def verify_span(self, start: int, size: int, h) -> None:
+        """PieceMismatch unless h (span_hasher(start, size), fed the span's bytes) matches its recorded hash."""
+        if not self._is_part(start, size):
+            return self.verify(start // PIECE, h)
+        at = start // PART * PIECE_DIGEST
+        if h.digest(PIECE_DIGEST) != self.parts[at : at + PIECE_DIGEST]:
+            raise PieceMismatch(path=self.label, offset=start, size=PART)
 
 
 class PieceGate:
@@ -363,8 +397,9 @@ class PieceCache:
 
 
 class VerifiedRanges:
-    """read(offset, size) of one object at any offset, every byte out of a piece that verified: the pieces that
-    cover the range are read whole (read_raw), checked, kept in the cache, and sliced. An object of more than one
+    """read(offset, size) of one object at any offset, every byte out of a piece that verified: the pieces (or, for a
+    read smaller than STREAM_READ, the first piece's parts: PieceCheck.spans) that cover the range are read whole
+    (read_raw), checked, kept in the cache by (key, start, size), and sliced. An object of more than one
     piece without piece hashes is refused (NoPieceHashes): it cannot be read in ranges and checked."""
 
     def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck,
@@ -380,23 +415,22 @@ class VerifiedRanges:
         if not self.check.by_piece:
             raise NoPieceHashes(path=self.check.label)
         parts = []
-        for index in range(offset // PIECE, (end - 1) // PIECE + 1):
-            piece, at = self._piece(index), index * PIECE
-            lo, hi = max(offset, at) - at, min(end, at + PIECE) - at
+        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
+            piece = self._span(at, span)
+            lo, hi = max(offset, at) - at, min(end, at + span) - at
             parts.append(piece if lo == 0 and hi == len(piece) else piece[lo:hi])
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _piece(self, index: int) -> bytes:
-        return self._cache.get_or_make((*self.key, index), lambda: self._verified_piece(index))
+    def _span(self, start: int, size: int) -> bytes:
+        return self._cache.get_or_make((*self.key, start, size), lambda: self._verified_span(start, size))
 
-    def _verified_piece(self, index: int) -> bytes:
-        want = self.check.piece_size(index)
-        data = self._read_raw(index * PIECE, want)
-        if len(data) != want:
-            raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {index * PIECE}, not {want}")
-        h = self.check.hasher(index)
+    def _verified_span(self, start: int, size: int) -> bytes:
+        data = self._read_raw(start, size)
+        if len(data) != size:
+            raise IntegrityError(detail=f"{self.check.label}: {len(data)} bytes at offset {start}, not {size}")
+        h = self.check.span_hasher(start, size)
         h.update(data)
-        self.check.verify(index, h)
+        self.check.verify_span(start, size, h)
         return data
 
     def close(self) -> None:

@@ -42,6 +42,7 @@ from cloudvault.catalog.lookup import (
 )
 from cloudvault.errors import IntegrityError, StaleArchive, VaultError
 from cloudvault.io.members import (
+    STREAM_READ,
     PieceCache,
     PieceCheck,
     VerifiedRanges,
@@ -54,9 +55,15 @@ from cloudvault.models import Frame, Member
 from cloudvault.pieces import PIECE
 from cloudvault.tools.mirrorfs import open_mirror
 
-DECODE_STEP = 1 << 20  # a frame is decoded on in steps of at least this many bytes
+DECODE_STEP = 128 << 10  # a frame is decoded on in steps of at least this many bytes (no further than a read needs
+# and this: a step of 1 MiB decoded up to 1 MiB past the end of a `cat`, and the first read's second 64 KiB part
+# (PieceCheck.spans) waited for 1 MiB more)
+MAPPING_STEP = 1 << 20  # a frame's buffer is mapped in multiples of this
 KEPT_BUFFERS = 16 << 20  # freed frames' memory kept for the next ones (at most an eighth of the cache)
 USUAL_FRAME = 8 << 20  # pzstd's frames at its usual levels: the kept buffers are made this size up front
+KEPT_DECODERS = 2  # a frame read and the next one decoded ahead
+READ_AHEAD = 1 << 20  # a stream's read (STREAM_READ) has its frame decoded on ahead of it by at most this
+KEPT_WINDOW = 16 << 20  # a decoder of a larger frame is let go (its window buffer would stay in memory)
 
 
 class FrameBuffers:
@@ -94,18 +101,59 @@ class FrameBuffers:
             self.give_back(_private_mapping(_rounded(size), populate=True))
 
 
+class Decoders:
+    """zstd decoders kept for the next frames. A decoder's first frame costs ~1 ms more than its next (its window
+    buffer, 8 MiB for pzstd's frames, faulted in page by page as it decodes): a frame takes a kept one, holds it
+    while it is decoded in steps, and hands it back once whole or let go; at most keep are kept, each of a frame of
+    at most KEPT_WINDOW bytes (its window buffer stays: a larger one would hold its memory)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._free: list[zstandard.ZstdDecompressor] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> zstandard.ZstdDecompressor:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+
+    def give_back(self, held: list, raw_size: int) -> None:
+        """The decoder in held (a frame's, emptied: handed back once), kept if there is room and its frame was
+        small enough."""
+        decoder = held.pop() if held else None
+        with self._lock:
+            if decoder is not None and raw_size <= KEPT_WINDOW and len(self._free) < self.keep:
+                self._free.append(decoder)
+
+
+DECODERS = Decoders(KEPT_DECODERS)
 _WARMED = threading.Event()
 
 
 def warm_decoder(size: int = USUAL_FRAME) -> None:
-    """Decode one frame of size zero bytes, as a member's frame is decoded: zstd's first use in this process (its
-    decoder's set-up, its first buffers) then costs the mount's start, not its first read (~0.8 ms here)."""
-    frame = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(bytes(size))
-    reader = _frame_reader(frame, size)
-    view = memoryview(bytearray(DECODE_STEP))
-    while reader.readinto(view):
-        pass
+    """Decode one frame of size bytes like a member's (Huffman-coded literals, then matches back through the whole
+    window) and of a window of size (a decoder keeps its window buffer for the next frame whose window fits) with
+    each of the KEPT_DECODERS kept decoders (a member's first byte holds one in its frame, the next member's frame
+    another): zstd's first use in this process and their window buffers, faulted in, then cost the mount's start
+    (~20 ms), not a first read (~1 ms each)."""
+    frame, view = warm_frame(size), memoryview(bytearray(MAPPING_STEP))
+    decoders = [[DECODERS.take()] for _ in range(DECODERS.keep)]
+    for held in decoders:
+        reader = held[0].stream_reader(frame)
+        while reader.readinto(view):
+            pass
+    for held in decoders:
+        DECODERS.give_back(held, size)
     _WARMED.set()
+
+
+def warm_frame(size: int) -> bytes:
+    """A zstd frame of size bytes of text-like bytes (random letters, repeated) and a window of size."""
+    letters = bytes.maketrans(bytes(range(256)), b"etaoin shrdlucmf" * 16)
+    text = os.urandom(MAPPING_STEP).translate(letters)
+    window = zstandard.ZstdCompressionParameters.from_level(1, window_log=max(10, size.bit_length() - 1))
+    return zstandard.ZstdCompressor(compression_params=window).compress(text * max(1, size // MAPPING_STEP))
 
 
 def decoder_warmed() -> bool:
@@ -113,7 +161,7 @@ def decoder_warmed() -> bool:
 
 
 def _rounded(size: int) -> int:
-    return max(1, -(-size // DECODE_STEP)) * DECODE_STEP
+    return max(1, -(-size // MAPPING_STEP)) * MAPPING_STEP
 
 
 def _private_mapping(size: int, populate: bool = False) -> mmap.mmap:
@@ -135,12 +183,14 @@ class DecodedFrame:
         bytes: _frame_reader)."""
         self.raw_size = raw_size
         buffer = buffers.take(raw_size)
-        weakref.finalize(self, buffers.give_back, buffer)  # when evicted and no reader is inside it
+        self._decoder: list = []  # the kept decoder (Decoders) it holds until it is whole or let go
+        weakref.finalize(self, _let_go, buffers, buffer, self._decoder, raw_size)  # when evicted and no reader is in it
         self._view = memoryview(buffer)[:raw_size]
         self._first = ctypes.c_char.from_buffer(buffer)
         self.address = ctypes.addressof(self._first)  # where its bytes are, for a read copied straight to FUSE
         self._done = 0
-        self._reader = _frame_reader(comp, raw_size)
+        self._ahead_to = 0  # how far the decode-ahead thread was asked to decode it
+        self._reader = _frame_reader(comp, raw_size, self._decoder)
         self._lock = threading.Lock()
 
     def slice(self, start: int, stop: int) -> bytes:
@@ -153,11 +203,20 @@ class DecodedFrame:
         return self._view[start:stop]
 
     def decode_rest(self) -> None:
-        """Decode to the frame's end a step at a time (a reader waits for one step at most, then decodes its own
-        part itself); a damaged frame is left for its reader to meet."""
+        self.decode_on(self.raw_size)
+
+    def decode_on(self, stop: int) -> None:
+        """Decode to stop a step at a time (a reader waits for one step at most, then decodes its own part itself);
+        a damaged frame is left for its reader to meet."""
         with contextlib.suppress(IntegrityError):
-            while self._done < self.raw_size:
-                self._decode_to(min(self.raw_size, self._done + DECODE_STEP))
+            while self._done < stop:
+                self._decode_to(min(stop, self._done + DECODE_STEP))
+
+    def decode_on_ahead(self, stop: int, ahead: ThreadPoolExecutor) -> None:
+        """Have the decode-ahead thread decode to stop, unless it was asked already or it is decoded that far."""
+        if stop > max(self._done, self._ahead_to):
+            self._ahead_to = stop
+            ahead.submit(self.decode_on, stop)
 
     def _decode_to(self, stop: int) -> None:
         with self._lock:
@@ -166,25 +225,34 @@ class DecodedFrame:
                 try:
                     got = self._reader.readinto(self._view[self._done : want])
                 except zstandard.ZstdError as exc:
+                    self._decoder.clear()  # not kept for another frame in whatever state zstd left it
                     raise IntegrityError(detail=f"damaged archive: {exc}") from None
                 if not got:
                     raise IntegrityError(detail=f"damaged archive: a frame gave {self._done} bytes, "
                                                 f"not {self.raw_size}")  # fmt: skip
                 self._done += got
             if self._done >= self.raw_size:
-                self._reader = None  # whole: the decoder's window and the compressed bytes go
+                self._reader = None  # whole: the compressed bytes go, the decoder to the next frame
+                DECODERS.give_back(self._decoder, self.raw_size)
 
 
-def _frame_reader(comp, raw_size: int):
+def _let_go(buffers: FrameBuffers, buffer: mmap.mmap, decoder: list, raw_size: int) -> None:
+    buffers.give_back(buffer)
+    DECODERS.give_back(decoder, raw_size)
+
+
+def _frame_reader(comp, raw_size: int, held: list):
     """What decodes one frame, with readinto: zstd's reader over a .tar.zst frame (a file-like object read forward,
-    or bytes), or, for a zip member's local record (bytes: archive/zip.py), its own method's."""
+    or bytes) by a kept decoder (put in held), or, for a zip member's local record (bytes: archive/zip.py), its own
+    method's."""
     if isinstance(comp, bytes):
         if comp[:4] == ZIP_LOCAL:
             from cloudvault.archive.zip import RecordReader  # here: a .tar.zst mount never needs it
 
             return RecordReader(comp, raw_size)
         comp = io.BytesIO(comp)
-    return zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW).stream_reader(comp)
+    held.append(DECODERS.take())
+    return held[0].stream_reader(comp)
 
 
 class _FrameBytes:
@@ -221,6 +289,11 @@ class FrameCache:
     def __contains__(self, key: tuple[int, int]) -> bool:
         with self._lock:
             return key in self._frames or key in self._busy
+
+    def held(self, key: tuple[int, int]) -> DecodedFrame | None:
+        """The frame at key if it is cached (its place in the eviction order kept)."""
+        with self._lock:
+            return self._frames.get(key)
 
     def get(self, key: tuple[int, int], make: Callable[[], DecodedFrame]) -> DecodedFrame:
         with self._lock:
@@ -310,6 +383,17 @@ class ArchiveBytes:
             offset = stop
         return out
 
+    def decode_on(self, offset: int, stop: int) -> None:
+        """Have the cached frame that holds offset (one being read: none is loaded for this) decoded on to stop, or
+        to its end, by the decode-ahead thread."""
+        frame = frame_for_offset(self._frames, offset)
+        frame_end = frame.raw_offset + frame.raw_size
+        if self._ahead is None or offset >= frame_end or not self._cache.fits(frame):
+            return
+        decoded = self._cache.held((self.file_id, self._index[frame.raw_offset]))
+        if decoded is not None:
+            decoded.decode_on_ahead(min(stop, frame_end) - frame.raw_offset, self._ahead)
+
     def _decode_ahead(self, index: int) -> None:
         if self._ahead is None or index >= len(self._frames) or index == self._ahead_index:
             return
@@ -379,10 +463,12 @@ class FramePiece:
 
 
 class FrameRanges(VerifiedRanges):
-    """VerifiedRanges of a member of an archive read by cached frames: each piece is checked where its frames
-    decoded it and handed out from there, parts(offset, size) giving (holder, address, length) for one copy
-    straight into libfuse's buffer; a piece in a frame too large to cache is read and kept as bytes
-    (VerifiedRanges's way)."""
+    """VerifiedRanges of a member of an archive read by cached frames: each piece (or part: PieceCheck.spans) is
+    checked where its frames decoded it and handed out from there, parts(offset, size) giving (holder, address,
+    length) for one copy straight into libfuse's buffer; a piece in a frame too large to cache is read and kept as
+    bytes (VerifiedRanges's way). A stream's read (STREAM_READ or more) has the rest of the member in its frame
+    decoded on ahead, READ_AHEAD at most, by the decode-ahead thread while its own pieces are hashed and handed out
+    (`cat` then finds its next reads decoded: the second core decodes while the first checks)."""
 
     def __init__(self, key: tuple, read_raw: Callable[[int, int], bytes], check: PieceCheck, cache: PieceCache,
                  archive: ArchiveBytes, start: int) -> None:  # fmt: skip
@@ -402,19 +488,20 @@ class FrameRanges(VerifiedRanges):
             data = super().__call__(offset, size)
             return [(data, bytes_address(data), len(data))]
         out = []
-        for index in range(offset // PIECE, (end - 1) // PIECE + 1):
-            at = index * PIECE
-            lo, hi = max(offset, at) - at, min(end, at + PIECE) - at
-            for holder, address, n in self._held_piece(index):  # the piece's parts, [lo, hi) of them kept
+        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
+            lo, hi = max(offset, at) - at, min(end, at + span) - at
+            for holder, address, n in self._held_span(at, span):  # the span's parts, [lo, hi) of them kept
                 if lo < n and hi > 0:
                     out.append((holder, address + max(lo, 0), min(hi, n) - max(lo, 0)))
                 lo, hi = lo - n, hi - n
+        if size >= STREAM_READ and end < self.check.size:  # a stream's read: its next bytes decoded meanwhile
+            self._archive.decode_on(self._start + end, self._start + min(self.check.size, end + READ_AHEAD))
         return out
 
-    def _held_piece(self, index: int) -> list[tuple[object, int, int]]:
-        key = (*self.key, index)
+    def _held_span(self, start: int, size: int) -> list[tuple[object, int, int]]:
+        key = (*self.key, start, size)
         while True:
-            piece = self._cache.get_or_make(key, lambda: self._checked_in_place(index))
+            piece = self._cache.get_or_make(key, lambda: self._checked_in_place(start, size))
             if type(piece) is not FramePiece:
                 return [(piece, bytes_address(piece), len(piece))]
             held = piece.held()
@@ -422,15 +509,14 @@ class FrameRanges(VerifiedRanges):
                 return held
             self._cache.drop(key, piece)  # a frame of it was let go: that memory may hold another frame now
 
-    def _checked_in_place(self, index: int):
-        want = self.check.piece_size(index)
-        spans = self._archive.spans(self._start + index * PIECE, want, self._end)
+    def _checked_in_place(self, start: int, size: int):
+        spans = self._archive.spans(self._start + start, size, self._end)
         if spans is None:
-            return self._verified_piece(index)
-        h = self.check.hasher(index)
-        for frame, start, n in spans:
-            h.update(frame.view(start, start + n))
-        self.check.verify(index, h)
+            return self._verified_span(start, size)
+        h = self.check.span_hasher(start, size)
+        for frame, at, n in spans:
+            h.update(frame.view(at, at + n))
+        self.check.verify_span(start, size, h)
         return FramePiece(spans)
 
 

@@ -2,7 +2,8 @@
 
 - Lookups, listings and stat come from the Tree (the catalog); only open and read touch the mirror.
 - Every read returns only bytes of pieces that matched the catalog's piece hashes (`io.members.VerifiedRanges`:
-  the pieces covering the range are read whole and checked first, and kept verified in a cache). A piece that
+  the pieces covering the range are read whole and checked first, and kept verified in a cache; a small read in
+  a member's first MiB, its 64 KiB parts: the first byte waits for 64 KiB, not 1 MiB). A piece that
   does not match is EIO for any read touching it, with one log line naming the file and the piece's offset; so
   is a damaged frame or a stale archive. The pieces before and after it still read. A piece in cached frames is
   checked where it was decoded and copied once, from there into libfuse's buffer (fuse_binding's read).

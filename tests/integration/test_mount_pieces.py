@@ -1,6 +1,8 @@
 """Through `vault mount`, a read never returns a byte of a piece that does not verify: an archive and a plain file
 replaced after indexing (same size, mtime kept) are read with `head -c`, `dd skip=` and random `pread`s; the
-pieces that still verify read as they were, a read touching the changed piece is EIO naming the offset."""
+pieces that still verify read as they were, a read touching the changed piece is EIO naming the offset. In the
+first piece the unit checked is its 64 KiB part (the catalog records their hashes): the parts before and after a
+changed one read, as tarfile reads them from the archive as it was indexed."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import subprocess
 import pytest
 from faults.test_piece_faults import BIG, FLIPS, PIECE, big_bytes, compressed, flipped, replace_keeping_mtime, tar_bytes
 
+from cloudvault.pieces import PART
 from integration.test_mount import fuse, mount_of  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.fuse
@@ -19,7 +22,8 @@ pytestmark = pytest.mark.fuse
 
 @pytest.fixture
 def damaged_mount(tmp_path, vault, mount_of):  # noqa: F811
-    """make(how, where) -> (the mounted entry folder, good bytes of the member, of the plain file, flip offset)."""
+    """make(how, where) -> (the mounted entry folder, good bytes of the member, of the plain file, flip offset); where
+    is a FLIPS name or an offset."""
 
     def make(how: str, where: str):
         entry = tmp_path / "m/101_pieces"
@@ -30,7 +34,7 @@ def damaged_mount(tmp_path, vault, mount_of):  # noqa: F811
         plain.write_bytes(plain_bytes)
         db = tmp_path / "c.db"
         assert vault("--catalog", str(db), "index", "-q", str(tmp_path / "m")).code == 0
-        at = FLIPS[where]
+        at = FLIPS[where] if isinstance(where, str) else where
         replace_keeping_mtime(archive, compressed(tar_bytes(flipped(big, at)), how, tmp_path))
         replace_keeping_mtime(plain, flipped(plain_bytes, at))
         m = mount_of(db)
@@ -41,12 +45,46 @@ def damaged_mount(tmp_path, vault, mount_of):  # noqa: F811
 
 
 @pytest.mark.parametrize("how", ["zstd", "pzstd", "seekable"])
-def test_head_of_a_changed_first_piece_is_eio_and_prints_nothing(damaged_mount, how):
+def test_head_of_a_changed_first_piece_is_eio_and_prints_only_the_parts_before_the_changed_one(damaged_mount, how):
     top, big, plain_bytes, at, _ = damaged_mount(how, "first")
-    for path in (top / "data.tar.zst/big.bin", top / "weights.bin"):
+    for path, good in ((top / "data.tar.zst/big.bin", big), (top / "weights.bin", plain_bytes)):
         r = subprocess.run(["head", "-c", "1M", str(path)], capture_output=True, timeout=60)
-        assert r.returncode != 0 and r.stdout == b"", (path, len(r.stdout))
+        assert r.returncode != 0 and len(r.stdout) <= at - at % PART and r.stdout == good[: len(r.stdout)], path
         assert "Input/output error" in r.stderr.decode()
+
+
+def _tarfile_view(big: bytes) -> bytes:
+    """big.bin's bytes as tarfile reads them from the archive as it was indexed."""
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes(big))) as tar:
+        return tar.extractfile("big.bin").read()
+
+
+@pytest.mark.parametrize("at", [100, PIECE // 2 + 3, PIECE + 5], ids=["first-part", "rest-of-piece-0", "piece-1"])
+@pytest.mark.parametrize("how", ["zstd", "pzstd", "seekable"])
+def test_a_changed_byte_is_eio_at_its_part_or_piece_and_the_bytes_either_side_read(damaged_mount, how, at):
+    """A byte changed in the first 64 KiB, in the rest of the first piece, or in the second piece: a read touching
+    its part (first piece) or piece is EIO, logged at that offset; nothing of it is handed out; the bytes before and
+    after it read as tarfile has them."""
+    top, big, plain_bytes, at, m = damaged_mount(how, at)
+    bad, size = (at - at % PART, PART) if at < PIECE else (at - at % PIECE, PIECE)
+    for path, good in ((top / "data.tar.zst/big.bin", _tarfile_view(big)), (top / "weights.bin", plain_bytes)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 4096, bad + size) == good[bad + size : bad + size + 4096]
+            if bad:
+                assert os.pread(fd, 4096, bad - 4096) == good[bad - 4096 : bad]
+            for off in (at, bad, bad + size - 1):
+                with pytest.raises(OSError) as refused:
+                    os.pread(fd, 1, off)
+                assert refused.value.errno == errno.EIO
+        finally:
+            os.close(fd)
+        r = subprocess.run(["head", "-c", "3M", str(path)], capture_output=True, timeout=60)
+        assert r.returncode != 0 and len(r.stdout) <= bad and r.stdout == good[: len(r.stdout)], path
+    assert f"offset {bad}" in m.log.read_text()
 
 
 @pytest.mark.parametrize("where", ["middle", "last"])

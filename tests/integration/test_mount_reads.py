@@ -28,9 +28,9 @@ def test_decoded_frames_are_private_memory_not_shared_memory():
     assert _rss_shmem_kib() - before < 1024, "the frame's pages are shared memory"
 
 
-def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
-    """A catalog of one multi-frame archive (as pzstd writes, of frames of 1 MiB raw) holding members, as tarfile
-    wrote them."""
+def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes], step: int = 1 << 20) -> Path:
+    """A catalog of one multi-frame archive (as pzstd writes, of frames of step bytes raw, 1 MiB unless told) holding
+    members, as tarfile wrote them."""
     import io
     import tarfile
 
@@ -44,7 +44,7 @@ def _pzstd_catalog(tmp_path, vault, members: dict[str, bytes]) -> Path:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    tar, step = raw.read_bytes(), 1 << 20
+    tar = raw.read_bytes()
     frames = [
         zstandard.ZstdCompressor(write_checksum=True).compress(tar[at : at + step]) for at in range(0, len(tar), step)
     ]
@@ -90,6 +90,75 @@ def test_a_piece_checked_where_its_frame_was_decoded_is_checked_again_once_that_
         gc.collect()
         assert first(0, 900_000) == members["part00.bin"]
         assert first(123_456, 5) == members["part00.bin"][123_456:123_461]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_the_first_byte_of_a_large_member_decodes_and_hashes_64_kib_of_it_not_its_whole_first_piece(tmp_path, vault):
+    """A member 1.5 MiB into an 8 MiB frame (pzstd's usual): its first byte waits for the frame decoded to the
+    member's start plus one 64 KiB part, hashed alone against the catalog's part hash (not to its start plus the
+    1 MiB of its first piece, hashed whole); the next part decodes no further than it needs and one step more; a
+    read at 1 MiB + 5 checks the second piece whole, and `cat`'s first read (256 KiB, a stream's) the first piece
+    whole. The bytes are tarfile's."""
+    import os
+
+    from cloudvault.mount import frames
+    from cloudvault.pieces import ONE_PASS, PART, PIECE
+
+    if not ONE_PASS:
+        pytest.skip("parts are recorded with one-pass piece hashes (the extension, AVX2 or wider)")
+    members = {"pad.bin": os.urandom(3 << 19), "big.bin": os.urandom(3 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=8 << 20)
+    conn, tree, sources = _sources(db, 64 << 20)
+    try:
+        node = _node(tree, "big.bin")
+        read = sources.reader(node.data)
+        assert read(0, 1) == members["big.bin"][:1]
+        decoded = sum(frame._done for frame in sources.cache._frames.values())
+        assert decoded <= node.data.data_offset + 2 * PART, decoded - node.data.data_offset
+        assert sources.pieces.used == PART  # what was hashed and kept: one part
+        assert read(PART + 5, 10) == members["big.bin"][PART + 5 : PART + 15]  # the next part: decoded no further
+        decoded = sum(frame._done for frame in sources.cache._frames.values())  # than it needs and one step more
+        assert decoded <= node.data.data_offset + 2 * PART + frames.DECODE_STEP <= node.data.data_offset + 4 * PART
+        assert read(PIECE + 5, 10) == members["big.bin"][PIECE + 5 : PIECE + 15]
+        assert sources.pieces.used == 2 * PART + PIECE
+        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]  # `cat`'s first read: a stream's, by piece
+        assert sources.pieces.used == 2 * PART + 2 * PIECE
+        assert read(0, 3 << 20) == members["big.bin"]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_a_streams_read_has_its_frame_decoded_on_ahead_while_a_small_first_read_does_not(tmp_path, vault):
+    """`cat` reads 256 KiB at a time: after each such read the decode-ahead thread decodes the member's frame on, to
+    the member's end or READ_AHEAD past the read at most, while the read's parts are hashed and handed out. `head -c
+    1` (a read of 16 KiB) has nothing decoded ahead of it; nothing is decoded ahead past the member's end."""
+    import os
+
+    from cloudvault.mount import frames
+    from cloudvault.pieces import PIECE
+
+    members = {"pad.bin": os.urandom(3 << 19), "big.bin": os.urandom(3 << 20), "after.bin": os.urandom(3 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=16 << 20)
+    conn, tree, sources = _sources(db, 64 << 20)
+
+    def decoded_after_the_ahead_thread() -> int:
+        sources._ahead.submit(lambda: None).result()
+        return sum(frame._done for frame in sources.cache._frames.values()) - node.data.data_offset
+
+    try:
+        node = _node(tree, "big.bin")
+        read = sources.reader(node.data)
+        assert read(0, 16 << 10) == members["big.bin"][: 16 << 10]
+        assert decoded_after_the_ahead_thread() <= 2 * frames.DECODE_STEP
+        assert read(0, 1 << 18) == members["big.bin"][: 1 << 18]
+        assert (1 << 18) + frames.READ_AHEAD <= decoded_after_the_ahead_thread() <= (1 << 18) + frames.READ_AHEAD + (
+            frames.DECODE_STEP)  # fmt: skip
+        assert read(3 * PIECE - (1 << 18), 1 << 18) == members["big.bin"][-(1 << 18) :]
+        assert decoded_after_the_ahead_thread() <= 3 * PIECE + frames.DECODE_STEP
+        assert read(0, 3 * PIECE) == members["big.bin"]
     finally:
         sources.close()
         conn.close()
@@ -188,6 +257,85 @@ def test_the_mount_uses_zstd_once_before_it_serves_so_the_first_read_does_not_pa
     monkeypatch.setattr(serving, "serve", lambda *a, **k: seen.append(frames.decoder_warmed()))
     serving.serve_catalog(MountOptions(catalog=str(demo_catalog), mountpoint=Path("/nonexistent")))
     assert seen == [True]
+
+
+def test_a_frame_is_decoded_by_a_decoder_the_mount_warmed_not_by_a_new_one_each_frame(tmp_path, vault, monkeypatch):
+    """A new zstd decoder's first frame costs ~1 ms more than its next (its window buffer faulted in page by page):
+    the mount warms KEPT_DECODERS decoders on a frame of its own before serving, and each frame is decoded by a kept
+    one, which it holds while it is decoded in part (a member's first byte) and hands back once whole or let go. So
+    the first bytes of members in two frames (`head -c 1` of one, then of another), and then whole members, are
+    read with no new decoder made."""
+    import os
+
+    import zstandard
+
+    from cloudvault.mount import frames
+
+    members = {"a.bin": os.urandom(1 << 20), "b.bin": os.urandom(7 << 20), "c.bin": os.urandom(1 << 20)}
+    db = _pzstd_catalog(tmp_path, vault, members, step=4 << 20)  # a in frame 0, c in frame 2, each in its first half
+    made, decoder = [], zstandard.ZstdDecompressor
+
+    def counted(*args, **kwargs):
+        made.append(1)
+        return decoder(*args, **kwargs)
+
+    monkeypatch.setattr(frames.zstandard, "ZstdDecompressor", counted)
+    monkeypatch.setattr(frames, "DECODERS", frames.Decoders(frames.KEPT_DECODERS))
+    frames.warm_decoder(1 << 20)
+    assert len(made) == frames.KEPT_DECODERS >= 2
+    conn, tree, sources = _sources(db, 64 << 20)
+    try:
+        for name in ("a.bin", "c.bin"):
+            assert sources.reader(_node(tree, name).data)(0, 1) == members[name][:1]
+        assert len(made) == frames.KEPT_DECODERS, "a frame's first read made a decoder of its own"
+        for name in ("a.bin", "c.bin"):
+            assert sources.reader(_node(tree, name).data)(0, 1 << 20) == members[name]
+    finally:
+        sources.close()
+        conn.close()
+
+
+def test_a_decoder_that_met_a_damaged_frame_is_not_kept_for_the_next_one(monkeypatch):
+    """A damaged frame is EIO for its readers; the decoder that failed on it is let go with the frame, not handed
+    to the next frame in whatever state zstd left it."""
+    import gc
+
+    import zstandard
+
+    from cloudvault.errors import IntegrityError
+    from cloudvault.mount import frames
+
+    monkeypatch.setattr(frames, "DECODERS", frames.Decoders(frames.KEPT_DECODERS))
+    good = zstandard.ZstdCompressor(write_checksum=True).compress(bytes(range(256)) * 4096)
+    damaged = good[:-4] + bytes(4)  # its content checksum wrong
+    frame = frames.DecodedFrame(damaged, 1 << 20, frames.FrameBuffers(0))
+    with pytest.raises(IntegrityError):
+        frame.view(0, 1 << 20)
+    del frame
+    gc.collect()
+    assert frames.DECODERS._free == []
+    frame = frames.DecodedFrame(good, 1 << 20, frames.FrameBuffers(0))
+    assert frame.slice(0, 1 << 20) == bytes(range(256)) * 4096
+    assert len(frames.DECODERS._free) == 1  # whole: handed back
+
+
+def test_the_warmed_decoders_window_buffer_holds_the_window_of_pzstds_frames_at_its_usual_levels(tmp_path):
+    """A kept decoder reuses its window buffer only for a frame whose window fits it: the frame the mount warms its
+    decoder on has a window of USUAL_FRAME (8 MiB: pzstd's frames at -3 have 2 MiB, at -19 8 MiB), so a member's
+    first frame decodes into memory already faulted in."""
+    import subprocess
+
+    import zstandard
+
+    from cloudvault.mount import frames
+
+    assert zstandard.get_frame_parameters(frames.warm_frame(frames.USUAL_FRAME)).window_size >= frames.USUAL_FRAME
+    raw = tmp_path / "raw"
+    raw.write_bytes(bytes(range(256)) * (1 << 15))
+    for level in ("-3", "-19"):
+        subprocess.run(["pzstd", "-q", "-f", level, str(raw), "-o", str(tmp_path / "p.zst")], check=True)
+        head = (tmp_path / "p.zst").read_bytes()[:32]
+        assert zstandard.get_frame_parameters(head).window_size <= frames.USUAL_FRAME
 
 
 @pytest.mark.fuse

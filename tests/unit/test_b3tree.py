@@ -155,3 +155,66 @@ def test_a_two_pass_blob_of_an_older_catalog_is_read_and_checked_as_before():
     out, exc = gate_all(PieceCheck("x", len(data), whole, blob), changed)
     assert out == data[:M] and exc.fields["offset"] == M
     assert read_pieces(blob[:-1], len(data)) is None  # a BLOB that does not fit the size is no piece hashes
+
+
+@pytest.mark.parametrize("length", [M - 1, M, M + 1, 2 * M + 5, 3 * M + 777])
+def test_the_first_pieces_parts_are_the_trees_own_nodes_16_of_them_merging_to_its_value(length):
+    """TreeHasher.first_parts: the 64 KiB subtrees' values inside the first piece, as numpy computes them apart from
+    the C code; merged, they are the first piece's value, and the pieces' values merged are blake3's hash."""
+    data = DATA[:length]
+    h = fed(_b3tree.TreeHasher(), data, 65537)
+    root, values = h.finish()
+    parts = h.first_parts()
+    if length <= M:
+        assert parts == b""
+        return
+    assert parts == b"".join(b3subtree.values_of(data[:M], pieces.PART))
+    for j in range(pieces.PARTS):
+        piece = data[j * pieces.PART : (j + 1) * pieces.PART]
+        assert fed(_b3tree.Subtree(j, pieces.PART_CHUNKS), piece, 1000).digest() == parts[32 * j : 32 * j + 32]
+    stacked = np.stack([np.frombuffer(parts[at : at + 32], "<u4") for at in range(0, len(parts), 32)], axis=1)
+    assert b3subtree.merge(stacked) == values[:32]
+    assert root == blake3.blake3(data).digest()
+
+
+def test_a_subtree_of_a_part_refuses_more_than_its_64_kib_and_a_size_not_a_power_of_two():
+    s = _b3tree.Subtree(3, pieces.PART_CHUNKS)
+    with pytest.raises(ValueError):
+        s.update(b"\0" * (pieces.PART + 1))
+    for bad in (0, 3, 2048):
+        with pytest.raises(ValueError):
+            _b3tree.Subtree(0, bad)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["extension", "numpy"])
+def test_a_first_parts_blob_is_checked_by_piece_and_by_part_with_the_extension_and_without(native, monkeypatch):
+    """The index's one-pass BLOB now leads with the first piece's parts: a stream checks the pieces as before, a read
+    at an offset checks the part it touches; a changed byte is refused at its part (first 64 KiB, or the rest of
+    the first piece) or at its piece (after the first), and never handed out."""
+    data = DATA[: 2 * M + 100]
+    whole = blake3.blake3(data).hexdigest()
+    hasher = pieces.PieceHasher()
+    hasher.update(data)
+    blob = hasher.pieces()
+    assert blob[:1] == pieces.FIRST_PARTS and len(blob) == 1 + 16 * pieces.PARTS + 16 * 3
+    assert read_pieces(blob, len(data)) == (blob[1 + 16 * pieces.PARTS :], True)
+    if not native:
+        monkeypatch.setattr(pieces, "_b3tree", None)
+    assert gate_all(PieceCheck("x", len(data), whole, blob), data) == (data, None)
+    check = PieceCheck("x", len(data), whole, blob)
+    assert check.spans(0, 1) == [(0, pieces.PART)] and check.spans(M - 1, M + 1) == [(M - pieces.PART, pieces.PART),
+                                                                                      (M, M)]  # fmt: skip
+    for at, bad_start, bad_size in ((100, 0, pieces.PART), (M // 2 + 3, M // 2, pieces.PART), (M + 5, M, M)):
+        changed = bytearray(data)
+        changed[at] ^= 1
+        out, exc = gate_all(PieceCheck("x", len(data), whole, blob), bytes(changed))
+        assert out == data[: at // M * M] and exc.fields["offset"] == at // M * M  # streams: by piece, as before
+        for start, size in check.spans(0, len(data)):
+            h = check.span_hasher(start, size)
+            h.update(bytes(changed[start : start + size]))
+            if start == bad_start:
+                with pytest.raises(PieceMismatch) as caught:
+                    check.verify_span(start, size, h)
+                assert (caught.value.fields["offset"], caught.value.fields["size"]) == (bad_start, bad_size)
+            else:
+                check.verify_span(start, size, h)
