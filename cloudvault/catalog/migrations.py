@@ -14,7 +14,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # names of members that may be tars (formats.might_be_archive's, less the zip, rar and 7z ones): LIKE ignores case
 NESTED_NAMES = (".tar", ".tgz", ".taz", ".tbz2", ".tbz", ".tb2", ".txz", ".tzst", ".tzs", ".gz", ".bz2", ".xz", ".zst",
                 ".zstd")  # fmt: skip
@@ -68,6 +68,10 @@ UPDATE files SET ctime_ns = -1 WHERE id IN (SELECT a.file_id FROM archives a JOI
     9: """
 DROP TRIGGER IF EXISTS members_ai;
 """,
+    # Piece BLOBs may be FIRST_PARTS ones (cloudvault/pieces.py: the first piece's 64 KiB parts before the piece
+    # values). Nothing changes in the tables: the version tells a vault of schema 9, which would take such a BLOB for
+    # no piece hashes (and its mount answer EIO for a sound member), that the catalog is newer than it.
+    10: "",
 }
 
 # version -> SQL run after schema.sql made that version's tables, in the same transaction (rows for new tables).

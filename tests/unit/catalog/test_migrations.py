@@ -12,11 +12,12 @@ import pytest
 from cloudvault.catalog import db, migrations, records
 from cloudvault.catalog.db import open_catalog
 from cloudvault.catalog.migrations import SCHEMA_VERSION
-from cloudvault.errors import CatalogBusy, CatalogTooOld, VaultError
+from cloudvault.errors import CatalogBusy, CatalogTooNew, CatalogTooOld, VaultError
 
 # What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
 # one, as vault of that version left it (the tables and columns it had, the rows it held).
 BACK_FROM = {
+    10: "",  # nothing in the schema: a FIRST_PARTS piece BLOB (cloudvault/pieces.py) may be written since
     9: "CREATE TRIGGER members_ai AFTER INSERT ON members BEGIN "
     "INSERT INTO members_fts(rowid, path) VALUES (new.id, new.path); END;",
     8: "DROP TABLE nested;",
@@ -95,7 +96,8 @@ def test_a_catalog_of_every_older_version_is_migrated_to_the_schema_a_new_one_ha
     open_catalog(fresh, create=True).close()
     members, files = count(demo_catalog, "members"), count(demo_catalog, "files")
     as_version(demo_catalog, version)
-    assert shape(demo_catalog) != shape(fresh)
+    changed = any(BACK_FROM[newer] for newer in range(version + 1, SCHEMA_VERSION + 1))  # 10 changed no table
+    assert (shape(demo_catalog) != shape(fresh)) == changed
     open_catalog(demo_catalog).close()
     assert version_of(demo_catalog) == SCHEMA_VERSION
     assert shape(demo_catalog) == shape(fresh)
@@ -264,3 +266,15 @@ def test_a_version_8_catalog_s_members_keep_their_search_rows_without_a_trigger_
     conn.close()
     r = vault("--catalog", str(demo_catalog), "search", path.rpartition("/")[2], "--kind", "member", "--json")
     assert r.code == 0 and path in r.out, r.out + r.err
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_vault_of_schema_9_reading_first_parts_blobs_as_no_pieces_refuses_a_catalog_that_may_hold_them(
+        demo_catalog, monkeypatch, readonly):  # fmt: skip
+    """f8a1143 (schema 9) takes a FIRST_PARTS BLOB (pieces.py) for no piece hashes at all: its mount would answer EIO
+    for every member of more than a MiB, a false alarm of damage. A catalog this vault writes says schema 10, so that
+    vault refuses it in one line ("upgrade cloudvault") instead of crying corruption."""
+    monkeypatch.setattr(db, "SCHEMA_VERSION", 9)
+    with pytest.raises(CatalogTooNew) as raised:
+        open_catalog(demo_catalog, readonly=readonly).close()
+    assert raised.value.exit_code == CatalogTooNew.exit_code and "upgrade cloudvault" in str(raised.value)
