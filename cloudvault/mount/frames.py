@@ -346,42 +346,44 @@ class ArchiveBytes:
 
     def read(self, offset: int, size: int, until: int = 0) -> bytes:
         out = []
-        end = offset + size
-        while offset < end:
-            frame = frame_for_offset(self._frames, offset)
-            frame_end = frame.raw_offset + frame.raw_size
-            if frame_end <= offset:
-                raise IntegrityError(detail="the archive ends before the member's end")
-            stop = min(end, frame_end)
+        for frame, index, at, stop in self._frames_over(offset, offset + size):
             if self._cache.fits(frame):
-                key = (self.file_id, self._index[frame.raw_offset])
-                decoded = self._cache.get(key, lambda f=frame: self._load(f))
-                out.append(decoded.slice(offset - frame.raw_offset, stop - frame.raw_offset))
-                if until > frame_end and 2 * (stop - frame.raw_offset) > frame.raw_size:
-                    self._decode_ahead(key[1] + 1)
+                decoded = self._cached(frame, index, stop, until)
+                out.append(decoded.slice(at - frame.raw_offset, stop - frame.raw_offset))
             else:
-                out.append(self._read_forward(offset, stop - offset))
-            offset = stop
+                out.append(self._read_forward(at, stop - at))
         return b"".join(out)
 
     def spans(self, offset: int, size: int, until: int = 0) -> list[tuple[DecodedFrame, int, int]] | None:
         """Where bytes [offset, offset + size) are in the cached frames that hold them, decoded that far: (frame,
         start in it, length) for each frame; None when one of those frames is too large to cache (read() then)."""
-        out, end = [], offset + size
+        out = []
+        for frame, index, at, stop in self._frames_over(offset, offset + size):
+            if not self._cache.fits(frame):
+                return None
+            decoded = self._cached(frame, index, stop, until)
+            decoded.view(at - frame.raw_offset, stop - frame.raw_offset)
+            out.append((decoded, at - frame.raw_offset, stop - at))
+        return out
+
+    def _frames_over(self, offset: int, end: int) -> Iterator[tuple[Frame, int, int, int]]:
+        """(frame, its index, from, to) for each frame that bytes [offset, end) lie in; IntegrityError where the
+        archive ends before end."""
         while offset < end:
             frame = frame_for_offset(self._frames, offset)
-            start, frame_end = offset - frame.raw_offset, frame.raw_offset + frame.raw_size
-            if frame_end <= offset or not self._cache.fits(frame):
-                return None
-            stop = min(end, frame_end)
-            index = self._index[frame.raw_offset]
-            decoded = self._cache.get((self.file_id, index), lambda f=frame: self._load(f))
-            decoded.view(start, stop - frame.raw_offset)
-            if until > frame_end and 2 * (stop - frame.raw_offset) > frame.raw_size:
-                self._decode_ahead(index + 1)
-            out.append((decoded, start, stop - offset))
+            if frame.raw_offset + frame.raw_size <= offset:
+                raise IntegrityError(detail="the archive ends before the member's end")
+            stop = min(end, frame.raw_offset + frame.raw_size)
+            yield frame, self._index[frame.raw_offset], offset, stop
             offset = stop
-        return out
+
+    def _cached(self, frame: Frame, index: int, stop: int, until: int) -> DecodedFrame:
+        """The frame from the cache (loaded if it is not there); a reader going on past it (until) has the next
+        frame decoded ahead once it reads (to stop) in this one's second half."""
+        decoded = self._cache.get((self.file_id, index), lambda: self._load(frame))
+        if until > frame.raw_offset + frame.raw_size and 2 * (stop - frame.raw_offset) > frame.raw_size:
+            self._decode_ahead(index + 1)
+        return decoded
 
     def decode_on(self, offset: int, stop: int) -> None:
         """Have the cached frame that holds offset (one being read: none is loaded for this) decoded on to stop, or

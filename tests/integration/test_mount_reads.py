@@ -395,3 +395,22 @@ def test_a_libfuse_thread_keeps_its_python_thread_state_from_one_callback_to_the
         serving.join(timeout=30)
         sources.close()
         conn.close()
+
+
+def test_members_of_frames_too_large_to_cache_are_read_forward_byte_for_byte_as_tarfile_wrote_them(tmp_path, vault):
+    """A frame over half the cache is never cached: its members' reads, whole and in ranges that cross frames, go
+    through the forward reader (ArchiveBytes.read), every byte still from a piece that verified."""
+    import os
+
+    members = {f"part{i}.bin": os.urandom(700_000) * 3 for i in range(4)}  # 2.1 MB each, frames of 4 MiB
+    db = _pzstd_catalog(tmp_path, vault, members, step=4 << 20)
+    conn, tree, sources = _sources(db, 6 << 20)  # fits: frames of at most 3 MiB, less the kept buffers
+    try:
+        for name, data in members.items():
+            read = sources.reader(_node(tree, name).data)
+            assert read(0, len(data)) == data
+            for at, n in ((0, 1), (70_000, 200_000), (1 << 20, 1 << 20), (len(data) - 5, 5)):
+                assert read(at, n) == data[at : at + n], (name, at)
+        assert sources.cache.used < 1 << 20, "a frame too large to cache was cached"  # the tar's short last one is
+    finally:
+        conn.close()
