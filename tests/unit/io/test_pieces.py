@@ -95,18 +95,24 @@ def test_holes_stay_holes_and_are_checked_as_zeros():
     assert b"".join(out) == data and any(type(c) is Hole for c in out)
 
 
-def test_verified_ranges_read_any_range_and_refuse_only_the_changed_piece():
-    data = data_of(5 * PIECE + 123)
+def ranges_with_a_changed_byte(data: bytes, at: int) -> tuple[VerifiedRanges, list[tuple[int, int]]]:
+    """VerifiedRanges over data as recorded, reading it with the byte at `at` changed; and the (offset, size) of
+    each raw read it makes."""
     check = PieceCheck("x.bin", len(data), *recorded(data))
     now = bytearray(data)
-    now[3 * PIECE + 9] ^= 1
+    now[at] ^= 1
     reads = []
 
     def read_raw(off, n):
         reads.append((off, n))
         return bytes(now[off : off + n])
 
-    ranges = VerifiedRanges(("k",), read_raw, check, PieceCache(8 * PIECE))
+    return VerifiedRanges(("k",), read_raw, check, PieceCache(8 * PIECE)), reads
+
+
+def test_verified_ranges_read_any_range_and_refuse_only_the_changed_piece():
+    data = data_of(5 * PIECE + 123)
+    ranges, reads = ranges_with_a_changed_byte(data, 3 * PIECE + 9)
     assert ranges(PIECE - 10, 20) == data[PIECE - 10 : PIECE + 10]
     assert ranges(4 * PIECE, PIECE + 500) == data[4 * PIECE :]
     with pytest.raises(PieceMismatch) as refused:
@@ -124,16 +130,7 @@ def test_a_read_at_an_objects_start_reads_and_checks_the_64_kib_part_it_touches_
     first piece is refused at its part, the parts before and after it still read; after the first piece, pieces. A
     stream's read (STREAM_READ or more) is checked by whole pieces (a call per part would cost it more)."""
     data = data_of(3 * PIECE + 5)
-    check = PieceCheck("x.bin", len(data), *recorded(data))
-    now = bytearray(data)
-    now[5 * PART + 7] ^= 1
-    reads = []
-
-    def read_raw(off, n):
-        reads.append((off, n))
-        return bytes(now[off : off + n])
-
-    ranges = VerifiedRanges(("k",), read_raw, check, PieceCache(8 * PIECE))
+    ranges, reads = ranges_with_a_changed_byte(data, 5 * PART + 7)
     assert ranges(0, 4096) == data[:4096] and reads == [(0, PART)]
     assert ranges(3 * PART + 5, 10) == data[3 * PART + 5 : 3 * PART + 15] and reads[-1] == (3 * PART, PART)
     assert ranges(PIECE + 5, 1) == data[PIECE + 5 : PIECE + 6] and reads[-1] == (PIECE, PIECE)
