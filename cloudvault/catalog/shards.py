@@ -40,6 +40,8 @@ CREATE TABLE nested (archive INTEGER NOT NULL, raw_offset INTEGER NOT NULL, raw_
 CREATE TABLE members ({MEMBER_COLUMNS});
 """
 SHARD_BATCH = 2000
+ROWS_PER_INSERT = 500  # plain member rows bound by one INSERT (SQLite's variable limit permitting)
+QUEUED_BATCHES = 8  # batches MemberRows holds for its thread: a slow disk holds the scan back
 SHARD_INSERT = f"INSERT INTO members VALUES ({','.join('?' * 17)})"
 STAT_FIELDS = "path, raw_path, kind, size, mtime_ns, ctime_ns, inode, mode, link_target"
 
@@ -220,8 +222,6 @@ def _plain_inserts(rows: int) -> str:
     return PLAIN_INSERT + ",(?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)" * (rows - 1)
 
 
-ROWS_PER_INSERT = 500
-
 
 class MemberRows:
     """Member records written into a shard by a thread of its own, a batch at a time, while the caller goes on
@@ -263,8 +263,6 @@ class MemberRows:
         if kind is None and self._error is not None:
             raise self._error
 
-
-QUEUED_BATCHES = 8
 
 
 @contextlib.contextmanager
