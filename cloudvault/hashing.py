@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import blake3
@@ -36,28 +37,34 @@ def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None
     if size < MMAP_THRESHOLD:
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
-    if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
-        with open(path, "rb") as fh:
-            first = fh.read(PIECE)
-        return one_pass_result(_each_piece(path, size, piece_value), first)
-    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    h.update_mmap(os.fsdecode(path))
-    return h.hexdigest(), _each_piece(path, size, lambda data, _: piece_digest(data))
+    with _mapped(path) as view:
+        if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
+            return one_pass_result(_each_piece(view, size, piece_value), view[:PIECE])
+        h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+        h.update(view)
+        return h.hexdigest(), _each_piece(view, size, lambda data, _: piece_digest(data))
 
 
-def _each_piece(path, size: int, work) -> bytes:
-    """work(view, index) of every PIECE of the memory-mapped file, on all cores (blake3 and the extension let the
-    GIL go on big inputs), joined in order."""
+@contextlib.contextmanager
+def _mapped(path):
+    """A view of the whole file, memory-mapped (released, and the map closed, at the block's end)."""
     import mmap
-    from concurrent.futures import ThreadPoolExecutor
 
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         view = memoryview(mapped)
         try:
-            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-                return b"".join(pool.map(lambda at: work(view[at : at + PIECE], at // PIECE), range(0, size, PIECE)))
+            yield view
         finally:
             view.release()
+
+
+def _each_piece(view, size: int, work) -> bytes:
+    """work(piece's view, index) of every PIECE of the mapped file, on all cores (blake3 and the extension let the
+    GIL go on big inputs), joined in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        return b"".join(pool.map(lambda at: work(view[at : at + PIECE], at // PIECE), range(0, size, PIECE)))
 
 
 def hash_stream_pieces(fh) -> tuple[str, bytes | None]:
