@@ -415,11 +415,16 @@ class VerifiedRanges:
         if not self.check.by_piece:
             raise NoPieceHashes(path=self.check.label)
         parts = []
-        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
+        for at, span in self._spans(offset, end, size):
             piece = self._span(at, span)
             lo, hi = max(offset, at) - at, min(end, at + span) - at
             parts.append(piece if lo == 0 and hi == len(piece) else piece[lo:hi])
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _spans(self, offset: int, end: int, size: int) -> list[tuple[int, int]]:
+        """The spans checked alone (PieceCheck.spans) that a read of size bytes, [offset, end) of them in the object,
+        touches: a stream's read (STREAM_READ or more) by whole pieces, a smaller one by parts where recorded."""
+        return self.check.spans(offset, end, parts=size < STREAM_READ)
 
     def _span(self, start: int, size: int) -> bytes:
         return self._cache.get_or_make((*self.key, start, size), lambda: self._verified_span(start, size))

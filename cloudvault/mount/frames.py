@@ -490,7 +490,7 @@ class FrameRanges(VerifiedRanges):
             data = super().__call__(offset, size)
             return [(data, bytes_address(data), len(data))]
         out = []
-        for at, span in self.check.spans(offset, end, parts=size < STREAM_READ):
+        for at, span in self._spans(offset, end, size):
             lo, hi = max(offset, at) - at, min(end, at + span) - at
             for holder, address, n in self._held_span(at, span):  # the span's parts, [lo, hi) of them kept
                 if lo < n and hi > 0:
