@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 
 import blake3
 import numpy as np
@@ -19,6 +17,7 @@ from cloudvault import b3subtree, pieces
 from cloudvault.errors import PieceMismatch
 from cloudvault.io.members import PieceCheck, PieceGate
 from cloudvault.pieces import PIECE, PIECE_DIGEST, TREE, TwoPassHasher, read_pieces
+from tests.pieces_oracle import run_with_simd
 
 _b3tree = pieces._b3tree or (pytest.skip("cloudvault._b3tree not built", allow_module_level=True)
                             if os.environ.get("CI") != "true" else None)  # fmt: skip
@@ -73,10 +72,8 @@ def test_a_narrower_path_gives_the_same_hashes_as_the_widest(narrower):
     with open("/proc/cpuinfo") as fh:
         if narrower == "avx2" and " avx2 " not in fh.read().replace("\n", " "):
             pytest.skip("this CPU has no AVX2")
-    env = {**os.environ, "CLOUDVAULT_B3TREE_SIMD": narrower}
-    portable = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     d = bytes(range(256)) * 12289
-    for line in portable.stdout.splitlines():
+    for line in run_with_simd(code, narrower).splitlines():
         n, _, values = line.partition(" ")
         h = _b3tree.TreeHasher()
         h.update(d[: int(n)])

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 
 import blake3
 import pytest
 
 from cloudvault import hashing
+from tests.pieces_oracle import run_with_simd
 
 _plainruns = hashing._plainruns or (pytest.skip("cloudvault._plainruns not built", allow_module_level=True)
                               if os.environ.get("CI") != "true" else None)  # fmt: skip
@@ -65,9 +64,7 @@ def test_the_narrower_paths_agree(simd):
             "got = m.hex_digests(d, starts, sizes, 0, 65536)\n"
             "assert got == [blake3.blake3(d[s:s + n]).hexdigest() for s, n in zip(starts, sizes)], m.SIMD\n"
             "print(m.SIMD)")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CLOUDVAULT_B3TREE_SIMD": simd},
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    assert out.stdout.strip() in (simd, "portable")
+    assert run_with_simd(code, simd).strip() in (simd, "portable")
 
 
 def test_the_fallback_gives_the_same_digests(monkeypatch):
