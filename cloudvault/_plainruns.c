@@ -5,15 +5,18 @@
  * compressed one per SIMD lane, sixteen lanes (AVX-512) or eight (AVX2), a lane taking the next chunk as soon as its
  * own is done, so that chunks of unlike lengths keep every lane busy; a member of several chunks then has its
  * chunks' values merged into its root. The compression function, its rounds and transposes and the tree merge are
- * _b3tree.c's own (included here, so this module needs no second copy of them); checked against the `blake3`
- * package for every length class in tests/unit/test_plainruns.py.
+ * _b3core.h's, the core it shares with _b3tree.c (its Python types are not compiled in here); checked against the
+ * `blake3` package for every length class in tests/unit/test_native_plainruns.py.
  *
  * Python interface (cloudvault/hashing.py member_hex_digests wraps it, with a pure-Python fallback):
  *   hex_digests(buffer, starts, sizes, shift, limit) -> list: member i is buffer[starts[i] + shift :][: sizes[i]];
  *       its BLAKE3 as 64 hex digits, or None where sizes[i] >= limit (left to the caller: a large member).
  *   SIMD: as _b3tree's.
  */
-#include "_b3tree.c"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_b3core.h"
 
 /* One chunk to compress: len bytes (0..CHUNK_LEN) at in, chunk counter `counter`, ROOT in root when it is its
  * member's only chunk; its value (or the member's hash) goes to out. */

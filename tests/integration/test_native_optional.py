@@ -1,7 +1,8 @@
 """The native parts are optional: `pip install .` where no C compiler works builds a wheel without
 cloudvault._b3tree and cloudvault._plainruns, and that install hashes pieces in two passes and still checks a catalog's
 one-pass pieces (with numpy), refusing a changed piece as the extension does, and hashes small members one `blake3`
-call each, to the same digests. With a compiler, the wheel holds both extensions."""
+call each, to the same digests. With a compiler, the wheel holds both extensions, built from the sdist too (which
+ships the header they share)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -27,13 +29,22 @@ def source(tmp_path: Path) -> Path:
     return tree
 
 
-def wheel(tmp_path: Path, name: str, cc: str | None) -> Path:
+def sdist(tmp_path: Path) -> Path:
+    """The sdist of the tree, made by setuptools' PEP 517 hook (what `python -m build --sdist` calls)."""
+    out = tmp_path / "sdist"
+    hook = f"import setuptools.build_meta as b; print(b.build_sdist({str(out)!r}))"
+    r = subprocess.run([sys.executable, "-c", hook], cwd=source(tmp_path), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out / r.stdout.split()[-1]
+
+
+def wheel(tmp_path: Path, name: str, cc: str | None, tree: Path | None = None) -> Path:
     out = tmp_path / name
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "LDSHARED")}
     if cc:
         env["CC"] = env["LDSHARED"] = cc
     argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]  # setuptools as pyproject asks
-    r = subprocess.run([*argv, str(source(tmp_path))], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([*argv, str(tree or source(tmp_path))], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     (built,) = out.glob("cloudvault-*.whl")
     return built
@@ -89,9 +100,12 @@ def test_without_a_compiler_the_wheel_builds_and_its_install_hashes_and_checks_p
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
-def test_with_a_compiler_the_wheel_holds_the_extension(tmp_path):
+def test_with_a_compiler_the_wheel_built_from_the_sdist_holds_both_extensions(tmp_path):
     if subprocess.run(["sh", "-c", "command -v cc || command -v gcc"], capture_output=True).returncode:
         if os.environ.get("CI") == "true":
             pytest.fail("a C compiler is required in CI but is not installed")
         pytest.skip("no C compiler")
-    assert len(native_in(wheel(tmp_path, "cc", None))) == 2  # _b3tree and _plainruns
+    made = sdist(tmp_path)
+    with tarfile.open(made) as tar:  # the compression core both extensions include
+        assert f"{made.name.removesuffix('.tar.gz')}/cloudvault/_b3core.h" in tar.getnames()
+    assert len(native_in(wheel(tmp_path, "cc", None, made))) == 2  # _b3tree and _plainruns

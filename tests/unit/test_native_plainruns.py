@@ -4,13 +4,14 @@ too large for it are left to the caller (None); the pure-Python fallback gives t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 
 import blake3
 import pytest
 
-from cloudvault import hashing
+from cloudvault import hashing, pieces
 from tests.pieces_oracle import run_with_simd
 
 _plainruns = hashing._plainruns or (pytest.skip("cloudvault._plainruns not built", allow_module_level=True)
@@ -54,6 +55,17 @@ def test_a_member_outside_the_buffer_is_refused():
         _plainruns.hex_digests(b"abc", [0], [1], -1, LIMIT)
     with pytest.raises(ValueError):
         _plainruns.hex_digests(b"abc", [0, 1], [1], 0, LIMIT)
+
+
+def test_the_module_holds_the_compression_core_and_not_b3trees_python_types():
+    """_plainruns.c includes _b3core.h, the compression both extensions share, not _b3tree.c whole: its shared
+    object exports no second PyInit__b3tree (nor carries TreeHasher and Subtree)."""
+    assert not hasattr(ctypes.CDLL(_plainruns.__file__), "PyInit__b3tree")
+    assert hasattr(ctypes.CDLL(_plainruns.__file__), "PyInit__plainruns")
+    if pieces._b3tree is not None:  # the lookup finds the symbol where it is exported
+        assert hasattr(ctypes.CDLL(pieces._b3tree.__file__), "PyInit__b3tree")
+    with open(_plainruns.__file__, "rb") as fh:
+        assert b"TreeHasher" not in fh.read()
 
 
 @pytest.mark.parametrize("simd", ["avx2", "portable"])
