@@ -15,7 +15,8 @@
  *                 an object of one piece or less); first_parts() -> the 32-byte values of the first piece's 16
  *                 parts of 64 KiB (the tree's nodes one level of 16 below it, kept on the way up), b"" before
  *   Subtree(index, chunks=1024): update(buffer); digest(length=32) -> the chaining value of subtree `index` of
- *                 `chunks` chunks (a piece, or with 64 a part) fed its bytes (never the root), cut to `length` bytes
+ *                 `chunks` chunks (a piece, or with 64 a part) fed its bytes (never the root), cut to `length` bytes;
+ *                 value_and_parts() -> (a whole piece's 32-byte value, its 16 parts' values, as first_parts gives)
  *   root_of(values): the BLAKE3 of an object of more than one piece from its pieces' 32-byte values (a file's
  *                 pieces hashed on many threads)
  *   SIMD: "avx512", "avx2" or "portable" (CLOUDVAULT_B3TREE_SIMD=avx2|portable asks for a narrower one)
@@ -204,9 +205,10 @@ static size_t piece_feed(piece_state *p, const uint8_t *in, size_t len) {
 }
 
 /* The piece's chaining value once its last byte is in (it has at least one); with ROOT in `root`, the hash of an
- * object that is this piece alone. Leaves the piece's chunk values as they were only where `root` is 0 and the
- * piece is not whole (the callers keep a copy where it matters). */
-static void piece_finish(piece_state *p, uint32_t root, uint8_t out[CV_LEN]) {
+ * object that is this piece alone; where `parts` is given and the piece is whole, its PARTS parts' values too (kept on
+ * the way up). Leaves the piece's chunk values as they were only where `root` is 0 and the piece is not whole (the
+ * callers keep a copy where it matters). */
+static void piece_finish(piece_state *p, uint32_t root, uint8_t out[CV_LEN], uint8_t *parts) {
     if (root && p->fed <= CHUNK_LEN) { /* one chunk or less, at counter 0 */
         chunk_cv(p->chunks ? p->first : p->buf, p->chunks ? CHUNK_LEN : p->held, 0, ROOT, out);
         return;
@@ -217,7 +219,7 @@ static void piece_finish(piece_state *p, uint32_t root, uint8_t out[CV_LEN]) {
         n++;
     }
     if (n == p->size_chunks && !root)
-        reduce_piece(p->cvs, n, out, NULL);
+        reduce_piece(p->cvs, n, out, parts);
     else
         merge(p->cvs, n, root, out);
 }
@@ -334,10 +336,10 @@ static PyObject *tree_finish(TreeHasher *self, PyObject *unused) {
     size_t count = self->count;
     PyObject *result = NULL;
     if (count == 0) {
-        piece_finish(self->piece, ROOT, root);
+        piece_finish(self->piece, ROOT, root, NULL);
         result = Py_BuildValue("(y#y#)", root, (Py_ssize_t)CV_LEN, "", (Py_ssize_t)0);
     } else {
-        piece_finish(self->piece, 0, last);
+        piece_finish(self->piece, 0, last, NULL);
         if (tree_push(self, last) < 0) {
             PyErr_NoMemory();
         } else {
@@ -426,25 +428,50 @@ static PyObject *subtree_update(Subtree *self, PyObject *arg) {
                        (feed_fn)subtree_feed, self);
 }
 
+/* The subtree's chaining value from the bytes fed (and, given `parts`, a whole piece's parts' values), the subtree
+ * left as it was: it may be fed on. -1 with an error set where it is in use or holds no byte. */
+static int subtree_finish(Subtree *self, uint8_t cv[CV_LEN], uint8_t *parts) {
+    if (!self->piece) {
+        PyErr_SetString(PyExc_RuntimeError, "Subtree not initialised");
+        return -1;
+    }
+    if (self->piece->fed == 0) {
+        PyErr_SetString(PyExc_ValueError, "a piece holds at least one byte");
+        return -1;
+    }
+    if (claim(&self->busy) < 0) return -1;
+    piece_state saved = *self->piece;
+    piece_finish(self->piece, 0, cv, parts);
+    *self->piece = saved;
+    self->busy = 0;
+    return 0;
+}
+
 static PyObject *subtree_digest(Subtree *self, PyObject *args) {
     uint8_t cv[CV_LEN];
     Py_ssize_t length = CV_LEN;
     if (!PyArg_ParseTuple(args, "|n", &length)) return NULL;
     if (length < 1 || length > CV_LEN) return PyErr_Format(PyExc_ValueError, "length from 1 to %d", CV_LEN);
-    if (!self->piece) return PyErr_Format(PyExc_RuntimeError, "Subtree not initialised");
-    if (self->piece->fed == 0) return PyErr_Format(PyExc_ValueError, "a piece holds at least one byte");
-    if (claim(&self->busy) < 0) return NULL;
-    piece_state saved = *self->piece;
-    piece_finish(self->piece, 0, cv);
-    *self->piece = saved;
-    self->busy = 0;
+    if (subtree_finish(self, cv, NULL) < 0) return NULL;
     return PyBytes_FromStringAndSize((const char *)cv, length);
+}
+
+/* A whole piece's value and its parts' values from the one reduction (hashing.py's mapped file takes the first
+ * piece's parts so, not by hashing its MiB again). */
+static PyObject *subtree_value_and_parts(Subtree *self, PyObject *unused) {
+    uint8_t cv[CV_LEN], parts[PARTS * CV_LEN];
+    if (self->piece && (self->piece->size_chunks != PIECE_CHUNKS || self->piece->chunks != PIECE_CHUNKS))
+        return PyErr_Format(PyExc_ValueError, "only a whole piece (%d bytes fed) has parts", PIECE_LEN);
+    if (subtree_finish(self, cv, parts) < 0) return NULL;
+    return Py_BuildValue("(y#y#)", cv, (Py_ssize_t)CV_LEN, parts, (Py_ssize_t)(PARTS * CV_LEN));
 }
 
 static PyMethodDef subtree_methods[] = {
     {"update", (PyCFunction)subtree_update, METH_O, "Feed bytes of the piece (any buffer)."},
     {"digest", (PyCFunction)subtree_digest, METH_VARARGS,
      "digest(length=32): the first `length` bytes of the piece's chaining value."},
+    {"value_and_parts", (PyCFunction)subtree_value_and_parts, METH_NOARGS,
+     "(the 32-byte chaining value of a whole piece, its 16 parts' of 64 KiB, 32 bytes each): one hashing for both."},
     {NULL, NULL, 0, NULL},
 };
 

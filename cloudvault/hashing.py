@@ -8,7 +8,15 @@ import os
 import blake3
 
 from cloudvault.jobthreads import JobThreads
-from cloudvault.pieces import ONE_PASS, PIECE, PieceHasher, one_pass_result, piece_digest, piece_value
+from cloudvault.pieces import (
+    ONE_PASS,
+    PIECE,
+    PieceHasher,
+    first_piece_values,
+    one_pass_result,
+    piece_digest,
+    piece_value,
+)
 
 try:
     from cloudvault import _plainruns
@@ -37,12 +45,17 @@ def hash_file_pieces(path: str | bytes | os.PathLike) -> tuple[str, bytes | None
     if size < MMAP_THRESHOLD:
         with open(path, "rb") as fh:
             return hash_stream_pieces(fh)
-    with _mapped(path) as view:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _mapped(path) as view, ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         if ONE_PASS:  # each piece's value on all cores, the whole hash merged from them: one pass over the map
-            return one_pass_result(_each_piece(view, size, piece_value), view[:PIECE])
+            first = pool.submit(first_piece_values, view[:PIECE])  # its parts' values from the same hashing
+            rest = _each_piece(pool, view, size, piece_value, PIECE)
+            value, parts = first.result()
+            return one_pass_result(value + rest, parts)
         h = blake3.blake3(max_threads=blake3.blake3.AUTO)
         h.update(view)
-        return h.hexdigest(), _each_piece(view, size, lambda data, _: piece_digest(data))
+        return h.hexdigest(), _each_piece(pool, view, size, lambda data, _: piece_digest(data))
 
 
 @contextlib.contextmanager
@@ -58,13 +71,10 @@ def _mapped(path):
             view.release()
 
 
-def _each_piece(view, size: int, work) -> bytes:
-    """work(piece's view, index) of every PIECE of the mapped file, on all cores (blake3 and the extension let the
-    GIL go on big inputs), joined in order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        return b"".join(pool.map(lambda at: work(view[at : at + PIECE], at // PIECE), range(0, size, PIECE)))
+def _each_piece(pool, view, size: int, work, start: int = 0) -> bytes:
+    """work(piece's view, index) of every PIECE of the mapped file from offset `start` on, on the pool's threads
+    (blake3 and the extension let the GIL go on big inputs), joined in order."""
+    return b"".join(pool.map(lambda at: work(view[at : at + PIECE], at // PIECE), range(start, size, PIECE)))
 
 
 def hash_stream_pieces(fh) -> tuple[str, bytes | None]:

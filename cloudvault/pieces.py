@@ -91,18 +91,24 @@ def part_hasher(index: int):
     return Subtree(index, PART_CHUNKS)
 
 
-def piece_value(data, index: int, chunks: int = 1024) -> bytes:
-    """The 32-byte BLAKE3 chaining value of piece `index` (or of a part: chunks=PART_CHUNKS; ONE_PASS only), its
-    bytes given whole."""
-    h = _b3tree.Subtree(index, chunks)
+def piece_value(data, index: int) -> bytes:
+    """The 32-byte BLAKE3 chaining value of piece `index` (ONE_PASS only), its bytes given whole."""
+    h = _b3tree.Subtree(index)
     h.update(data)
     return h.digest()
 
 
-def one_pass_result(values: bytes, first_piece) -> tuple[str, bytes]:
+def first_piece_values(data) -> tuple[bytes, bytes]:
+    """(the 32-byte chaining value of an object's first piece, its PARTS parts' values) from one hashing of its bytes,
+    given whole (ONE_PASS only): the parts are the tree's nodes on the way up to the piece's value."""
+    h = _b3tree.Subtree(0)
+    h.update(data)
+    return h.value_and_parts()
+
+
+def one_pass_result(values: bytes, parts: bytes) -> tuple[str, bytes]:
     """(whole BLAKE3, FIRST_PARTS BLOB) of an object of more than one piece from its pieces' 32-byte values and its
-    first piece's bytes (its parts hashed again: 1 MiB more of an object hashed on all cores; ONE_PASS only)."""
-    parts = b"".join(piece_value(first_piece[at : at + PART], at // PART, PART_CHUNKS) for at in range(0, PIECE, PART))
+    first piece's parts' values (ONE_PASS only)."""
     return _b3tree.root_of(values).hex(), _one_pass_blob(values, parts)
 
 

@@ -174,6 +174,29 @@ def test_the_first_pieces_parts_are_the_trees_own_nodes_16_of_them_merging_to_it
     assert root == blake3.blake3(data).digest()
 
 
+def numpy_value(index: int, data: bytes, chunks: int = 1024) -> bytes:
+    return b3subtree.Subtree(index, chunks).fed(data).digest()
+
+
+@pytest.mark.parametrize("index", [0, 4])
+def test_a_whole_piece_s_subtree_gives_its_parts_from_the_same_hashing(index):
+    """Subtree.value_and_parts: a whole piece's value and its 16 parts' values (numpy's, apart from the C code), the
+    parts kept on the way to the value as TreeHasher.first_parts keeps them; a piece not whole has none."""
+    data, part = DATA[index * M : (index + 1) * M], pieces.PART
+    value, parts = fed(_b3tree.Subtree(index), data, 65537).value_and_parts()
+    assert value == numpy_value(index, data)
+    assert parts == b"".join(numpy_value(16 * index + j, data[j * part : (j + 1) * part], pieces.PART_CHUNKS)
+                             for j in range(pieces.PARTS))  # fmt: skip
+    if index == 0:
+        h = fed(_b3tree.TreeHasher(), DATA[: M + 1], None)
+        assert (h.finish()[1][:32], h.first_parts()) == (value, parts)
+    for short in (b"", data[:-1]):
+        with pytest.raises(ValueError):
+            fed(_b3tree.Subtree(index), short, None).value_and_parts()
+    with pytest.raises(ValueError):
+        fed(_b3tree.Subtree(0, pieces.PART_CHUNKS), data[:part], None).value_and_parts()
+
+
 def test_a_subtree_of_a_part_refuses_more_than_its_64_kib_and_a_size_not_a_power_of_two():
     s = _b3tree.Subtree(3, pieces.PART_CHUNKS)
     with pytest.raises(ValueError):
