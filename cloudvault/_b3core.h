@@ -68,13 +68,18 @@ static inline uint32_t rotr(uint32_t w, int c) { return (w >> c) | (w << (32 - c
 #define ROUNDS(g) \
     do { ROUND(g, 0); ROUND(g, 1); ROUND(g, 2); ROUND(g, 3); ROUND(g, 4); ROUND(g, 5); ROUND(g, 6); } while (0)
 
-#define G(a, b, c, d, x, y)                                  \
-    do {                                                     \
-        v[a] = v[a] + v[b] + (x); v[d] = rotr(v[d] ^ v[a], 16); \
-        v[c] = v[c] + v[d];       v[b] = rotr(v[b] ^ v[c], 12); \
-        v[a] = v[a] + v[b] + (y); v[d] = rotr(v[d] ^ v[a], 8);  \
-        v[c] = v[c] + v[d];       v[b] = rotr(v[b] ^ v[c], 7);  \
+/* BLAKE3's G, mixing two message words into four state words, written once for every width: add, xor and rotate
+ * are the scalar operators here and the vector instructions for the SIMD lanes (GV, GV8). */
+#define G_WITH(add_, xor_, ror_, a, b, c, d, x, y)                             \
+    do {                                                                       \
+        v[a] = add_(add_(v[a], v[b]), (x)); v[d] = ror_(xor_(v[d], v[a]), 16); \
+        v[c] = add_(v[c], v[d]);           v[b] = ror_(xor_(v[b], v[c]), 12);  \
+        v[a] = add_(add_(v[a], v[b]), (y)); v[d] = ror_(xor_(v[d], v[a]), 8);  \
+        v[c] = add_(v[c], v[d]);           v[b] = ror_(xor_(v[b], v[c]), 7);   \
     } while (0)
+#define ADD32(p, q) ((p) + (q))
+#define XOR32(p, q) ((p) ^ (q))
+#define G(a, b, c, d, x, y) G_WITH(ADD32, XOR32, rotr, a, b, c, d, x, y)
 
 /* The first 8 words of the compression's output: the next chaining value (or, with ROOT, the hash's words). */
 static void compress(const uint32_t cv[8], const uint8_t block[BLOCK_LEN], uint32_t block_len, uint64_t counter,
@@ -139,17 +144,7 @@ static void merge(const uint8_t *cvs, size_t n, uint32_t root, uint8_t out[CV_LE
 #ifdef HAVE_X86_SIMD_BUILD
 #define AVX512 __attribute__((target("avx512f")))
 
-#define GV(a, b, c, d, x, y)                                                                  \
-    do {                                                                                      \
-        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), (x));                          \
-        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 16);                           \
-        v[c] = _mm512_add_epi32(v[c], v[d]);                                                  \
-        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 12);                           \
-        v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), (y));                          \
-        v[d] = _mm512_ror_epi32(_mm512_xor_si512(v[d], v[a]), 8);                            \
-        v[c] = _mm512_add_epi32(v[c], v[d]);                                                  \
-        v[b] = _mm512_ror_epi32(_mm512_xor_si512(v[b], v[c]), 7);                            \
-    } while (0)
+#define GV(a, b, c, d, x, y) G_WITH(_mm512_add_epi32, _mm512_xor_si512, _mm512_ror_epi32, a, b, c, d, x, y)
 
 /* Sixteen rows of sixteen words in, sixteen columns out: m[w] holds word w of every row. */
 AVX512 static inline void transpose16(__m512i r[16], __m512i m[16]) {
@@ -213,17 +208,7 @@ AVX512 static inline void store16(const __m512i h[8], uint8_t *out) {
      : (c) == 8 ? _mm256_shuffle_epi8((x), rot8)                                                        \
                 : _mm256_or_si256(_mm256_srli_epi32((x), (c)), _mm256_slli_epi32((x), 32 - (c))))
 
-#define GV8(a, b, c, d, x, y)                                                     \
-    do {                                                                          \
-        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), (x));              \
-        v[d] = ROR8V(_mm256_xor_si256(v[d], v[a]), 16);                           \
-        v[c] = _mm256_add_epi32(v[c], v[d]);                                      \
-        v[b] = ROR8V(_mm256_xor_si256(v[b], v[c]), 12);                           \
-        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), (y));              \
-        v[d] = ROR8V(_mm256_xor_si256(v[d], v[a]), 8);                            \
-        v[c] = _mm256_add_epi32(v[c], v[d]);                                      \
-        v[b] = ROR8V(_mm256_xor_si256(v[b], v[c]), 7);                            \
-    } while (0)
+#define GV8(a, b, c, d, x, y) G_WITH(_mm256_add_epi32, _mm256_xor_si256, ROR8V, a, b, c, d, x, y)
 
 /* Eight rows of eight words in, eight columns out (m[w] holds word w of every row): 32-bit, then 64-bit unpacks
  * within 128-bit lanes, then the lanes of rows 0-3 and 4-7 paired. */
