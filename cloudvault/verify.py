@@ -8,13 +8,9 @@ exactly the members whose bytes are damaged are named. A sample reads members th
 
 from __future__ import annotations
 
-import hashlib
-import random
 import sqlite3
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 
-from cloudvault.archive.scan import ArchiveScan
 from cloudvault.catalog import query  # query.resolve_entry looked up at the call
 from cloudvault.catalog.db import catalog_file
 from cloudvault.catalog.integrity import (
@@ -33,29 +29,23 @@ from cloudvault.catalog.lookup import archive_format
 from cloudvault.errors import CatalogDamaged, ChangedSinceRecorded, IntegrityError
 from cloudvault.io.members import MemberReader
 from cloudvault.models import Member
+from cloudvault.record import record
 from cloudvault.tools.mirrorfs import open_mirror
 
-
-@dataclass(frozen=True, slots=True)
-class Mismatch:
-    path: str
-    archive: str | None
-    expected: str | None
-    found: str | None
-    why: str
+# (start-up: `vault verify 013` loads no dataclasses, no hashlib (OpenSSL) or random, which serve --sample, and no
+# archive scanner, which serves an archive that changed: ~7 ms of imports, a third of its budget)
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """What a check found: the typed result of `vault verify`, and its --json."""
+Mismatch = record("Mismatch", "path archive expected found why")  # archive: None for a plain file
 
-    checked_files: int
-    checked_members: int
-    bytes_hashed: int
-    unchecked: int  # files and members the catalog holds no hash for: nothing to compare with
-    unchecked_examples: tuple[str, ...]
-    mismatches: tuple[Mismatch, ...]
-    flagged: tuple[Flagged, ...]  # changed in place or damaged as `vault index` found them
+
+class VerifyReport(record("VerifyReport", "checked_files checked_members bytes_hashed unchecked unchecked_examples "
+                                          "mismatches flagged")):  # fmt: skip
+    """What a check found: the typed result of `vault verify`, and its --json. unchecked: files and members the
+    catalog holds no hash for (nothing to compare with); flagged: changed in place or damaged as `vault index`
+    found them."""
+
+    __slots__ = ()
 
     @property
     def ok(self) -> bool:
@@ -65,21 +55,18 @@ class VerifyReport:
         return {"checked_files": self.checked_files, "checked_members": self.checked_members,
                 "bytes_hashed": self.bytes_hashed, "unchecked": self.unchecked,
                 "unchecked_examples": list(self.unchecked_examples), "ok": self.ok,
-                "mismatches": [asdict(m) for m in self.mismatches],
+                "mismatches": [m._asdict() for m in self.mismatches],
                 "flagged": [f._asdict() for f in self.flagged]}  # fmt: skip
 
 
-@dataclass
 class _Tally:
     """The counts and findings of a check as it goes; frozen into a VerifyReport at its end."""
 
-    checked_files: int = 0
-    checked_members: int = 0
-    bytes_hashed: int = 0
-    unchecked: int = 0
-    unchecked_examples: list[str] = field(default_factory=list)
-    mismatches: list[Mismatch] = field(default_factory=list)
-    flagged: list[Flagged] = field(default_factory=list)
+    def __init__(self, flagged: list[Flagged] | None = None) -> None:
+        self.checked_files = self.checked_members = self.bytes_hashed = self.unchecked = 0
+        self.unchecked_examples: list[str] = []
+        self.mismatches: list[Mismatch] = []
+        self.flagged: list[Flagged] = flagged or []
 
     def report(self) -> VerifyReport:
         return VerifyReport(self.checked_files, self.checked_members, self.bytes_hashed, self.unchecked,
@@ -127,6 +114,8 @@ def _check_file(report: _Tally, f: HashedFile) -> bool:
 def _check_archive_members(conn: sqlite3.Connection, report: _Tally, f: HashedFile) -> None:
     """Scan the changed archive; compare its member records by data offset; read the members past the point
     where the scan stopped through the frame table."""
+    from cloudvault.archive.scan import ArchiveScan
+
     with open_mirror(f.root).open(f.path, f.raw_path) as fh:
         scan = ArchiveScan(fh, fmt=archive_format(conn, f.file_id)[0])
         found = {rec.data_offset: rec.blake3 for rec in scan if rec.blake3 is not None}
@@ -200,12 +189,16 @@ def verify_entries(
 def in_sample(seed: int, key: str, fraction: float) -> bool:
     """Whether the file or member named key (its path in the mirror) is in the seeded sample: a hash of the seed
     and the path, so a mirror's sample is the same whatever else the catalog holds and in whatever order."""
+    import hashlib
+
     digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8, key=str(seed).encode()[:64])
     return int.from_bytes(digest.digest(), "big") < fraction * 2**64
 
 
 def verify_sample(conn: sqlite3.Connection, fraction: float, seed: int | None = None) -> VerifyReport:
     """A seeded fraction of plain files and of archive members across every mirror, members read by seeking."""
+    import random
+
     check_catalog(conn)
     seed = random.SystemRandom().getrandbits(63) if seed is None else seed
     report = _Tally()

@@ -136,9 +136,10 @@ def test_the_read_operations_hand_the_cli_frozen_typed_results():
     from cloudvault import diff, extract, listing, search, verify
     from cloudvault.catalog import details, summary
 
-    for cls in (verify.VerifyReport, diff.GenerationDiff, diff.IndexLog, summary.CatalogInfo):
+    for cls in (diff.GenerationDiff, diff.IndexLog, summary.CatalogInfo):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen and "__slots__" in vars(cls), cls
-    for cls in (extract.ExtractReport, search.Searched, search.Flags, listing.Listing, details.EntryDetails):
+    for cls in (extract.ExtractReport, verify.VerifyReport, search.Searched, search.Flags, listing.Listing,
+                details.EntryDetails):
         assert issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "to_json"), cls
 
 

@@ -240,3 +240,22 @@ def test_the_scoped_file_reads_keep_one_entry_by_path_in_their_own_row_shape(dem
         assert candidates and all(isinstance(c, Candidate) for c in candidates)
         assert [c.file_id for c in candidates] == [r[0] for r in files if r[0] in archives]
     assert len(unhashed_files(conn, None)) > 1 and len(copy_candidates(conn, None)) > len(candidates)
+
+
+def test_verify_of_an_entry_as_indexed_loads_no_openssl_random_dataclasses_or_archive_scanner(demo_catalog):
+    """`vault verify 013` (budget: 2x the import floor) hashes the entry's files and, its archives as indexed, reads
+    nothing more: hashlib (OpenSSL, ~2 ms), random and the sample's keyed hash serve `--sample` only, and the archive
+    scanner (with dataclasses, ~7 ms of imports) only an archive that changed. Run as a user runs it: a fresh
+    interpreter, the modules it loaded (beyond the interpreter's own start) printed at its end."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, atexit; before = set(sys.modules); from cloudvault.cli.main import main;"
+        "atexit.register(lambda: print(sorted({'hashlib', '_hashlib', 'random', 'dataclasses', 'inspect',"
+        " 'cloudvault.archive.scan'} & (set(sys.modules) - before)), file=sys.stderr));"
+        f"sys.exit(main(['--catalog', {str(demo_catalog)!r}, 'verify', '013']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "[]"
