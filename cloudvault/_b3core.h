@@ -12,6 +12,7 @@
 #define CLOUDVAULT_B3CORE_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -231,5 +232,18 @@ AVX2 static inline void transpose8(const __m256i r[8], __m256i m[8]) {
     }
 }
 #endif /* HAVE_X86_SIMD_BUILD */
+
+/* The widest path this CPU runs, unless CLOUDVAULT_B3TREE_SIMD ("avx2" or "portable") asks a narrower one (tests
+ * compare the paths): "avx512", "avx2" or "portable". Both extensions pick their lanes by it. */
+static const char *simd_path(void) {
+    const char *asked = getenv("CLOUDVAULT_B3TREE_SIMD");
+#ifdef HAVE_X86_SIMD_BUILD
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && !asked) return "avx512";
+    if (__builtin_cpu_supports("avx2") && !(asked && strcmp(asked, "avx2"))) return "avx2";
+#endif
+    (void)asked;
+    return "portable";
+}
 
 #endif /* CLOUDVAULT_B3CORE_H */

@@ -513,16 +513,14 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__b3tree(void) {
-    const char *asked = getenv("CLOUDVAULT_B3TREE_SIMD"); /* "avx2" or "portable": tests compare the paths */
+    simd = simd_path();
 #ifdef HAVE_X86_SIMD_BUILD
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && !asked) {
-        hash_wide = hash16, width = 16, simd = "avx512";
-    } else if (__builtin_cpu_supports("avx2") && !(asked && strcmp(asked, "avx2"))) {
-        hash_wide = hash8, width = 8, simd = "avx2";
+    if (!strcmp(simd, "avx512")) {
+        hash_wide = hash16, width = 16;
+    } else if (!strcmp(simd, "avx2")) {
+        hash_wide = hash8, width = 8;
     }
 #endif
-    (void)asked;
     if (PyType_Ready(&TreeHasherType) < 0 || PyType_Ready(&SubtreeType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -463,17 +463,14 @@ static struct PyModuleDef many_module = {
 };
 
 PyMODINIT_FUNC PyInit__plainruns(void) {
-    const char *asked = getenv("CLOUDVAULT_B3TREE_SIMD"); /* "avx2" or "portable": tests compare the paths */
-    const char *used = "portable";
+    const char *used = simd_path();
 #ifdef HAVE_X86_SIMD_BUILD
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && !asked) {
-        group_wide = group16, lanes = 16, used = "avx512";
-    } else if (__builtin_cpu_supports("avx2") && !(asked && strcmp(asked, "avx2"))) {
-        group_wide = group8, lanes = 8, used = "avx2";
+    if (!strcmp(used, "avx512")) {
+        group_wide = group16, lanes = 16;
+    } else if (!strcmp(used, "avx2")) {
+        group_wide = group8, lanes = 8;
     }
 #endif
-    (void)asked;
     FILE_KIND = PyUnicode_InternFromString("file");
     DIR_KIND = PyUnicode_InternFromString("dir");
     if (!FILE_KIND || !DIR_KIND) return NULL;
