@@ -53,8 +53,6 @@ class MemberRecord(namedtuple("MemberRecord", MEMBER_FIELDS)):
     __slots__ = ()
 
 
-
-
 class Inspector(Protocol):
     """Looks at a member's bytes as they pass (a secret scanner); reports (flag kind, detail) pairs at the end."""
 

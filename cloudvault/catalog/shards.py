@@ -146,8 +146,6 @@ def shard_scan(conn: sqlite3.Connection, alias: str, root: str, path: str) -> di
             "seek_points": (seek_kind, seek_points) if seek_kind else None, "nested": nested}  # fmt: skip
 
 
-
-
 def read_shard(path: str, *, check_digests: bool = False) -> tuple[dict[str, str], list[tuple]]:
     """A finished shard's meta and its archives as (root, FileStat, member_count, member rows found), read-only;
     check_digests: meta["digest_problem"] says which table no longer matches its recorded digest ("" if none)."""
@@ -168,10 +166,6 @@ def read_shard(path: str, *, check_digests: bool = False) -> tuple[dict[str, str
     finally:
         shard.close()
     return meta, archives
-
-
-
-
 
 
 def drop_members_from(shard: sqlite3.Connection, first: int) -> None:
@@ -222,7 +216,6 @@ def _plain_inserts(rows: int) -> str:
     return PLAIN_INSERT + ",(?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)" * (rows - 1)
 
 
-
 class MemberRows:
     """Member records written into a shard by a thread of its own, a batch at a time, while the caller goes on
     scanning (sqlite3 lets the GIL go while it steps: the rows cost the scanning thread a queue put a batch). An
@@ -262,7 +255,6 @@ class MemberRows:
         self._thread.join()
         if kind is None and self._error is not None:
             raise self._error
-
 
 
 @contextlib.contextmanager
