@@ -114,10 +114,14 @@ def one_pass_result(values: bytes, parts: bytes) -> tuple[str, bytes]:
 
 def _one_pass_blob(values: bytes, parts: bytes = b"") -> bytes:
     """A TREE BLOB of the pieces' 32-byte values, or with the first piece's parts' values a FIRST_PARTS one."""
-    cut = b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
     if not parts:
-        return TREE + cut
-    return FIRST_PARTS + b"".join(parts[at : at + PIECE_DIGEST] for at in range(0, len(parts), 32)) + cut
+        return TREE + _digests(values)
+    return FIRST_PARTS + _digests(parts) + _digests(values)
+
+
+def _digests(values: bytes) -> bytes:
+    """32-byte chaining values, each cut to PIECE_DIGEST bytes."""
+    return b"".join(values[at : at + PIECE_DIGEST] for at in range(0, len(values), 32))
 
 
 class PieceHasher:
