@@ -191,13 +191,6 @@ PLAIN_FIELDS = operator.itemgetter(0, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13)
 PLAIN_INSERT = "INSERT INTO members VALUES (?,NULL,?,?,?,?,?,?,?,?,NULL,?,?,?,NULL,NULL,NULL)"
 
 
-def add_shard_members(shard: sqlite3.Connection, records: Iterable[tuple]) -> None:
-    """Member records (in MEMBER_COLUMNS order) into the shard, in batches as they come."""
-    it = iter(records)
-    while batch := list(itertools.islice(it, SHARD_BATCH)):
-        add_member_batch(shard, batch)
-
-
 def add_member_batch(shard: sqlite3.Connection, batch: list[tuple]) -> None:
     """A batch of member records into the shard: a batch of only plain ones as INSERTs of many rows each (one
     statement binds them all and steps once: a thread writing them lets the GIL go once a statement, not once a

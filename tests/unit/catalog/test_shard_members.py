@@ -23,7 +23,8 @@ def test_every_record_is_a_row_with_every_field_in_order(tmp_path, odd_every):
     records = [record(i, odd_every is not None and i % odd_every == 0) for i in range(5000)]
     random.Random(odd_every).shuffle(records)
     shard = shards.open_shard(str(tmp_path / "s.db"))
-    shards.add_shard_members(shard, iter(records))
+    with shards.MemberRows(shard) as rows:
+        rows.add_all(iter(records))
     shards.finish_shard(shard)
     rows = shard.execute(f"SELECT {shards.MEMBER_COLUMNS} FROM members ORDER BY rowid").fetchall()
     shard.close()
