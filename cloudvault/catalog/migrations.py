@@ -4,7 +4,9 @@ Step N takes a catalog of version N-1 to version N: its own SQL, then schema.sql
 adds the tables and indexes that version brought), then the new version in `meta`, all between one BEGIN
 IMMEDIATE and its COMMIT, so a crash or a failed statement leaves the catalog at N-1, whole. A step changes
 tables in place (ADD COLUMN, UPDATE) and never drops or rebuilds one: restores and runs are rows nothing can
-rebuild. Steps run under the writer lock (catalog.db.open_catalog takes it), never by a reader alone.
+rebuild; the one exception is a search table over other rows (FTS5 external content), whose index is made again
+from the rows it indexes, in the same transaction. Steps run under the writer lock (catalog.db.open_catalog takes
+it), never by a reader alone.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # names of members that may be tars (formats.might_be_archive's, less the zip, rar and 7z ones): LIKE ignores case
 NESTED_NAMES = (".tar", ".tgz", ".taz", ".tbz2", ".tbz", ".tb2", ".txz", ".tzst", ".tzs", ".gz", ".bz2", ".xz", ".zst",
                 ".zstd")  # fmt: skip
@@ -72,6 +74,9 @@ DROP TRIGGER IF EXISTS members_ai;
     # values). Nothing changes in the tables: the version tells a vault of schema 9, which would take such a BLOB for
     # no piece hashes (and its mount answer EIO for a sound member), that the catalog is newer than it.
     10: "",
+    # The path search tables keep no column sizes (schema.sql's columnsize=0): made again, empty, by schema.sql,
+    # then filled from the rows they index (AFTER_SCHEMA).
+    11: "DROP TABLE members_fts;\nDROP TABLE files_fts;\n",
 }
 
 # version -> SQL run after schema.sql made that version's tables, in the same transaction (rows for new tables).
@@ -81,6 +86,10 @@ INSERT INTO generations(id, started_at, finished_at, mirrors, seen)
 SELECT 0, coalesce((SELECT min(indexed_at) FROM mirrors), ''), (SELECT max(indexed_at) FROM mirrors),
        (SELECT json_group_array(name) FROM mirrors), (SELECT count(*) FROM files)
 WHERE EXISTS (SELECT 1 FROM files);
+""",
+    11: """
+INSERT INTO members_fts(members_fts) VALUES ('rebuild');
+INSERT INTO files_fts(files_fts) VALUES ('rebuild');
 """,
 }
 
