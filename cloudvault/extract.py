@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable
 
 from cloudvault.archive.formats import through_archive
-from cloudvault.archive.sparse import Hole
 from cloudvault.atomic import atomic_write
 from cloudvault.catalog import query as catalog_query  # resolve_entry looked up at the call
 from cloudvault.catalog.flagged import one_block_xz, secret_flags
@@ -25,7 +24,7 @@ from cloudvault.errors import (
 )
 from cloudvault.io.landing import Landing, write_symlink
 from cloudvault.io.members import MemberReader, MemberStream, read_order
-from cloudvault.models import Member
+from cloudvault.models import Hole, Member
 from cloudvault.progress import Progress
 from cloudvault.record import record
 

@@ -10,6 +10,14 @@ from __future__ import annotations
 from cloudvault.record import record
 
 
+class Hole(bytes):
+    """Zeros of a sparse member's hole (archive/sparse.py): a writer that can seek leaves them out of the file (a
+    real hole on disk). Here, beside the records, so that a reader of chunks tells one apart without loading the
+    sparse maps' reader."""
+
+    __slots__ = ()
+
+
 class Frame(record("Frame", "comp_offset comp_size raw_offset raw_size")):
     """One zstd frame: where it sits in the compressed file and which decompressed bytes it holds."""
 

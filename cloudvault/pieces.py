@@ -22,11 +22,6 @@ from __future__ import annotations
 
 import blake3
 
-try:
-    from cloudvault import _b3tree
-except ImportError:  # not built (no C compiler where it was installed): pieces take the second pass
-    _b3tree = None
-
 PIECE = 1 << 20
 PIECE_DIGEST = 16
 BESIDE_MIN = 256 << 10  # a smaller update is hashed twice where it is: handing it over would cost more
@@ -35,9 +30,36 @@ FIRST_PARTS = b"\x02"  # the first byte of a one-pass BLOB with the first piece'
 PART = 64 << 10
 PARTS = PIECE // PART
 PART_CHUNKS = PART // 1024
-# one pass only where it is faster than two: the extension's portable code runs ~1 GB/s a core, against blake3's own
-# two passes of ~4-10 GB/s each; its AVX-512 code ~8 GB/s, its AVX2 code ~3 GB/s (bench/pieces.py, docs/performance.md)
-ONE_PASS = _b3tree is not None and _b3tree.SIMD in ("avx512", "avx2")
+
+
+def _native():
+    """cloudvault._b3tree, loaded at its first use (a small member's extract, checked by its whole BLAKE3, never
+    needs it: ~0.13 ms of its start-up), or None where it was not built (no C compiler where it was installed):
+    pieces then take the second pass. `pieces._b3tree` from outside is the same (module __getattr__)."""
+    native = globals().get("_b3tree", _native)
+    if native is _native:
+        try:
+            from cloudvault import _b3tree as native
+        except ImportError:
+            native = None
+        globals()["_b3tree"] = native
+    return native
+
+
+def one_pass() -> bool:
+    """Whether piece hashes are made in one pass (`pieces.ONE_PASS` from outside): only where it is faster than two.
+    The extension's portable code runs ~1 GB/s a core, against blake3's own two passes of ~4-10 GB/s each; its AVX-512
+    code ~8 GB/s, its AVX2 code ~3 GB/s (bench/pieces.py, docs/performance.md)."""
+    native = _native()
+    return native is not None and native.SIMD in ("avx512", "avx2")
+
+
+def __getattr__(name: str):
+    if name == "_b3tree":
+        return _native()
+    if name == "ONE_PASS":
+        return one_pass()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def piece_count(size: int) -> int:
@@ -74,8 +96,9 @@ def piece_hasher(index: int, tree: bool):
     digest(PIECE_DIGEST) is the recorded hash."""
     if not tree:
         return blake3.blake3()
-    if _b3tree is not None:
-        return _b3tree.Subtree(index)
+    native = _native()
+    if native is not None:
+        return native.Subtree(index)
     from cloudvault.b3subtree import Subtree  # numpy: only where the extension is missing
 
     return Subtree(index)
@@ -84,8 +107,9 @@ def piece_hasher(index: int, tree: bool):
 def part_hasher(index: int):
     """What checks part `index` of the first piece of a FIRST_PARTS object: fed its PART bytes by update(), its
     digest(PIECE_DIGEST) is the recorded part hash."""
-    if _b3tree is not None:
-        return _b3tree.Subtree(index, PART_CHUNKS)
+    native = _native()
+    if native is not None:
+        return native.Subtree(index, PART_CHUNKS)
     from cloudvault.b3subtree import Subtree  # numpy: only where the extension is missing
 
     return Subtree(index, PART_CHUNKS)
@@ -93,7 +117,7 @@ def part_hasher(index: int):
 
 def piece_value(data, index: int) -> bytes:
     """The 32-byte BLAKE3 chaining value of piece `index` (ONE_PASS only), its bytes given whole."""
-    h = _b3tree.Subtree(index)
+    h = _native().Subtree(index)
     h.update(data)
     return h.digest()
 
@@ -101,7 +125,7 @@ def piece_value(data, index: int) -> bytes:
 def first_piece_values(data) -> tuple[bytes, bytes]:
     """(the 32-byte chaining value of an object's first piece, its PARTS parts' values) from one hashing of its bytes,
     given whole (ONE_PASS only): the parts are the tree's nodes on the way up to the piece's value."""
-    h = _b3tree.Subtree(0)
+    h = _native().Subtree(0)
     h.update(data)
     return h.value_and_parts()
 
@@ -109,7 +133,7 @@ def first_piece_values(data) -> tuple[bytes, bytes]:
 def one_pass_result(values: bytes, parts: bytes) -> tuple[str, bytes]:
     """(whole BLAKE3, FIRST_PARTS BLOB) of an object of more than one piece from its pieces' 32-byte values and its
     first piece's parts' values (ONE_PASS only)."""
-    return _b3tree.root_of(values).hex(), _one_pass_blob(values, parts)
+    return _native().root_of(values).hex(), _one_pass_blob(values, parts)
 
 
 def _one_pass_blob(values: bytes, parts: bytes = b"") -> bytes:
@@ -129,7 +153,7 @@ class PieceHasher:
     where ONE_PASS (`threads` and `beside` then go unused: one core hashes at ~6 GB/s), else in two."""
 
     def __new__(cls, threads: int = 1, beside=None):
-        return super().__new__(OnePassHasher if ONE_PASS and cls is PieceHasher else cls)
+        return super().__new__(OnePassHasher if one_pass() and cls is PieceHasher else cls)
 
     def __init__(self, threads: int = 1, beside=None) -> None:
         self._whole = blake3.blake3(max_threads=threads)
@@ -186,7 +210,7 @@ class OnePassHasher(PieceHasher):
     from the native tree hasher (a FIRST_PARTS BLOB)."""
 
     def __init__(self, threads: int = 1, beside=None) -> None:
-        self._tree = _b3tree.TreeHasher()
+        self._tree = _native().TreeHasher()
         self._finished: tuple[bytes, bytes] | None = None  # (root, values), made once for hexdigest and pieces
         self.size = 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from cloudvault.archive.numbers import parse_number
+from cloudvault.models import Hole
 
 Piece = tuple[int, int]
 CHUNK = 1 << 20
@@ -17,12 +18,6 @@ CHUNK = 1 << 20
 
 class SparseMapError(ValueError):
     """A sparse map GNU tar would refuse: a number it cannot read, or pieces that do not fit the file."""
-
-
-class Hole(bytes):
-    """Zeros of a hole: a writer that can seek leaves them out of the file (a real hole on disk)."""
-
-    __slots__ = ()
 
 
 def decimal(text: bytes, what: str) -> int:

@@ -8,8 +8,6 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cloudvault.catalog import migrations
-from cloudvault.catalog.migrations import SCHEMA_VERSION
 from cloudvault.errors import (
     CatalogBusy,
     CatalogMissing,
@@ -23,6 +21,9 @@ from cloudvault.errors import (
 if TYPE_CHECKING:  # pathlib (and urllib.parse, ipaddress) cost every start ~3 ms: imported where a Path is made
     from pathlib import Path
 
+# the catalog schema this vault reads and writes: catalog/migrations.py's steps bring an older one to it (its module
+# loaded only then and for a new catalog, not by every command on a current one)
+SCHEMA_VERSION = 11
 SQLITE_HEADER = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database file
 NO_META = "an SQLite database without vault's meta table"
 
@@ -51,11 +52,12 @@ def _uri_path(path: str) -> str:
 def _create(path: str) -> None:
     """A new catalog is built under a temp name and renamed into place, so a crash leaves none or a whole one."""
     from cloudvault.atomic import atomic_path  # here: `vault show` and `vault ls` never write a file
+    from cloudvault.catalog import migrations
 
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:
-            migrations.create_schema(conn)  # one commit, not one per table (~30 ms)
+            migrations.create_schema(conn, SCHEMA_VERSION)  # one commit, not one per table (~30 ms)
         finally:
             conn.close()
 
@@ -99,8 +101,11 @@ def migrate(conn: sqlite3.Connection, path: str | os.PathLike) -> None:
         return
     held = os.path.abspath(path) in _LOCKS_HELD
     then = f"vault migrates the catalog to schema {SCHEMA_VERSION} under the same lock: retry when it ends"
+    from cloudvault.catalog import migrations
+
     with contextlib.nullcontext() if held else writer_lock(path, busy_then=then):
-        migrations.migrate(conn, schema_version(conn))  # read again: another vault may have migrated it meanwhile
+        # the version read again: another vault may have migrated it meanwhile
+        migrations.migrate(conn, schema_version(conn), SCHEMA_VERSION)
 
 
 def open_catalog(path: str | os.PathLike, *, create: bool = False, readonly: bool = False,

@@ -16,13 +16,13 @@ import sqlite3
 
 from cloudvault import __version__
 
-SCHEMA_VERSION = 11
 # names of members that may be tars (formats.might_be_archive's, less the zip, rar and 7z ones): LIKE ignores case
 NESTED_NAMES = (".tar", ".tgz", ".taz", ".tbz2", ".tbz", ".tb2", ".txz", ".tzst", ".tzs", ".gz", ".bz2", ".xz", ".zst",
                 ".zstd")  # fmt: skip
 SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "schema.sql")
 
-# version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new.
+# version -> the SQL that takes a catalog from version-1 to it, before schema.sql adds what is new; the last is
+# catalog/db.py's SCHEMA_VERSION.
 STEPS: dict[int, str] = {
     1: "",  # the first schema (a meta table without a version: schema.sql creates the rest)
     2: "",  # the seekable tables (schema.sql creates them)
@@ -122,15 +122,15 @@ def run_in_one_transaction(conn: sqlite3.Connection, sql: str) -> None:
         raise
 
 
-def create_schema(conn: sqlite3.Connection) -> None:
-    """A new catalog's tables and its version record, in one transaction."""
-    run_in_one_transaction(conn, schema_sql() + version_record(SCHEMA_VERSION))
+def create_schema(conn: sqlite3.Connection, version: int) -> None:
+    """A new catalog's tables and its version record (the current version), in one transaction."""
+    run_in_one_transaction(conn, schema_sql() + version_record(version))
 
 
-def migrate(conn: sqlite3.Connection, found: int) -> list[int]:
-    """Run the steps from version found to SCHEMA_VERSION, one transaction each; the versions reached."""
+def migrate(conn: sqlite3.Connection, found: int, to: int) -> list[int]:
+    """Run the steps from version found to version to, one transaction each; the versions reached."""
     reached = []
-    for version in range(found + 1, SCHEMA_VERSION + 1):
+    for version in range(found + 1, to + 1):
         sql = STEPS[version] + schema_sql() + AFTER_SCHEMA.get(version, "") + version_record(version)
         run_in_one_transaction(conn, sql)
         reached.append(version)

@@ -19,7 +19,6 @@ from functools import partial
 
 import blake3
 
-from cloudvault.archive import sparse
 from cloudvault.archive.paths import MAX_HOPS
 from cloudvault.archive.reader import ArchiveReader
 from cloudvault.catalog.flagged import refusal, salvaged
@@ -45,7 +44,7 @@ from cloudvault.errors import (
     StaleArchive,
     UnsafeMember,
 )
-from cloudvault.models import Member
+from cloudvault.models import Hole, Member
 from cloudvault.pieces import PART, PIECE, PIECE_DIGEST, first_parts, part_hasher, piece_hasher, read_pieces
 from cloudvault.tools.mirrorfs import open_mirror
 
@@ -137,7 +136,7 @@ class PieceGate:
     def feed(self, chunk) -> Iterator[bytes]:
         """The parts of the pieces chunk completes, each piece once it verified (PieceMismatch at the first that
         does not, after the ones before it)."""
-        hole = type(chunk) is sparse.Hole
+        hole = type(chunk) is Hole
         if not isinstance(chunk, bytes):
             chunk = bytes(chunk)
         pos, n = 0, len(chunk)
@@ -146,7 +145,7 @@ class PieceGate:
             if want <= 0:
                 raise IntegrityError(detail=f"{self.check.label} holds more than the {self.check.size} bytes indexed")
             take = min(want, n - pos)
-            part = chunk if take == n else (sparse.Hole(take) if hole else chunk[pos : pos + take])
+            part = chunk if take == n else (Hole(take) if hole else chunk[pos : pos + take])
             self._hash.update(part)
             self._held.append(part)
             self._held_len += take
@@ -261,7 +260,7 @@ class MemberReader:
 
     def open(self, member: Member) -> MemberStream:
         """The verified stream of member's data (a hardlink yields its target's; a sparse member its expanded
-        bytes, holes as `sparse.Hole` chunks)."""
+        bytes, holes as `Hole` chunks)."""
         withhold = not self.originals  # verify hashes what it reads and hands nothing out
         if member.archive is None:
             refuse_changed(self.conn, member, member)
@@ -275,6 +274,8 @@ class MemberReader:
         if data.sparse_map is None:
             chunks = reader.chunks(data.data_offset, data.size)
         else:  # its bytes end where its map ends (sparse.expand)
+            from cloudvault.archive import sparse  # here: a sparse member is rare, and a small extract never needs it
+
             parts = sparse.decode_map(data.sparse_map)
             chunks = sparse.expand(reader.chunks(data.data_offset, sparse.stored_size(parts)), parts, data.size)
             size = sparse.expanded_size(parts)

@@ -10,8 +10,7 @@ import sqlite3
 import pytest
 
 from cloudvault.catalog import db, migrations, records
-from cloudvault.catalog.db import open_catalog
-from cloudvault.catalog.migrations import SCHEMA_VERSION
+from cloudvault.catalog.db import SCHEMA_VERSION, open_catalog
 from cloudvault.errors import CatalogBusy, CatalogTooNew, CatalogTooOld, VaultError
 
 # What each version lacked of the next: applied from the newest down, they turn a current catalog into an older
@@ -90,6 +89,12 @@ def dump(path, table: str) -> list[tuple]:
         return conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
     finally:
         conn.close()
+
+
+def test_the_last_step_reaches_the_version_vault_reads_and_writes():
+    """Every version from 1 has its step, and the last is catalog/db.py's SCHEMA_VERSION: a new step without it (or
+    it without a step) would leave catalogs a version short, or claim one no step made."""
+    assert sorted(migrations.STEPS) == list(range(1, SCHEMA_VERSION + 1))
 
 
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
