@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # pathlib (and urllib.parse, ipaddress) cost every start ~3 m
 # the catalog schema this vault reads and writes: catalog/migrations.py's steps bring an older one to it (its module
 # loaded only then and for a new catalog, not by every command on a current one)
 SCHEMA_VERSION = 11
+# a new catalog's page size (SQLite's default is 4 KiB): an index's large commits write a quarter of the WAL frames,
+# ~7% off indexing 200k small members (0.96 -> 0.89 s in-process), the file no larger; a catalog made with other
+# pages keeps them (changing would rewrite the whole file)
+PAGE_SIZE = 16384
 SQLITE_HEADER = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database file
 NO_META = "an SQLite database without vault's meta table"
 
@@ -57,6 +61,7 @@ def _create(path: str) -> None:
     with atomic_path(path, mode=0o600) as tmp:
         conn = _connect(tmp)
         try:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before the first table: then it is fixed
             migrations.create_schema(conn, SCHEMA_VERSION)  # one commit, not one per table (~30 ms)
         finally:
             conn.close()
