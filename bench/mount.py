@@ -122,6 +122,14 @@ def turn(tools: dict[str, tuple[list[str], str]], work: Path, mirror: Path, rows
     return out
 
 
+def built_by(vault: str) -> str:
+    """Which install indexed a catalog kept in BENCH_WORK: the vault script's real path and the time it was
+    installed. A catalog made by another install (an older vault: piece BLOBs without the first parts) reads
+    differently, so each vault reuses only the catalog it made."""
+    script = shutil.which(vault) or vault
+    return f"{os.path.realpath(script)} {os.stat(script).st_mtime_ns}\n"
+
+
 def prepare(work: Path, vaults: list[str], ratarmount: list[str]) -> tuple[Path, list[Path], float]:
     """The mirror, each vault's catalog of it (its own: a newer vault would migrate a shared one out of an older's
     reach) and ratarmount's index in work (made once); ratarmount's first mount's seconds."""
@@ -131,8 +139,13 @@ def prepare(work: Path, vaults: list[str], ratarmount: list[str]) -> tuple[Path,
         lab_mirror(work)
         print(f"built 3 archives of ~{RAW_MB} MiB raw in {time.perf_counter() - t:.0f} s")
     for vault, db in zip(vaults, dbs, strict=True):
+        marker = db.with_name(db.name + ".built-by")
+        if db.exists() and (not marker.exists() or marker.read_text() != built_by(vault)):
+            for old in work.glob(db.name + "*"):  # the catalog, its -wal and -shm, its marker
+                old.unlink()
         if not db.exists():
             subprocess.run([vault, "--catalog", str(db), "index", "-q", str(mirror)], check=True)
+            marker.write_text(built_by(vault))
     (work / "ridx").mkdir(exist_ok=True)
     m = Mount([*ratarmount, str(work / "point-r")], work / "point-r", work / "point-r" / PROBE)
     m.close()
