@@ -70,6 +70,20 @@ def clean_env(tmp_path, monkeypatch):
     yield
 
 
+def bench_module(name: str):
+    """bench/NAME.py loaded as a module (bench/ on sys.path meanwhile: a bench imports its neighbours)."""
+    import importlib.util
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return module
+
+
 def require(tool: str) -> str:
     """The tool's path; missing: skip, but with CI=true fail (CI must install it)."""
     path = shutil.which(tool)

@@ -5,22 +5,14 @@ cloudvault/manifests: a plain install does, by package-dir)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, bench_module
 
 
 def _bench():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_mount", REPO / "bench" / "mount.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return module
+    return bench_module("mount")
 
 
 def test_the_bench_runs_the_vault_installed_beside_its_python_with_no_pythonpath(monkeypatch, tmp_path):
