@@ -71,9 +71,11 @@ def clean_env(tmp_path, monkeypatch):
 
 
 def bench_module(name: str):
-    """bench/NAME.py loaded as a module (bench/ on sys.path meanwhile: a bench imports its neighbours)."""
+    """bench/NAME.py loaded as a module (bench/ on sys.path meanwhile: a bench imports its neighbours); the
+    environment it sets its defaults in (BENCH_*) is put back as it was."""
     import importlib.util
 
+    environ = dict(os.environ)
     sys.path.insert(0, str(REPO / "bench"))
     try:
         spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
@@ -81,6 +83,8 @@ def bench_module(name: str):
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(REPO / "bench"))
+        os.environ.clear()
+        os.environ.update(environ)
     return module
 
 

@@ -4,6 +4,8 @@ rows, the COMMIT), each as measured alone, split over the cores with nothing els
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import bench_module
 
@@ -34,3 +36,9 @@ def test_a_part_the_run_did_not_measure_is_refused_not_counted_as_free():
     del parts["scan: secret prefilter"]
     with pytest.raises(KeyError):
         _bench().lower_bound(parts, cores=2, start=0.02)
+
+
+def test_loading_the_bench_leaves_the_environment_as_it_was(monkeypatch):
+    monkeypatch.delenv("BENCH_SMALL", raising=False)
+    _bench()
+    assert "BENCH_SMALL" not in os.environ
