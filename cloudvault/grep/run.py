@@ -21,6 +21,7 @@ from cloudvault.grep.pattern import Pattern
 from cloudvault.grep.targets import Task, archive_members, plain_files, plan, resolve_scopes, within_entry
 from cloudvault.io.members import CHUNK, MemberReader, read_together
 from cloudvault.models import Member
+from cloudvault.processes import worker_context
 
 PROGRESS_EVERY = 4 << 20
 BATCH = 256  # messages a worker sends at once
@@ -299,19 +300,19 @@ def _in_process(conn: sqlite3.Connection, tasks: list[Task], options: GrepOption
 
 
 def _in_workers(catalog: str, tasks: list[Task], options: GrepOptions, jobs: int) -> Iterator:
-    """Messages from jobs worker processes (forked: they share nothing but two queues with this one)."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
+    """Messages from jobs worker processes (they share nothing but two queues with this one), started before the
+    first task is queued: queueing starts the queue's feeding thread, and a process with other threads does not
+    fork its workers (cloudvault/processes.py)."""
+    ctx = worker_context([__name__])
     todo, results = ctx.Queue(), ctx.Queue()
-    for task in tasks:
-        todo.put(task)
-    for _ in range(jobs):
-        todo.put(None)
     workers = [ctx.Process(target=_work, args=(catalog, todo, results, options), daemon=True) for _ in range(jobs)]
-    for worker in workers:
-        worker.start()
     try:
+        for worker in workers:
+            worker.start()
+        for task in tasks:
+            todo.put(task)
+        for _ in range(jobs):
+            todo.put(None)
         running = jobs
         while running:
             for message in results.get():
@@ -322,10 +323,11 @@ def _in_workers(catalog: str, tasks: list[Task], options: GrepOptions, jobs: int
                 else:
                     yield message
     finally:
-        for worker in workers:
+        started = [worker for worker in workers if worker.pid is not None]
+        for worker in started:
             if worker.is_alive():
                 worker.terminate()
-        for worker in workers:
+        for worker in started:
             worker.join()
 
 

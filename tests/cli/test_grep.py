@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -406,3 +407,32 @@ def test_max_filesize_skips_what_is_bigger_and_a_bad_size_is_one_usage_line(held
     assert "logs/big.log" in everything
     bad = vault("--catalog", str(db), "grep", "--max-filesize", "lots", "-F", NEEDLE, "100")
     assert bad.code == 2 and "--max-filesize 'lots'" in bad.err and len(bad.err.strip().splitlines()) == 1
+
+
+FORK_WHILE_A_THREAD_OPENS_SQLITE = """
+import sqlite3, sys, threading
+from cloudvault.catalog.db import open_catalog
+from cloudvault.grep.run import GrepOptions, grep
+
+catalog, scratch = sys.argv[1], sys.argv[2]
+stop = threading.Event()
+
+def opens():  # a thread of the host process that opens and closes SQLite files all the while
+    while not stop.is_set():
+        sqlite3.connect(scratch).close()
+
+threading.Thread(target=opens, daemon=True).start()
+conn = open_catalog(catalog, readonly=True)
+for turn in range(40):
+    assert list(grep(conn, catalog, GrepOptions("accept_len", jobs=2), ["018"]))
+stop.set()
+print("done")
+"""
+
+
+def test_grep_s_workers_start_safely_in_a_process_whose_other_thread_is_inside_sqlite(demo_catalog, tmp_path):
+    """A worker forked while another thread of the process holds one of SQLite's own locks (opening a file) would
+    wait on it for ever, and grep with it: a process with other threads starts its workers from a fresh one."""
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_A_THREAD_OPENS_SQLITE, str(demo_catalog),
+                           str(tmp_path / "scratch.db")], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
