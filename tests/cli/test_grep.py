@@ -421,10 +421,12 @@ def opens():  # a thread of the host process that opens and closes SQLite files 
     while not stop.is_set():
         sqlite3.connect(scratch).close()
 
-threading.Thread(target=opens, daemon=True).start()
 conn = open_catalog(catalog, readonly=True)
+expected = sorted(map(repr, grep(conn, catalog, GrepOptions("accept_len", jobs=1), ["018"])))
+threading.Thread(target=opens, daemon=True).start()
+assert expected and threading.active_count() == 2  # found lines; and the workers do not fork from here
 for turn in range(40):
-    assert list(grep(conn, catalog, GrepOptions("accept_len", jobs=2), ["018"]))
+    assert sorted(map(repr, grep(conn, catalog, GrepOptions("accept_len", jobs=2), ["018"]))) == expected
 stop.set()
 print("done")
 """
