@@ -25,6 +25,7 @@ from pathlib import Path
 os.environ.setdefault("BENCH_SMALL", "200000")
 sys.path.insert(0, str(Path(__file__).parent))
 import index as makers  # noqa: E402 (bench/index.py: the same archives its table reads)
+import smallmembers as whole  # noqa: E402 (bench/smallmembers.py: its whole-process timer)
 
 from cloudvault.archive import plainruns  # noqa: E402
 from cloudvault.archive import scan as archive_scan  # noqa: E402
@@ -34,9 +35,9 @@ from cloudvault.cli.main import main  # noqa: E402
 from cloudvault.index import archives, secrets  # noqa: E402
 
 T: dict[str, float] = {}
+SCAN = ("scan: tar headers (native walk)", "scan: BLAKE3 (one call a run)", "scan: secret prefilter")
 SERIAL = ("commit: catalog rows", "commit: search rows (FTS5)", "commit: the rest (file, archive rows, COMMIT)")
-REQUIRED = ("decode", "scan: tar headers (native walk)", "scan: BLAKE3 (one call a run)", "scan: secret prefilter",
-            *SERIAL)  # fmt: skip
+REQUIRED = ("decode", *SCAN, *SERIAL)
 START_FLOOR = [sys.executable, "-c", "import sqlite3, zstandard, blake3"]  # bench/startup.py's floor
 
 
@@ -60,13 +61,8 @@ def decode_cpu(archive: Path) -> float:
 
 
 def median_wall(cmd: list[str], runs: int = 5) -> float:
-    """The median wall seconds of a whole process, over runs."""
-    walls = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(cmd, check=True)
-        walls.append(time.perf_counter() - started)
-    return statistics.median(walls)
+    """The median wall seconds of a whole process, over runs (bench/smallmembers.py's timer)."""
+    return statistics.median(whole.timed(cmd)[0] for _ in range(runs))
 
 
 def timed(name, f, clock=time.thread_time):
@@ -124,8 +120,7 @@ def main_() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     n = makers.SMALL
-    named = ("scan: tar headers (native walk)", "scan: BLAKE3 (one call a run)", "scan: secret prefilter")
-    T["scan: the rest of the main thread"] = T["scan: main thread CPU, all"] - sum(T.get(k, 0) for k in named)
+    T["scan: the rest of the main thread"] = T["scan: main thread CPU, all"] - sum(T.get(k, 0) for k in SCAN)
     T["commit: catalog rows"] = T["commit: catalog and search rows"] - T["commit: search rows (FTS5)"]
     T["commit: the rest (file, archive rows, COMMIT)"] = T["commit: all"] - T["commit: catalog and search rows"]
     print(f"{n} small members; zstd -dc {zstd:.2f} s ({zstd / n * 1e6:.2f} us a member); load "
