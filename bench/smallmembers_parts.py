@@ -8,11 +8,13 @@ member's row, hash and path search row, after the secret prefilter saw its bytes
 (REQUIRED), each as measured here: spread over the cores with nothing else paid (no glue, no waiting), but the
 catalog's writes one after another (one SQLite connection writes them), plus the interpreter's start (START_FLOOR).
 The decode's share is its thread's CPU, streamed into one buffer. What that bound allows, as a speed against
-`zstd -dc`, is the most any vault could reach on this machine.
+`zstd -dc`, is the most any vault could reach on this machine. Beside it, the scan alone (scan_alone: the same
+scan with its records thrown away) and the catalog's writes alone, each as a speed against `zstd -dc`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import statistics
@@ -58,6 +60,20 @@ def decode_cpu(archive: Path) -> float:
         while reader.readinto(buffer):
             pass
     return time.thread_time() - started
+
+
+def scan_alone(archive: Path) -> tuple[int, float]:
+    """(members, wall seconds) of vault's scan of archive as `vault index` runs it on a local mirror (decode on
+    two cores, tar headers, BLAKE3, the secret checks of names and bytes), its records thrown away: the scan with
+    no catalog, shard or commit, to set beside the catalog's writes alone (SERIAL)."""
+    rules = secrets.SecretRules(secrets.DEFAULT_RULES)
+    started = time.perf_counter()
+    with archives._fewer_collections(), open(archive, "rb") as fh:
+        scan = archive_scan.ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, decoders=2,
+                                        opener=functools.partial(open, archive, "rb"))  # fmt: skip
+        records = archives.redacted(iter(scan), rules, scan.result)
+        members = sum(1 for _ in records)
+    return members, time.perf_counter() - started
 
 
 def median_wall(cmd: list[str], runs: int = 5) -> float:
@@ -112,6 +128,7 @@ def main_() -> None:
         small.unlink()
         zstd = median_wall(["zstd", "-q", "-d", "-c", "-o", "/dev/null", str(entry / "small.tar.zst")])
         T["decode"] = min(decode_cpu(entry / "small.tar.zst") for _ in range(5))
+        alone = statistics.median(scan_alone(entry / "small.tar.zst")[1] for _ in range(5))
         start = median_wall(START_FLOOR)
         instrument()
         started = time.perf_counter()
@@ -128,6 +145,9 @@ def main_() -> None:
     for name in sorted(T):
         if name != "commit: catalog and search rows":
             print(f"  {name:48s} {T[name]:6.3f} s {T[name] / n * 1e6:6.2f} us a member")
+    serial = sum(T[k] for k in SERIAL)
+    print(f"the scan alone (no catalog, shard or commit; wall, median of 5): {alone:.3f} s, {zstd / alone:.2f}x "
+          f"zstd -dc; the catalog's writes alone: {serial:.3f} s, {zstd / serial:.2f}x")  # fmt: skip
     cores = os.cpu_count() or 1
     bound = lower_bound(T, cores, start)
     print(f"lower bound on {cores} cores: the required parts {sum(T[k] for k in REQUIRED):.3f} s of CPU (decode "
