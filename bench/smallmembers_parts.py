@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("BENCH_SMALL", "200000")
@@ -31,6 +32,7 @@ import smallmembers as whole  # noqa: E402 (bench/smallmembers.py: its whole-pro
 
 from cloudvault.archive import plainruns  # noqa: E402
 from cloudvault.archive import scan as archive_scan  # noqa: E402
+from cloudvault.archive.scan import MemberRecord  # noqa: E402
 from cloudvault.catalog import files as catalog_files  # noqa: E402
 from cloudvault.catalog import shards  # noqa: E402
 from cloudvault.cli.main import main  # noqa: E402
@@ -62,17 +64,21 @@ def decode_cpu(archive: Path) -> float:
     return time.thread_time() - started
 
 
-def scan_alone(archive: Path) -> tuple[int, float]:
-    """(members, wall seconds) of vault's scan of archive as `vault index` runs it on a local mirror (decode on
-    two cores, tar headers, BLAKE3, the secret checks of names and bytes), its records thrown away: the scan with
-    no catalog, shard or commit, to set beside the catalog's writes alone (SERIAL)."""
+def scanned(archive: Path) -> Iterator[MemberRecord]:
+    """The member records of vault's scan of archive as `vault index` runs it on a local mirror (decode on two
+    cores, tar headers, BLAKE3, the secret checks of names and bytes), as they come: no catalog, shard or commit."""
     rules = secrets.SecretRules(secrets.DEFAULT_RULES)
-    started = time.perf_counter()
     with archives._fewer_collections(), open(archive, "rb") as fh:
         scan = archive_scan.ArchiveScan(fh, inspect=rules.scanner, prefilter=rules.may_match, decoders=2,
                                         opener=functools.partial(open, archive, "rb"))  # fmt: skip
-        records = archives.redacted(iter(scan), rules, scan.result)
-        members = sum(1 for _ in records)
+        yield from archives.redacted(iter(scan), rules, scan.result)
+
+
+def scan_alone(archive: Path) -> tuple[int, float]:
+    """(members, wall seconds) of the scan (scanned) with its records thrown away, to set beside the catalog's
+    writes alone (SERIAL)."""
+    started = time.perf_counter()
+    members = sum(1 for _ in scanned(archive))
     return members, time.perf_counter() - started
 
 
