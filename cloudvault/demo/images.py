@@ -2,9 +2,14 @@
 
 They are written in Python, without a daemon, byte for byte in the layout docker >= 25 saves (blobs/sha256/...,
 index.json, manifest.json, oci-layout, repositories; uncompressed layer tars; Go's 1 KiB tar trailer), then
-zstd-compressed like the lab's `images/*.tar.zst`, with a SHA256SUMS beside them. The root layer is
-busybox-static, so `docker run --network none IMAGE busybox echo hi` works; the config carries the lab's build
-facts (TORCH_CUDA_ARCH_LIST=12.0, CUDA_VERSION, cross-compiled on g07) that `vault restore docker` checks.
+zstd-compressed like the lab's `images/*.tar.zst`, with a SHA256SUMS beside them. The config carries the lab's
+build facts (TORCH_CUDA_ARCH_LIST=12.0, CUDA_VERSION, cross-compiled on g07) that `vault restore docker` checks.
+
+The demo's images hold no program: their bytes are the same on every machine, so the figures the README shows of the
+demo mirror (`vault verify`'s bytes hashed) are what a newcomer sees. Like the lab's, they are loaded and checked, not
+run; a container of one still runs a program mounted into it (the docker executor's stand-in). The tests that run an
+image build theirs with `runnable=True`: the host's busybox-static as its root layer, so `docker run --network none
+IMAGE busybox echo hi` works.
 """
 
 from __future__ import annotations
@@ -66,10 +71,15 @@ def busybox_static() -> bytes | None:
     return None if b"/ld-linux" in data[:4096] or b"/ld-musl" in data[:4096] else data
 
 
-def root_layer() -> bytes:
-    busybox = busybox_static()
-    if busybox is None:  # still a loadable image; only `docker run` of it needs the binary
-        return tar_bytes([("etc/", None, None), ("etc/NO_BUSYBOX", b"busybox-static was not installed\n", None)])
+DEMO_ROOT = b"the demo's images hold no program (cloudvault/demo/images.py)\n"
+
+
+def root_layer(runnable: bool = False) -> bytes:
+    """The image's first layer: a note, the same everywhere; runnable, the host's busybox-static and its links
+    (the note where the host has none: still a loadable image)."""
+    busybox = busybox_static() if runnable else None
+    if busybox is None:
+        return tar_bytes([("etc/", None, None), ("etc/NO_PROGRAMS", DEMO_ROOT, None)])
     links = [(f"bin/{name}", None, "busybox") for name in BUSYBOX_LINKS]
     return tar_bytes([("bin/", None, None), ("bin/busybox", busybox, None), *links])
 
@@ -128,9 +138,10 @@ def save_archive(tag: str, layers: list[bytes], config: bytes) -> bytes:
     return tar_bytes(entries)
 
 
-def demo_image(name: str, tag: str | None = None, env: dict | None = None, labels: dict | None = None) -> bytes:
-    """The `docker save` tar of one demo image (tests vary tag, env and labels)."""
-    layers = [root_layer(), app_layer(name, IMAGES.get(name, name))]
+def demo_image(name: str, tag: str | None = None, env: dict | None = None, labels: dict | None = None, *,
+               runnable: bool = False) -> bytes:  # fmt: skip
+    """The `docker save` tar of one demo image (tests vary tag, env and labels; runnable: see root_layer)."""
+    layers = [root_layer(runnable), app_layer(name, IMAGES.get(name, name))]
     labels = labels if labels is not None else {
         "org.opencontainers.image.title": name, "org.marvell.built_on": "g07",
         "org.marvell.cuda_arch_list": "12.0", "org.marvell.note": "cross-compiled for sm_120; never run there",

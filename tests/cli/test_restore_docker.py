@@ -218,7 +218,7 @@ def test_lying_sums_cut_the_stream_before_manifest_json():
 
 def test_a_blob_that_does_not_hash_to_its_name_cuts_the_stream_at_that_blob():
     tar = bytearray(images.demo_image("neo"))
-    at = tar.index(b"BUILD.md")  # inside the app layer blob, which comes after the busybox layer
+    at = tar.index(b"BUILD.md")  # inside the app layer blob, which comes after the root layer
     tar[at + 600] ^= 0x01
     sent, error = _drain(_body(images.compress(bytes(tar))))
     assert isinstance(error, ArchiveDamaged) and "not the digest it is named by" in str(error)

@@ -202,7 +202,8 @@ def test_a_failing_container_is_recorded_failed_and_removed(demo_catalog, vault,
 
 
 def test_a_missing_image_is_restored_from_the_mirror_first(demo_catalog, vault, tmp_path, docker_host, monkeypatch):
-    """[environment] docker = "neo": the demo's busybox-only image, loaded from _docker/images/neo.tar.zst."""
+    """[environment] docker = "neo": the demo's image (no program in it: the stand-in is mounted into it), loaded
+    from _docker/images/neo.tar.zst."""
     import re
 
     import docker

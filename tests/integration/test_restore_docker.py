@@ -80,8 +80,13 @@ def daemon(services, monkeypatch):
         yield client
 
 
+def neo_image(**kw) -> bytes:
+    """The demo's neo image with the host's busybox-static as its root layer: these tests run what they restore."""
+    return images.demo_image("neo", runnable=True, **kw)
+
+
 def neo_archive(**kw) -> bytes:
-    return images.compress(images.demo_image("neo", **kw))
+    return images.compress(neo_image(**kw))
 
 
 def config_digest(tar: bytes) -> str:
@@ -120,9 +125,9 @@ def test_restore_from_archive_loads_an_image_that_runs_and_is_recorded(tmp_path,
     result = vault("--catalog", str(db), "restore", "docker", "neo", "--json")
     assert result.code == 0, result.err
     done = json.loads(result.out)["restored"]
-    expected = config_digest(images.demo_image("neo"))
+    expected = config_digest(neo_image())
     assert done["image_id"] == expected == done["config_digest"] and done["layers"] == 2
-    assert done["tags"] == [NEO_TAG] and done["bytes_out"] == len(images.demo_image("neo"))
+    assert done["tags"] == [NEO_TAG] and done["bytes_out"] == len(neo_image())
     assert run_in(daemon, NEO_TAG, "busybox", "echo", "neo runs") == "neo runs\n"
     assert "TORCH_CUDA_ARCH_LIST=12.0" in run_in(daemon, NEO_TAG, "cat", "/opt/neo/BUILD.md")
     found = vault("--catalog", str(db), "search", "restored", "docker", "neo")
@@ -143,7 +148,7 @@ def test_single_frame_archive_with_a_flipped_byte_exits_5_and_loads_nothing(tmp_
 
 def test_multi_frame_archive_with_a_flipped_byte_is_cut_off_mid_stream(tmp_path, vault, daemon, services):
     """Only the frames of manifest.json and the config are read before loading; the damage is met while streaming."""
-    tar = images.demo_image("neo")
+    tar = neo_image()
     cctx = __import__("zstandard").ZstdCompressor(level=3, write_checksum=True)
     frames = [cctx.compress(tar[i : i + (128 << 10)]) for i in range(0, len(tar), 128 << 10)]
     db = docker_mirror(tmp_path, vault, {"neo": b"".join(frames)})
@@ -210,10 +215,10 @@ def test_an_image_the_daemon_loaded_differently_is_removed_unless_it_was_there_b
     result = vault("--catalog", str(db), "restore", "docker", "neo")
     assert result.code == 5 and "the daemon's layers differ; removed what was loaded" in result.err
     assert image_ids(daemon) == set()
-    load_into(daemon, images.demo_image("neo"))
+    load_into(daemon, neo_image())
     kept = vault("--catalog", str(db), "restore", "docker", "neo")
     assert kept.code == 5 and "kept the image that was there before" in kept.err
-    assert image_ids(daemon) == {config_digest(images.demo_image("neo"))}
+    assert image_ids(daemon) == {config_digest(neo_image())}
 
 
 def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, vault, daemon):
@@ -227,7 +232,7 @@ def test_a_tag_held_by_another_image_is_refused_then_moved_with_retag(tmp_path, 
     assert_failure_recorded(db, vault, f"tag {NEO_TAG} is held by image")
     moved = vault("--catalog", str(db), "restore", "docker", "neo", "--retag")
     assert moved.code == 0 and "moves from image" in moved.out
-    assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(images.demo_image("neo"))
+    assert daemon.inspect_image(NEO_TAG)["Id"] == config_digest(neo_image())
 
 
 def test_an_sm120_image_is_not_loaded_on_a_9_0_gpu(tmp_path, vault, daemon, monkeypatch):
@@ -416,7 +421,7 @@ def registry_recipe(tmp_path: Path, monkeypatch, services, digest: str) -> None:
 def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_path, vault, daemon, services,
                                                                           monkeypatch):  # fmt: skip
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
-    digest = push(services, daemon, tmp_path, images.demo_image("neo"), "neo")
+    digest = push(services, daemon, tmp_path, neo_image(), "neo")
     registry_recipe(tmp_path, monkeypatch, services, digest)
     user_config = tmp_path / "user-docker"
     monkeypatch.setenv("DOCKER_CONFIG", str(user_config))
@@ -434,7 +439,7 @@ def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_p
     result = vault("--catalog", str(db), "restore", "docker", "neo-hub", "--from", "registry", "--json")
     assert result.code == 0, result.err
     done = json.loads(result.out)["restored"]
-    assert done["image_id"] == config_digest(images.demo_image("neo")) and done["manifest_digest"] == digest
+    assert done["image_id"] == config_digest(neo_image()) and done["manifest_digest"] == digest
     assert f"{registry}/marvell-tandemspec@{digest}" in done["repo_digests"]  # what the daemon says it came as
     assert "marvell/neo:restored" in done["tags"]
     assert (user_config / "config.json").read_bytes() == before  # vault wrote no credentials
@@ -447,7 +452,7 @@ def test_pull_by_digest_with_the_users_login_is_proven_against_the_archive(tmp_p
 def test_registry_image_that_is_not_the_archives_exits_5_and_is_removed(tmp_path, vault, daemon, services,
                                                                         monkeypatch):  # fmt: skip
     db = docker_mirror(tmp_path, vault, {"neo": neo_archive()})
-    impostor = images.demo_image("neo", labels={"org.marvell.note": "rebuilt, not the backup's"})
+    impostor = neo_image(labels={"org.marvell.note": "rebuilt, not the backup's"})
     digest = push(services, daemon, tmp_path, impostor, "neo-rebuilt")
     registry_recipe(tmp_path, monkeypatch, services, digest)
     user_config = tmp_path / "user-docker"
