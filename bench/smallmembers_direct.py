@@ -17,7 +17,6 @@ import queue
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -97,13 +96,7 @@ def direct_index(archive: Path, catalog: Path, *, search_during: bool) -> int:
 def main_() -> None:
     work = Path(tempfile.mkdtemp(prefix="vault-bench-direct-"))
     try:
-        small = work / "small.tar"
-        makers.small_tar(small)
-        entry = work / "mirror/018_bench"
-        entry.mkdir(parents=True)
-        archive = entry / "small.tar.zst"
-        subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(archive)], check=True)
-        small.unlink()
+        archive = parts.small_mirror(work)
         (work / "empty/018_bench").mkdir(parents=True)
         empty = work / "empty.db"
         main(["--catalog", str(empty), "index", "-q", str(work / "empty")])

@@ -123,15 +123,21 @@ def instrument() -> None:
     archives.commit_archive = timed("commit: all", archives.commit_archive, time.perf_counter)
 
 
+def small_mirror(work: Path) -> Path:
+    """The small-member archive, as bench/smallmembers.py builds it, alone in work/mirror/018_bench: its path."""
+    small = work / "small.tar"
+    makers.small_tar(small)
+    entry = work / "mirror/018_bench"
+    entry.mkdir(parents=True)
+    subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small.tar.zst")], check=True)
+    small.unlink()
+    return entry / "small.tar.zst"
+
+
 def main_() -> None:
     work = Path(tempfile.mkdtemp(prefix="vault-bench-parts-"))
     try:
-        small = work / "small.tar"
-        makers.small_tar(small)
-        entry = work / "mirror/018_bench"
-        entry.mkdir(parents=True)
-        subprocess.run(["zstd", "-q", "-T0", "-3", str(small), "-o", str(entry / "small.tar.zst")], check=True)
-        small.unlink()
+        entry = small_mirror(work).parent
         zstd = median_wall(["zstd", "-q", "-d", "-c", "-o", "/dev/null", str(entry / "small.tar.zst")])
         T["decode"] = min(decode_cpu(entry / "small.tar.zst") for _ in range(5))
         alone = statistics.median(scan_alone(entry / "small.tar.zst")[1] for _ in range(5))

@@ -4,31 +4,16 @@ against `vault index` (docs/performance.md). It must store what it claims to, or
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import tarfile
 
 import pytest
-from conftest import bench_module, require
+from conftest import bench_module
 
 from cloudvault.cli.main import main
 
 
-@pytest.fixture
-def archive(tmp_path):
-    src = tmp_path / "a.tar"
-    with tarfile.open(src, "w", format=tarfile.GNU_FORMAT) as tar:
-        for i in range(300):
-            (tmp_path / "m").write_bytes(b"y" * (i * 5))
-            tar.add(tmp_path / "m", arcname=f"logs/{i:03d}/rank{i:03d}.log")
-    subprocess.run([require("zstd"), "-q", str(src), "-o", str(tmp_path / "a.tar.zst")], check=True)
-    with tarfile.open(src) as tar:
-        names = sorted(m.name for m in tar.getmembers())
-    return tmp_path / "a.tar.zst", names
-
-
 @pytest.mark.parametrize("search_during", [False, True])
-def test_the_prototype_stores_every_member_tarfile_wrote_with_its_search_row(tmp_path, archive, search_during):
-    path, names = archive
+def test_the_prototype_stores_every_member_tarfile_wrote_with_its_search_row(tmp_path, tarfile_archive, search_during):
+    path, names = tarfile_archive
     (tmp_path / "empty" / "018_x").mkdir(parents=True)
     catalog = tmp_path / "c.db"
     assert main(["--catalog", str(catalog), "index", "-q", str(tmp_path / "empty")]) == 0

@@ -44,23 +44,11 @@ def test_loading_the_bench_leaves_the_environment_as_it_was(monkeypatch):
     assert "BENCH_SMALL" not in os.environ
 
 
-def test_the_scan_alone_reads_every_member_tarfile_wrote_and_writes_no_catalog(tmp_path):
+def test_the_scan_alone_reads_every_member_tarfile_wrote_and_writes_no_catalog(tarfile_archive):
     # the scan without the catalog: what vault's per-member work costs before a row is written anywhere
-    import subprocess
-    import tarfile
-
-    from conftest import require
-
-    src = tmp_path / "a.tar"
-    with tarfile.open(src, "w", format=tarfile.GNU_FORMAT) as tar:
-        for i in range(300):
-            (tmp_path / "m").write_bytes(b"x" * (i * 7))
-            tar.add(tmp_path / "m", arcname=f"logs/{i:03d}.log")
-    subprocess.run([require("zstd"), "-q", str(src), "-o", str(tmp_path / "a.tar.zst")], check=True)
-    with tarfile.open(src) as tar:
-        expected = len(tar.getmembers())
-    before = sorted(p.name for p in tmp_path.iterdir())
-    members, seconds = _bench().scan_alone(tmp_path / "a.tar.zst")
-    assert members == expected == 300
+    path, names = tarfile_archive
+    before = sorted(p.name for p in path.parent.iterdir())
+    members, seconds = _bench().scan_alone(path)
+    assert members == len(names) == 300
     assert seconds > 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert sorted(p.name for p in path.parent.iterdir()) == before
