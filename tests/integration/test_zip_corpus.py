@@ -4,6 +4,7 @@ wherever vault keeps no hash of a member unzip could give bytes for; and a zip64
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import zipfile
@@ -56,7 +57,7 @@ def _truth(archive: Path, raw: bytes, listed: bytes | None) -> bytes | None:
     the name `unzip -Z1` lists at the member's place (unzip turns names of no stated charset into latin-1, and
     matches those)."""
     if archive.name in UNZIP_DIFFERS:
-        out = subprocess.run([b"bsdtar", b"-xOf", bytes(archive), raw], capture_output=True)
+        out = subprocess.run([os.fsencode(require("bsdtar")), b"-xOf", bytes(archive), raw], capture_output=True)
         return out.stdout if out.returncode == 0 else None
     name = raw if raw.isascii() or listed is None else listed
     pattern = name.replace(b"\\", b"\\\\").replace(b"[", b"[[]")
