@@ -247,7 +247,11 @@ def _read_archives_pool(ctx: MirrorContext, archives: list[FileStat], budget: Bu
     import multiprocessing  # only when there is a pool: the CLI starts faster without it
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    mp = multiprocessing.get_context("fork")
+    from cloudvault.processes import worker_context
+
+    # forked where this process runs no other thread (a CLI run); else from a fresh process, which inherits the
+    # stopping signals blocked below as a forked worker does (it is started at the first submit)
+    mp = worker_context(["cloudvault.index.archives"])
     counter, unfinished = mp.Value("q", 0), mp.Value("q", len(archives))
     pending: dict = {}  # future -> (file, shard path)
     seen = 0
