@@ -137,10 +137,10 @@ def small_mirror(work: Path) -> Path:
 def main_() -> None:
     work = Path(tempfile.mkdtemp(prefix="vault-bench-parts-"))
     try:
-        entry = small_mirror(work).parent
-        zstd = median_wall(["zstd", "-q", "-d", "-c", "-o", "/dev/null", str(entry / "small.tar.zst")])
-        T["decode"] = min(decode_cpu(entry / "small.tar.zst") for _ in range(5))
-        alone = statistics.median(scan_alone(entry / "small.tar.zst")[1] for _ in range(5))
+        archive = small_mirror(work)
+        zstd = median_wall(["zstd", "-q", "-d", "-c", "-o", "/dev/null", str(archive)])
+        T["decode"] = min(decode_cpu(archive) for _ in range(5))
+        alone = statistics.median(scan_alone(archive)[1] for _ in range(5))
         start = median_wall(START_FLOOR)
         instrument()
         started = time.perf_counter()
